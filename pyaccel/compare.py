@@ -1,0 +1,47 @@
+"""``compare``: one model on several systems (``--units auto``) and batch sizes."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import ConfigError, PyaccelError
+from .hw.io import preset_names
+from .report import Report
+from .results import error_record, run, run_record
+from .workload import Workload
+
+
+def parse_batches(text: str | None, default: int) -> list[int]:
+    """``--batches 1,2,4``: positive integers."""
+    if not text:
+        return [default]
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--batches '{text}': expected comma-separated integers") from None
+    if not values or min(values) < 1:
+        raise ConfigError(f"--batches '{text}': batch sizes must be positive")
+    return values
+
+
+def compare(model: str, systems: str | None, workload: Workload, batches: str | None
+            ) -> list[dict]:
+    """One ``run --json`` record per system and batch; a system that cannot run the model gets
+    an ``error`` field instead of numbers."""
+    names = [s.strip() for s in systems.split(",") if s.strip()] if systems else preset_names()
+    from .hw.io import load_spec
+    from .model.config import load_model
+
+    # unknown names are errors of the whole command, not of one system
+    load_model(model)
+    for name in names:
+        load_spec(name)
+    records = []
+    for name in names:
+        for b in parse_batches(batches, workload.batch):
+            try:
+                result = run(model, name, "auto", replace(workload, batch=b))
+                rep = Report.from_trace(result.trace, what_if=False)
+                records.append(run_record(result, rep.bottleneck))
+            except PyaccelError as exc:
+                records.append(error_record(model, name, b, str(exc)))
+    return records

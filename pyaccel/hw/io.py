@@ -1,0 +1,146 @@
+"""Load and validate hardware presets (TOML) and apply ``--set key=value`` overrides."""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, PresetError
+from ..numerics.formats import get_format
+from .spec import KINDS, PARAMS_BY_KIND, HardwareSpec, System
+
+
+def preset_names() -> list[str]:
+    """Names of the hardware presets shipped with pyaccel."""
+    folder = resources.files("pyaccel.hw") / "presets"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def _coerce(kind: str, name: str, value: Any, meta: dict, where: str) -> Any:
+    """Check one parameter value against its field's type and bound."""
+    if meta.get("text"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: parameter '{name}' must be a non-empty string, "
+                              f"got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: parameter '{name}' must be a finite number, got {value!r}")
+    if meta.get("integer"):
+        if value != int(value):
+            raise ConfigError(f"{where}: parameter '{name}' must be a whole number, got {value!r}")
+        value = int(value)
+    low, strict = meta["min"], meta["strict"]
+    if value < low or (strict and value == low):
+        bound = ">" if strict else ">="
+        raise ConfigError(f"{where}: parameter '{name}' = {value!r} must be {bound} {low}")
+    return value
+
+
+def _parse_params(kind: str, table: Any, where: str) -> tuple[Any, dict, dict]:
+    """Params dataclass, sources and assumptions from the ``[params]`` table."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: missing table [params]")
+    cls = PARAMS_BY_KIND[kind]
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown parameter '{unknown[0]}' for kind '{kind}'; known: "
+                          f"{', '.join(known)}")
+    values, sources, assumptions = {}, {}, {}
+    for name, fld in known.items():
+        entry = table.get(name)
+        if entry is None:
+            raise ConfigError(f"{where}: missing parameter '{name}' ({fld.metadata['doc']})")
+        if not isinstance(entry, dict) or "value" not in entry:
+            raise ConfigError(f"{where}: parameter '{name}' must be an inline table "
+                              "{ value = ..., source = \"...\" } or { value = ..., assumption = "
+                              "\"name: reasoning\" }")
+        has_src, has_asm = bool(entry.get("source")), bool(entry.get("assumption"))
+        if has_src == has_asm:
+            raise ConfigError(f"{where}: parameter '{name}' needs exactly one of 'source' or "
+                              "'assumption'")
+        values[name] = _coerce(kind, name, entry["value"], fld.metadata, where)
+        (sources if has_src else assumptions)[name] = str(entry.get("source") or
+                                                          entry["assumption"])
+    return cls(**values), sources, assumptions
+
+
+def spec_from_toml(text: str, where: str) -> HardwareSpec:
+    """Parse and validate a preset's TOML text; ``where`` names the file in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    head = data.get("preset")
+    if not isinstance(head, dict):
+        raise ConfigError(f"{where}: missing table [preset] (name, kind, description, "
+                          "native_format)")
+    for key in ("name", "kind", "description", "native_format"):
+        if not isinstance(head.get(key), str) or not head[key]:
+            raise ConfigError(f"{where}: [preset] field '{key}' must be a non-empty string")
+    kind = head["kind"]
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: [preset] kind '{kind}' is not one of {', '.join(KINDS)}")
+    native = get_format(head["native_format"], f"{where}: native_format").name
+    params, sources, assumptions = _parse_params(kind, data.get("params"), where)
+    return HardwareSpec(head["name"], kind, head["description"], native, params, sources,
+                        assumptions, origin=where)
+
+
+def load_spec(name_or_path: str | Path) -> HardwareSpec:
+    """A hardware spec from a preset name or a TOML file path."""
+    text = str(name_or_path)
+    path = Path(text)
+    if path.suffix == ".toml" or path.exists():
+        try:
+            return spec_from_toml(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__})") from None
+    if text in preset_names():
+        res = resources.files("pyaccel.hw") / "presets" / f"{text}.toml"
+        return spec_from_toml(res.read_text(encoding="utf-8"), f"preset {text}")
+    raise PresetError(f"unknown system '{text}'; known presets: {', '.join(preset_names())} "
+                      "(or give a .toml file)")
+
+
+def apply_overrides(spec: HardwareSpec, sets: list[str] | dict | None) -> HardwareSpec:
+    """Apply ``--set key=value`` overrides (``key`` a parameter name) to a spec."""
+    if not sets:
+        return spec
+    pairs = sets.items() if isinstance(sets, dict) else [_split_set(s) for s in sets]
+    meta = {f.name: f.metadata for f in fields(PARAMS_BY_KIND[spec.kind])}
+    for key, raw in pairs:
+        if key not in meta:
+            raise ConfigError(f"--set {key}: no such parameter for kind '{spec.kind}'; known: "
+                              f"{', '.join(meta)}")
+        value = raw if meta[key].get("text") else _number(key, raw)
+        value = _coerce(spec.kind, key, value, meta[key], f"--set {key}")
+        spec = spec.with_params(f"{key}={raw} (preset: {getattr(spec.params, key)})",
+                                **{key: value})
+    return spec
+
+
+def _split_set(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ConfigError(f"--set '{item}': expected KEY=VALUE")
+    key, value = item.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def _number(key: str, raw: Any) -> float:
+    try:
+        return float(str(raw).replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"--set {key}={raw}: value must be a number") from None
+
+
+def load_system(name_or_path: str | Path, units: int | str = 1,
+                overrides: list[str] | dict | None = None) -> System:
+    """A :class:`System` of ``units`` machines (``"auto"``: resolved by :func:`pyaccel.place`)."""
+    spec = apply_overrides(load_spec(name_or_path), overrides)
+    if units != "auto" and (isinstance(units, bool) or not isinstance(units, int) or units < 1):
+        raise ConfigError(f"units must be a positive integer or 'auto', got {units!r}")
+    return System(spec, units)

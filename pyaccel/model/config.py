@@ -1,0 +1,252 @@
+"""ModelConfig: the shapes of a decoder-only transformer, read from a Hugging Face ``config.json``.
+
+Supported ``model_type`` families: llama, mistral, qwen2, qwen3 (dense); mixtral, qwen3_moe,
+glm4_moe (MoE); deepseek_v3 / kimi_k2 (MLA + MoE; Kimi K2.5/K2.6 nest these under
+``text_config``); gpt_oss (MoE, sliding-window layers, attention sinks, biases).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, PresetError
+
+DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
+MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
+MLA_TYPES = {"deepseek_v3", "kimi_k2"}
+SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shapes of a decoder-only transformer (all sizes in elements, not bytes).
+
+    ``dense_layers`` lists the layers whose MLP is dense in an MoE model (all layers of a dense
+    model). Attention is ``gqa`` (grouped-query, MHA when ``n_kv_heads == n_heads``) or ``mla``
+    (DeepSeek multi-head latent attention, cached as ``kv_lora_rank + qk_rope_dim`` per token).
+    """
+
+    name: str
+    model_type: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    tied_embeddings: bool = False
+    attention: str = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
+    n_experts: int = 0
+    top_k: int = 0
+    n_shared_experts: int = 0
+    expert_ffn: int = 0
+    dense_layers: tuple[int, ...] = ()
+    qkv_bias: bool = False
+    o_bias: bool = False
+    expert_bias: bool = False
+    router_bias: bool = False
+    qk_norm: bool = False
+    attn_sinks: bool = False
+    sliding_window: int = 0
+    layer_types: tuple[str, ...] = ()
+    mtp_layers: int = 0
+    max_position: int = 0
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    hidden_act: str = "silu"
+    source: str = ""
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_moe(self) -> bool:
+        """True when some layers route tokens to experts."""
+        return self.n_experts > 0
+
+    def is_dense_layer(self, layer: int) -> bool:
+        """True when ``layer``'s MLP is a dense SwiGLU block (no routed experts)."""
+        return not self.is_moe or layer in self.dense_layers
+
+    def is_sliding(self, layer: int) -> bool:
+        """True when ``layer`` attends only to the last ``sliding_window`` tokens."""
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
+
+    @property
+    def kv_elems_per_token_layer(self) -> int:
+        """KV-cache elements stored per token per layer (K and V, or MLA's latent + rope key)."""
+        if self.attention == "mla":
+            return self.kv_lora_rank + self.qk_rope_dim
+        return 2 * self.n_kv_heads * self.head_dim
+
+
+def _need(cfg: dict, key: str, where: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise ConfigError(f"{where}: missing field '{key}'")
+    return cfg[key]
+
+
+def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default) if default is not None else _need(cfg, key, where)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where}: field '{key}' must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _positive(cfg: dict, key: str, where: str, default: int | None = None) -> int:
+    value = _int(cfg, key, where, default)
+    if value == 0:
+        raise ConfigError(f"{where}: field '{key}' must be positive, got 0")
+    return value
+
+
+def _layer_types(cfg: dict, n_layers: int, where: str) -> tuple[str, ...]:
+    types = cfg.get("layer_types")
+    if types is None:
+        return ()
+    allowed = {"full_attention", "sliding_attention"}
+    if not isinstance(types, list) or len(types) != n_layers or not set(types) <= allowed:
+        raise ConfigError(f"{where}: field 'layer_types' must list {n_layers} entries from "
+                          f"{sorted(allowed)}")
+    return tuple(types)
+
+
+def _moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
+    """Expert counts and which layers stay dense, per family's field names."""
+    if mt == "mixtral":
+        return dict(n_experts=_positive(cfg, "num_local_experts", where),
+                    top_k=_positive(cfg, "num_experts_per_tok", where),
+                    expert_ffn=_positive(cfg, "intermediate_size", where), dense_layers=())
+    if mt == "gpt_oss":
+        top_k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
+        return dict(n_experts=_positive(cfg, "num_local_experts", where),
+                    top_k=_positive({"top_k": top_k}, "top_k", where),
+                    expert_ffn=_positive(cfg, "intermediate_size", where), dense_layers=(),
+                    expert_bias=True, router_bias=True)
+    if mt == "qwen3_moe":
+        step = _positive(cfg, "decoder_sparse_step", where, 1)
+        only = set(cfg.get("mlp_only_layers") or [])
+        dense = tuple(i for i in range(n_layers) if i in only or (i + 1) % step != 0)
+        return dict(n_experts=_positive(cfg, "num_experts", where),
+                    top_k=_positive(cfg, "num_experts_per_tok", where),
+                    expert_ffn=_positive(cfg, "moe_intermediate_size", where), dense_layers=dense)
+    # glm4_moe, deepseek_v3, kimi_k2
+    first_dense = _int(cfg, "first_k_dense_replace", where, 0)
+    freq = _positive(cfg, "moe_layer_freq", where, 1)
+    dense = tuple(i for i in range(n_layers) if i < first_dense or i % freq != 0)
+    return dict(n_experts=_positive(cfg, "n_routed_experts", where),
+                top_k=_positive(cfg, "num_experts_per_tok", where),
+                n_shared_experts=_int(cfg, "n_shared_experts", where, 0),
+                expert_ffn=_positive(cfg, "moe_intermediate_size", where), dense_layers=dense)
+
+
+def _sliding(cfg: dict, mt: str, n_layers: int, types: tuple[str, ...], where: str) -> dict:
+    """Sliding-window attention: per ``layer_types`` (gpt-oss), all layers (Mistral/Mixtral), or
+    layers from ``max_window_layers`` on when ``use_sliding_window`` is set (Qwen2/Qwen3)."""
+    window = cfg.get("sliding_window") or 0
+    if types:
+        if "sliding_attention" in types:
+            return dict(sliding_window=_positive(cfg, "sliding_window", where))
+        return {}
+    if not window:
+        return {}
+    if mt in ("mistral", "mixtral"):
+        return dict(sliding_window=_positive(cfg, "sliding_window", where),
+                    layer_types=("sliding_attention",) * n_layers)
+    if cfg.get("use_sliding_window"):
+        first = _int(cfg, "max_window_layers", where, 0)
+        return dict(sliding_window=_positive(cfg, "sliding_window", where),
+                    layer_types=tuple("sliding_attention" if i >= first else "full_attention"
+                                      for i in range(n_layers)))
+    return {}
+
+
+def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
+    """Build a :class:`ModelConfig` from a parsed HF ``config.json``; ``where`` names the file."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
+    if isinstance(cfg.get("text_config"), dict):  # Kimi K2.5/K2.6, multimodal wrappers
+        cfg = {**cfg, **cfg["text_config"]}
+    mt = _need(cfg, "model_type", where)
+    if mt not in SUPPORTED_TYPES:
+        raise ConfigError(f"{where}: unsupported model_type '{mt}'; supported: "
+                          f"{', '.join(sorted(SUPPORTED_TYPES))}")
+    n_layers = _positive(cfg, "num_hidden_layers", where)
+    hidden = _positive(cfg, "hidden_size", where)
+    n_heads = _positive(cfg, "num_attention_heads", where)
+    fields: dict[str, Any] = dict(
+        name=name, model_type=mt, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
+        n_kv_heads=_positive(cfg, "num_key_value_heads", where, n_heads),
+        head_dim=_positive(cfg, "head_dim", where, hidden // n_heads),
+        ffn=_int(cfg, "intermediate_size", where, 0),
+        vocab=_positive(cfg, "vocab_size", where),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_position=_int(cfg, "max_position_embeddings", where, 0),
+        rope_theta=float(cfg.get("rope_theta") or 10000.0),
+        norm_eps=float(cfg.get("rms_norm_eps") or 1e-5),
+        hidden_act=str(cfg.get("hidden_act") or "silu"),
+        layer_types=_layer_types(cfg, n_layers, where), source=where, raw=cfg)
+    if mt not in MLA_TYPES and n_heads % fields["n_kv_heads"]:
+        raise ConfigError(f"{where}: num_attention_heads {n_heads} is not a multiple of "
+                          f"num_key_value_heads {fields['n_kv_heads']}")
+    if mt in MOE_TYPES | MLA_TYPES:
+        fields.update(_moe_fields(cfg, mt, n_layers, where))
+    if mt in MLA_TYPES:
+        fields.update(attention="mla", q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
+                      kv_lora_rank=_positive(cfg, "kv_lora_rank", where),
+                      qk_nope_dim=_positive(cfg, "qk_nope_head_dim", where),
+                      qk_rope_dim=_positive(cfg, "qk_rope_head_dim", where),
+                      v_head_dim=_positive(cfg, "v_head_dim", where), n_kv_heads=n_heads)
+    if mt in MLA_TYPES | {"glm4_moe"}:
+        fields["mtp_layers"] = _int(cfg, "num_nextn_predict_layers", where, 0)
+    if fields["ffn"] == 0 and (not fields.get("n_experts") or fields.get("dense_layers")):
+        raise ConfigError(f"{where}: missing field 'intermediate_size' (dense MLP width)")
+    bias = bool(cfg.get("attention_bias", mt == "qwen2"))
+    fields.update(qkv_bias=bias, o_bias=bias and mt != "qwen2",
+                  qk_norm=mt in ("qwen3", "qwen3_moe") or bool(cfg.get("use_qk_norm")),
+                  attn_sinks=mt == "gpt_oss")
+    fields.update(_sliding(cfg, mt, n_layers, fields["layer_types"], where))
+    return ModelConfig(**fields)
+
+
+def preset_names() -> list[str]:
+    """Names of the model presets shipped with pyaccel (``config.json`` files)."""
+    folder = resources.files("pyaccel.model") / "presets"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def _read_json(path: Path | Any, where: str) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                          f"{exc.msg})") from None
+
+
+def load_model(name_or_path: str | Path) -> ModelConfig:
+    """Load a model preset by name, a folder holding ``config.json``, or a ``config.json`` path."""
+    text = str(name_or_path)
+    path = Path(text)
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            raise ConfigError(f"{name_or_path}: folder has no config.json")
+    if path.is_file():
+        return config_from_dict(_read_json(path, str(path)), path.parent.name
+                                if path.name == "config.json" else path.stem, str(path))
+    if text in preset_names():
+        res = resources.files("pyaccel.model") / "presets" / f"{text}.json"
+        return config_from_dict(_read_json(res, f"preset {text}"), text, f"preset {text}")
+    raise PresetError(f"unknown model '{text}' (not a preset, folder or file); known presets: "
+                      f"{', '.join(preset_names())}")

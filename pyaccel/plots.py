@@ -1,0 +1,104 @@
+"""Plots (matplotlib, written atomically as PNG): per-layer time by resource, roofline of the
+ops, and tokens/s per user against total tokens/s."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from .io_util import write_atomic
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    _figure().close(fig)
+    return write_atomic(path, buf.getvalue())
+
+
+def layer_plot(report, path: Path) -> Path:
+    """Stacked bar per layer key: seconds by resource class in the first recorded step."""
+    plt = _figure()
+    layers = list(report.by_layer)
+    resources = sorted({r for d in report.by_layer.values() for r in d})
+    fig, ax = plt.subplots(figsize=(max(6, len(layers) * 0.12), 4))
+    bottom = [0.0] * len(layers)
+    for res in resources:
+        vals = [report.by_layer[layer].get(res, 0.0) * 1e6 for layer in layers]
+        ax.bar(range(len(layers)), vals, bottom=bottom, label=res, width=0.9)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xlabel("layer (embed, 0..L-1, head)")
+    ax.set_ylabel("time (us)")
+    ax.set_title(f"{report.summary['model']} on {report.summary['system']}: time per layer")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def roofline_plot(trace, path: Path) -> Path:
+    """Each op's emulated time against its lower bound (log-log); the diagonal is the bound."""
+    from .sim.roofline import roofline
+
+    plt = _figure()
+    model, system, placement, work = trace.inputs
+    roof = roofline(model, system, placement, work, int(trace.step_context[0]))
+    df = trace.to_dataframe()
+    first = df[df["step"] == df["step"].min()]
+    emulated = first.groupby("op")["duration_s"].sum()
+    xs, ys, cs = [], [], []
+    colours = {}
+    for b in roof.ops:
+        if b.op in emulated.index and b.seconds > 0:
+            xs.append(b.seconds)
+            ys.append(emulated[b.op] + first[first["op"] == f"{b.op}.launch"]["duration_s"].sum())
+            cs.append(colours.setdefault(b.resource, f"C{len(colours)}"))
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.scatter(xs, ys, c=cs, s=8)
+    lo, hi = min(xs + ys), max(xs + ys)
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("lower bound (s)")
+    ax.set_ylabel("emulated (s)")
+    for res, c in colours.items():
+        ax.scatter([], [], c=c, label=f"bound by {res}")
+    ax.legend(fontsize=7)
+    ax.set_title("ops: emulated vs lower bound")
+    return _save(fig, path)
+
+
+def report_plots(trace, report, folder: Path) -> list[Path]:
+    """Write the report's plots into ``folder``."""
+    folder = Path(folder)
+    return [layer_plot(report, folder / "layers.png"), roofline_plot(trace, folder / "roofline.png")]
+
+
+def compare_plot(records: list[dict], path: Path) -> Path:
+    """Tokens/s per user against total tokens/s over batch sizes, one line per system."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    by_system: dict[str, list] = {}
+    for r in records:
+        if "error" not in r:
+            by_system.setdefault(r["system"], []).append(r)
+    for name, rows in by_system.items():
+        rows.sort(key=lambda r: r["batch"])
+        ax.plot([r["tokens_per_s"] for r in rows], [r["tokens_per_s_per_user"] for r in rows],
+                "o-", label=name)
+        for r in rows:
+            ax.annotate(str(r["batch"]), (r["tokens_per_s"], r["tokens_per_s_per_user"]),
+                        fontsize=6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("total tokens/s")
+    ax.set_ylabel("tokens/s per user")
+    ax.set_title(f"{records[0]['model'] if records else ''}: latency vs throughput (labels: batch)")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

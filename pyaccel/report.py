@@ -1,0 +1,177 @@
+"""Report: which resource bounds each op, layer and step, how far from its limit, and what would
+make it faster (SPEC §5). Built from a :class:`~pyaccel.trace.Trace`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import kernels
+from .units import fmt_seconds
+
+
+def union_cycles(starts: np.ndarray, durations: np.ndarray) -> int:
+    """Cycles covered by the union of events (overlapping events count once)."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s = np.ascontiguousarray(starts[order], dtype=np.int64)
+    e = np.ascontiguousarray(s + durations[order], dtype=np.int64)
+    return int(kernels.get("interval_union")(s, e))
+
+
+def _union_by(trace, column: str, step: int) -> dict[str, float]:
+    """Seconds of one step covered by events of each value of ``column``."""
+    ev = trace.events
+    mask = ev["step"] == step
+    keys = ev[column][mask]
+    starts, durs = ev["start"][mask], ev["duration"][mask]
+    out = {}
+    for key in dict.fromkeys(keys.tolist()):
+        sel = keys == key
+        out[str(key)] = union_cycles(starts[sel], durs[sel]) / trace.clock_hz
+    return out
+
+
+@dataclass
+class Report:
+    """Bottleneck report of one emulated run (times in seconds)."""
+
+    summary: dict
+    by_resource: dict[str, float]
+    by_kind: list[dict]
+    by_layer: dict[str, dict[str, float]]
+    bottleneck: str
+    bottleneck_share: float
+    bound_ratio: float
+    what_if: list[dict] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_trace(cls, trace, what_if: bool = True) -> "Report":
+        """Analyse a trace; with ``what_if``, re-emulate with each resource class twice as fast
+        (needs the trace's inputs, which :func:`pyaccel.emulate` keeps)."""
+        step = int(trace.events["step"][0]) if trace.n_events else 0
+        by_res = _union_by(trace, "resource", step)
+        bottleneck = max(by_res, key=by_res.get) if by_res else ""
+        step_s = trace.step_cycles[step] / trace.clock_hz
+        summary = trace.summary()
+        rep = cls(summary=summary, by_resource=by_res, by_kind=_by_kind(trace, step),
+                  by_layer=_by_layer(trace, step), bottleneck=bottleneck,
+                  bottleneck_share=by_res.get(bottleneck, 0.0) / step_s if step_s else 0.0,
+                  bound_ratio=trace.step_time_s / trace.lower_bound_step_time_s
+                  if trace.lower_bound_step_time_s else float("inf"),
+                  assumptions=list(trace.assumptions), left_out=list(trace.left_out),
+                  meta=dict(trace.meta))
+        if what_if and trace.inputs is not None:
+            rep.what_if = what_if_gains(trace)
+        return rep
+
+    def to_json(self) -> str:
+        """The report as JSON text."""
+        return json.dumps(self.as_dict(), indent=1, default=_jsonable)
+
+    def as_dict(self) -> dict:
+        """The report as plain data."""
+        return {"summary": self.summary, "by_resource_s": self.by_resource,
+                "by_kind": self.by_kind, "by_layer_s": self.by_layer,
+                "bottleneck": self.bottleneck, "bottleneck_share": self.bottleneck_share,
+                "emulated_over_lower_bound": self.bound_ratio, "what_if": self.what_if,
+                "assumptions": self.assumptions, "left_out": self.left_out, "meta": self.meta}
+
+    def to_markdown(self) -> str:
+        """The report as a Markdown document."""
+        s = self.summary
+        lines = [f"# {s['model']} on {s['units']} x {s['system']}", "",
+                 f"- tokens/s per user: {s['tokens_per_s_per_user']:.1f}; total: "
+                 f"{s['tokens_per_s']:.1f}; step {fmt_seconds(s['step_time_s'])} "
+                 f"(lower bound {fmt_seconds(s['lower_bound_step_time_s'])}, ratio "
+                 f"{self.bound_ratio:.2f})",
+                 f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
+                 "", "| resource | time | share |", "|---|---|---|"]
+        step = s["step_time_s"]
+        for res, t in sorted(self.by_resource.items(), key=lambda kv: -kv[1]):
+            lines.append(f"| {res} | {fmt_seconds(t)} | {t / step:.0%} |")
+        lines += ["", "| op kind | emulated | lower bound | ratio | bound by |", "|---|---|---|---|---|"]
+        for row in self.by_kind:
+            lines.append(f"| {row['kind']} | {fmt_seconds(row['emulated_s'])} | "
+                         f"{fmt_seconds(row['bound_s'])} | {row['ratio']:.2f} | "
+                         f"{row['bound_resource']} |")
+        if self.what_if:
+            lines += ["", "| what if ... x2 | step | gain |", "|---|---|---|"]
+            for row in self.what_if:
+                lines.append(f"| {row['resource']} | {fmt_seconds(row['step_time_s'])} | "
+                             f"{row['gain']:.3f}x |")
+        lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
+        if self.left_out:
+            lines += ["", "Left out:", *[f"- {a}" for a in self.left_out]]
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+
+def _jsonable(x: Any):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    return str(x)
+
+
+def _by_kind(trace, step: int) -> list[dict]:
+    """Per op kind: emulated time in the step (union over units), its lower bound and the
+    resource that sets the bound."""
+    emulated = _union_by(trace, "kind", step)
+    bounds: dict[str, list] = {}
+    if trace.inputs is not None:
+        from .sim.roofline import roofline
+
+        model, system, placement, work = trace.inputs
+        roof = roofline(model, system, placement, work, int(trace.step_context[step]))
+        for b in roof.ops:
+            kind = b.op.split(".")[-1]
+            acc = bounds.setdefault(kind, [0.0, {}])
+            acc[0] += b.seconds
+            acc[1][b.resource] = acc[1].get(b.resource, 0.0) + b.seconds
+    rows = []
+    for kind, t in sorted(emulated.items(), key=lambda kv: -kv[1]):
+        bound, res = bounds.get(kind, [0.0, {}])
+        rows.append({"kind": kind, "emulated_s": t, "bound_s": bound,
+                     "ratio": t / bound if bound else float("inf"),
+                     "bound_resource": max(res, key=res.get) if res else "fixed_latency"})
+    return rows
+
+
+def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
+    """Seconds per layer key and resource class in one step (union over units)."""
+    ev = trace.events
+    mask = ev["step"] == step
+    out: dict[str, dict[str, float]] = {}
+    layers, res = ev["layer"][mask], ev["resource"][mask]
+    starts, durs = ev["start"][mask], ev["duration"][mask]
+    for layer in dict.fromkeys(layers.tolist()):
+        sel_l = layers == layer
+        out[str(layer)] = {str(r): union_cycles(starts[sel_l & (res == r)],
+                                                durs[sel_l & (res == r)]) / trace.clock_hz
+                           for r in dict.fromkeys(res[sel_l].tolist())}
+    return out
+
+
+def what_if_gains(trace) -> list[dict]:
+    """Re-emulate with each resource class twice as fast; rank by step-time gain."""
+    from .sim.engine import emulate, engine_module, what_if_system
+
+    model, system, placement, work = trace.inputs
+    rows = []
+    for resource in engine_module(system.kind).WHAT_IF:
+        faster = what_if_system(system, resource)
+        t = emulate(model, faster, placement, work, event_steps=())
+        rows.append({"resource": resource, "step_time_s": t.step_time_s,
+                     "gain": trace.step_time_s / t.step_time_s})
+    return sorted(rows, key=lambda r: -r["gain"])

@@ -1,0 +1,86 @@
+"""One emulated run end to end (load, place, emulate) and its ``run --json`` record (SPEC §7)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .hw.io import load_system
+from .model.config import load_model
+from .place import place
+from .sim.engine import emulate
+from .workload import Workload
+
+SCHEMA_VERSION = 1
+
+
+def pyaccel_version() -> str:
+    """The installed package version (or ``0+unknown`` in a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyaccel")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def parse_units(text: str | int) -> int | str:
+    """``--units``: a positive integer or ``auto``."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    elif str(text).strip().lower() == "auto":
+        return "auto"
+    else:
+        try:
+            value = int(str(text))
+        except ValueError:
+            raise ConfigError(f"--units '{text}': expected a positive integer or 'auto'") from None
+    if value < 1:
+        raise ConfigError(f"--units {value}: must be at least 1")
+    return value
+
+
+@dataclass
+class Run:
+    """Everything one run produced: inputs, placement and trace."""
+
+    model: object
+    system: object
+    workload: Workload
+    placement: object
+    trace: object
+
+
+def prepare(model: str, system: str, units: str | int = "auto", workload: Workload | None = None,
+            sets: list[str] | None = None, etch: bool = False):
+    """Load model and system, check flags, and place; returns (model, system, workload,
+    placement)."""
+    cfg = load_model(model)
+    sysm = load_system(system, parse_units(units), sets)
+    if etch and sysm.kind != "asic":
+        raise ConfigError(f"--etch applies to asic systems; {sysm.name} is a {sysm.kind}")
+    work = (workload or Workload()).resolved(sysm.spec.native_format)
+    return cfg, sysm, work, place(cfg, sysm, work)
+
+
+def run(model: str, system: str, units: str | int = "auto", workload: Workload | None = None,
+        sets: list[str] | None = None, etch: bool = False, progress=None) -> Run:
+    """Load, place and emulate one case."""
+    cfg, sysm, work, plc = prepare(model, system, units, workload, sets, etch)
+    return Run(cfg, sysm, work, plc, emulate(cfg, sysm, plc, work, progress=progress))
+
+
+def run_record(result: Run, bottleneck: str) -> dict:
+    """The ``run --json`` object: SPEC §7 keys plus layout details."""
+    tr = result.trace
+    rec = {"schema_version": SCHEMA_VERSION, "pyaccel_version": pyaccel_version(),
+           "kind": tr.kind, **tr.summary(), "bottleneck": bottleneck,
+           "emulated_over_lower_bound": tr.step_time_s / tr.lower_bound_step_time_s,
+           "layout": result.placement.layout, "placement_reason": result.placement.reason,
+           "assumptions": tr.assumptions, "left_out": tr.left_out}
+    return rec
+
+
+def error_record(model: str, system: str, batch: int, message: str) -> dict:
+    """A ``compare --json`` entry for a system that could not run the model."""
+    return {"schema_version": SCHEMA_VERSION, "pyaccel_version": pyaccel_version(),
+            "system": system, "model": model, "batch": batch, "error": message}

@@ -1,0 +1,137 @@
+"""Lower bound (SPEC §2): no op beats its work divided by its resources' peak rates, no step
+beats its dependent chain of op bounds or any one resource's total work at its peak rate.
+
+The bound is computed from the graph, the placement and the spec's *peak* rates only, so it is
+independent of how an engine schedules: an op on ``n`` units is credited with a perfect ``1/n``
+split, activations are assumed to stay on chip, and fixed latencies count zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..model.graph import ACT_BYTES, attention_op, build_graph
+from .engine import engine_module
+
+
+@dataclass(frozen=True)
+class OpBound:
+    """One op's bound: the resource that sets it and its time at peak rate (s)."""
+
+    op: str
+    layer: object
+    n_units: int
+    resource: str
+    seconds: float
+    times: dict
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Per-op bounds for the full batch, and the step's bound with its two terms (s)."""
+
+    ops: tuple[OpBound, ...]
+    chain_s: float
+    resource_s: dict
+    step_s: float
+
+    @property
+    def bottleneck(self) -> str:
+        """The resource class whose bound is largest summed over the step's ops."""
+        totals: dict[str, float] = {}
+        for b in self.ops:
+            totals[b.resource] = totals.get(b.resource, 0.0) + b.seconds
+        return max(totals, key=totals.get) if totals else ""
+
+    def to_dataframe(self):
+        """Per-op bounds as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame([{"op": b.op, "layer": str(b.layer), "units": b.n_units,
+                              "resource": b.resource, "seconds": b.seconds, **b.times}
+                             for b in self.ops])
+
+
+def op_bound(op, n_units: int, rates: dict, hidden: int) -> OpBound:
+    """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
+    output must be reduced across units, the share each unit must receive over its link."""
+    times = {rates["mem_resource"]: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
+             / (n_units * rates["mem"])}
+    compute = rates["compute"](op)
+    if compute:
+        times[rates["compute_resource"]] = op.flops / (n_units * compute)
+    if n_units > 1 and op.split in ("row", "experts"):
+        out = ACT_BYTES * op.m * hidden if op.split == "experts" else ACT_BYTES * op.m * op.n
+        times[rates["link_resource"]] = (n_units - 1) / n_units * out / rates["link"]
+    resource = max(times, key=times.get)
+    return OpBound(op.name, op.layer, n_units, resource, times[resource], times)
+
+
+def _add_times(acc: dict, units, times: dict, count: int = 1) -> None:
+    for unit in units:
+        for res, t in times.items():
+            acc[(unit, res)] = acc.get((unit, res), 0.0) + count * t
+
+
+def _max_by_resource(per_unit: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (_, res), t in per_unit.items():
+        out[res] = max(out.get(res, 0.0), t)
+    return out
+
+
+class StepBounds:
+    """Step lower bounds at any context. Only attention depends on the context, so the other
+    ops are bounded once and each context re-bounds one attention op per (window, units) group.
+
+    The chain term follows one sequence (batch 1: every op must still run for it); the resource
+    term adds up each unit's work for the whole batch.
+    """
+
+    def __init__(self, graph, system, placement):
+        self.graph = graph
+        self.rates = engine_module(system.kind).roofline_rates(system.spec, graph.workload)
+        self.unit_sets = {s.layer: s.units for s in placement.layers}
+        self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
+        self.one = build_graph(graph.model, replace(graph.workload, batch=1), graph.context,
+                               graph.workload.weights)
+        full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
+        self.fixed_ops = [b for _, b in full]
+        self.fixed_totals: dict = {}
+        for op, b in full:
+            _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times)
+        self.one_fixed = sum(self._bound(op).seconds for op in self.one.ops
+                             if op.kind != "attention")
+        self.groups: dict = {}  # (sliding, units) -> attention layers
+        for layer in range(graph.model.n_layers):
+            key = (graph.model.is_sliding(layer), self.unit_sets[layer])
+            self.groups.setdefault(key, []).append(layer)
+
+    def _bound(self, op) -> OpBound:
+        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.model.hidden)
+
+    def at(self, context: int, with_ops: bool = False) -> Roofline:
+        """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only
+        when ``with_ops``)."""
+        chain, totals, attn_ops = self.one_fixed, dict(self.fixed_totals), []
+        for (_, units), layers in self.groups.items():
+            rep = layers[0]
+            full = self._bound(attention_op(self.graph.model, self.graph.workload, rep, context))
+            one = self._bound(attention_op(self.graph.model, self.one.workload, rep, context))
+            chain += one.seconds * len(layers)
+            _add_times(totals, units, full.times, len(layers))
+            if with_ops:
+                attn_ops += [replace(full, op=f"L{i}.attention", layer=i) for i in layers]
+        by_res = _max_by_resource(totals)
+        ops = tuple(self.fixed_ops + attn_ops) if with_ops else ()
+        return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
+
+
+def roofline(model_or_graph, system, placement, workload=None, context: int | None = None
+             ) -> Roofline:
+    """The lower bound of one decode step (at ``context``, default the workload's)."""
+    from .engine import _graph
+    from ..workload import Workload
+
+    graph = _graph(model_or_graph, system, workload or Workload())
+    ctx = graph.context if context is None else context
+    return StepBounds(graph, system, placement).at(ctx, with_ops=True)

@@ -1,0 +1,37 @@
+"""pytest helpers for users' placement tests (SPEC §8); failures name the unit and the bytes."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .errors import PlacementError
+from .units import fmt_bytes
+
+
+def assert_fits(plc, graph=None) -> None:
+    """Every unit holds what is placed on it (and, with ``graph``, every layer is covered)."""
+    try:
+        plc.check(graph)
+    except PlacementError as exc:
+        raise AssertionError(str(exc)) from None
+
+
+def assert_layers_on(plc, unit: int, layers: Iterable) -> None:
+    """Each of ``layers`` has ``unit`` among its units."""
+    missing = [layer for layer in layers if unit not in plc.units_of(layer)]
+    if missing:
+        where = {str(layer): list(plc.units_of(layer)) for layer in missing[:8]}
+        raise AssertionError(f"layers {missing[:8]} are not on unit {unit} of {plc.system}; "
+                             f"they are on {where}")
+
+
+def assert_balanced(plc, tolerance: float) -> None:
+    """Resident bytes per unit (weights + KV + buffers) within ``tolerance`` (a fraction) of the
+    mean over units."""
+    used = [sum(plc.unit_bytes(u).values()) for u in range(plc.n_units)]
+    mean = sum(used) / len(used)
+    worst = max(range(len(used)), key=lambda u: abs(used[u] - mean))
+    off = abs(used[worst] - mean)
+    if mean and off > tolerance * mean:
+        raise AssertionError(f"unit {worst} of {plc.system} holds {fmt_bytes(used[worst])} "
+                             f"({used[worst]:,} B), {off:,.0f} B ({off / mean:.1%}) from the mean "
+                             f"{fmt_bytes(mean)}; tolerance {tolerance:.1%}")

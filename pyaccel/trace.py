@@ -1,0 +1,153 @@
+"""Trace: the columnar events of an emulated decode run plus per-step times (SPEC §2).
+
+Events are per op per unit and resource class (never per PE or wavelet). Times are integer cycles
+of ``clock_hz``; reports convert to seconds. Full events are kept for the steps in
+``event_steps`` (by default the first and the last); every step's time is kept in ``step_cycles``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .io_util import write_atomic
+
+EVENT_FIELDS = ("step", "layer", "op", "kind", "unit", "resource", "start", "duration", "bytes",
+                "flops")
+_TEXT_FIELDS = ("layer", "op", "kind", "resource")
+
+
+class EventLog:
+    """Appends events during emulation; :meth:`columns` freezes them into arrays."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+
+    def add(self, step: int, layer: Any, op: str, kind: str, unit: int, resource: str,
+            start: int, duration: int, n_bytes: int = 0, flops: int = 0) -> int:
+        """Record one event: ``op`` its name, ``kind`` the graph op kind (or the collective's),
+        times in cycles. Returns its end cycle."""
+        self.rows.append((step, str(layer), op, kind, unit, resource, int(start), int(duration),
+                          int(n_bytes), int(flops)))
+        return int(start) + int(duration)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Events as named arrays (int64 for numbers, object for names)."""
+        cols = list(zip(*self.rows)) if self.rows else [()] * len(EVENT_FIELDS)
+        out = {}
+        for name, values in zip(EVENT_FIELDS, cols):
+            dtype = object if name in _TEXT_FIELDS else np.int64
+            out[name] = np.array(values, dtype=dtype)
+        return out
+
+
+@dataclass
+class Trace:
+    """Result of :func:`pyaccel.emulate`: events, per-step cycles and what the run rests on.
+
+    ``step_cycles[i]`` is the time between two consecutive tokens of one sequence at step ``i``
+    (context ``context + i``); ``lower_bound_cycles[i]`` its lower bound. ``tokens_per_step`` is
+    how many tokens one step yields across the batch.
+    """
+
+    system: str
+    kind: str
+    model: str
+    units: int
+    clock_hz: float
+    power_w: float
+    workload: Any
+    events: dict[str, np.ndarray]
+    step_cycles: np.ndarray
+    lower_bound_cycles: np.ndarray
+    step_context: np.ndarray
+    tokens_per_step: int
+    assumptions: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    resource_classes: tuple[str, ...] = ()
+    meta: dict = field(default_factory=dict)
+    inputs: Any = field(default=None, repr=False)
+
+    @property
+    def n_events(self) -> int:
+        """Number of recorded events."""
+        return len(self.events["start"])
+
+    @property
+    def step_time_s(self) -> float:
+        """Mean time between consecutive tokens of one sequence over the run (s)."""
+        return float(self.step_cycles.mean()) / self.clock_hz
+
+    @property
+    def lower_bound_step_time_s(self) -> float:
+        """Mean lower bound of the step time over the run (s)."""
+        return float(self.lower_bound_cycles.mean()) / self.clock_hz
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        """Tokens one sequence receives per second, averaged over the run."""
+        return 1.0 / self.step_time_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens per second summed over the batch."""
+        return self.tokens_per_step / self.step_time_s
+
+    @property
+    def joules_per_token(self) -> float:
+        """units x power x step time / tokens produced in that step (J)."""
+        return self.units * self.power_w * self.step_time_s / self.tokens_per_step
+
+    def to_dataframe(self):
+        """Events as a pandas DataFrame, with ``start_s``/``duration_s`` in seconds added."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.events)
+        df["start_s"] = df["start"] / self.clock_hz
+        df["duration_s"] = df["duration"] / self.clock_hz
+        return df
+
+    def summary(self) -> dict:
+        """Headline numbers of the run (SPEC §6 names, seconds)."""
+        w = self.workload
+        return {
+            "system": self.system, "model": self.model, "units": self.units,
+            "batch": w.batch, "context": w.context, "tokens": w.tokens,
+            "weights": w.weights, "expert_weights": w.expert_weights, "kv": w.kv,
+            "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "tokens_per_s": self.tokens_per_s, "step_time_s": self.step_time_s,
+            "lower_bound_step_time_s": self.lower_bound_step_time_s,
+            "joules_per_token": self.joules_per_token,
+        }
+
+    def to_perfetto(self, path: str | Path) -> Path:
+        """Write a Chrome trace-event JSON (opens in ui.perfetto.dev): one process per unit, one
+        thread (track) per resource class; times in microseconds. Written atomically."""
+        return write_atomic(path, json.dumps(self.perfetto_events()))
+
+    def perfetto_events(self) -> dict:
+        """The Chrome trace-event object :meth:`to_perfetto` writes."""
+        ev = self.events
+        tracks = sorted({(int(u), str(r)) for u, r in zip(ev["unit"], ev["resource"])})
+        tid = {t: i + 1 for i, t in enumerate(tracks)}
+        us = 1e6 / self.clock_hz
+        out: list[dict] = []
+        for unit in sorted({u for u, _ in tracks}):
+            out.append({"ph": "M", "name": "process_name", "pid": unit, "tid": 0,
+                        "args": {"name": f"{self.system} unit {unit}"}})
+        for (unit, res), t in tid.items():
+            out.append({"ph": "M", "name": "thread_name", "pid": unit, "tid": t,
+                        "args": {"name": res}})
+        for i in range(self.n_events):
+            key = (int(ev["unit"][i]), str(ev["resource"][i]))
+            out.append({"ph": "X", "name": str(ev["op"][i]), "cat": str(ev["resource"][i]),
+                        "pid": key[0], "tid": tid[key], "ts": int(ev["start"][i]) * us,
+                        "dur": int(ev["duration"][i]) * us,
+                        "args": {"step": int(ev["step"][i]), "layer": str(ev["layer"][i]),
+                                 "bytes": int(ev["bytes"][i]), "flops": int(ev["flops"][i])}})
+        return {"traceEvents": out, "displayTimeUnit": "ns",
+                "metadata": {"system": self.system, "model": self.model,
+                             "clock_hz": self.clock_hz}}
