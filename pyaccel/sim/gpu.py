@@ -143,13 +143,13 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
     act = ACT_BYTES * graph.workload.batch * graph.model.hidden
     for i, op in enumerate(graph.ops):
         stage = stage_of[op.layer]
-        if op.kind.endswith("residual"):
+        if op.kind.endswith("residual"):  # fused into the next norm (gpu.fusion)
             if pending_reduce and tp > 1:
                 out.append(cost.allreduce(op.layer, stage, act, f"{op.name}.allreduce"))
             pending_reduce = False
-            continue  # fused into the next norm (gpu.fusion)
-        out.append(cost.kernel(op, stage))
-        pending_reduce |= op.split in ("row", "experts")
+        else:
+            out.append(cost.kernel(op, stage))
+            pending_reduce |= op.split in ("row", "experts")
         if op.kind == "lm_head" and tp > 1:
             out.append(cost.allgather(op.layer, stage, ACT_BYTES * op.m * op.n,
                                       "lm_head.allgather"))

@@ -1,0 +1,138 @@
+"""GPU engine: hand-derived golden cycles, published-range checks, and invariants."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyaccel as pa
+from pyaccel.model.config import preset_names
+from pyaccel.sim.engine import what_if_system
+
+# Round numbers so that every cycle below can be derived by hand: a 1 GHz clock, 1,000 B/cycle of
+# HBM, a 1,000-cycle launch, tensor cores fast enough never to bound, NVLink at 100 B/cycle with a
+# 2,000-cycle fixed latency.
+ROUND = ["clock_hz=1e9", "hbm_achievable_bytes_per_s=1e12", "hbm_peak_bytes_per_s=1e12",
+         "bf16_flops_per_s=1e15", "kernel_launch_s=1e-6", "nvlink_bytes_per_s=1e11",
+         "nvlink_latency_s=2e-6"]
+
+
+def _tiny(tmp_path, layers=1):
+    from conftest import TINY_LLAMA, write_config
+
+    return pa.load_model(write_config(tmp_path / "tiny", {**TINY_LLAMA,
+                                                          "num_hidden_layers": layers}))
+
+
+def _trace(model, units, work, sets=ROUND, system="h100"):
+    sysm = pa.load_system(system, units=units, overrides=sets)
+    plc = pa.place(model, sysm, work)
+    return pa.emulate(model, sysm, plc, work)
+
+
+def test_golden_single_gpu_step(tmp_path):
+    # tiny llama, 1 layer: hidden 64, 4 heads, 2 KV heads of 16, FFN 160, vocab 256, bf16.
+    # Kernel bodies = ceil(HBM bytes / 1,000 B per cycle):
+    #   embed 64*2=128 B -> 1; attn_norm 128 -> 1; qkv (64+32+32)*64*2=16,384 -> 17; rope 0 -> 0;
+    #   attention: 8 cached tokens * 64 elems * 2 B = 1,024 read + 128 written -> 2;
+    #   o_proj 64*64*2=8,192 -> 9; mlp_norm 128 -> 1; gate_up 2*160*64*2=40,960 -> 41; act 0 -> 0;
+    #   down 20,480 -> 21; final_norm 128 -> 1; lm_head 256*64*2=32,768 -> 33; sampling 0 -> 0.
+    # 13 kernels (residual adds fused) x 1,000 launch cycles + 127 body cycles = 13,127.
+    tr = _trace(_tiny(tmp_path), 1, pa.Workload(context=8, tokens=2))
+    assert tr.step_cycles.tolist() == [13127, 13127]
+    step0 = tr.events["step"] == 0
+    assert step0.sum() == 26  # a launch and a body event per kernel
+
+
+def test_golden_tensor_parallel_step(tmp_path):
+    # Same model on 2 GPUs (TP 2): the busiest rank's shares are ceil(bytes / 2):
+    #   embed 1, norms 1+1+1 (replicated), qkv 8,192 -> 9, attention 576 -> 1, o_proj 4,096 -> 5,
+    #   gate_up 20,480 -> 21, down 10,240 -> 11, lm_head 16,384 -> 17: bodies 68.
+    # Two all-reduces of 64*2=128 B: launch 1,000 + latency 2,000 + ceil(128 B / 100 B) = 3,002;
+    # LM-head all-gather of 256*2=512 B, half received: 1,000 + 2,000 + ceil(2.56) = 3,003.
+    # 13 x 1,000 + 68 + 2 x 3,002 + 3,003 = 22,075.
+    tr = _trace(_tiny(tmp_path), 2, pa.Workload(context=8, tokens=1))
+    assert tr.step_cycles.tolist() == [22075]
+    # events: 13 kernels x 2 events x 2 ranks + 3 collectives x 3 events x 2 ranks
+    assert tr.n_events == 13 * 2 * 2 + 3 * 3 * 2
+    assert set(tr.events["unit"].tolist()) == {0, 1}
+
+
+def test_llama_8b_h100_in_published_range(llama8b, h100):
+    work = pa.Workload()
+    tr = pa.emulate(llama8b, h100, pa.place(llama8b, h100, work), work)
+    # 221 tok/s = 3.35 TB/s / 15.14 GB; the emulated speed may not beat its own lower bound
+    assert 150 <= tr.tokens_per_s_per_user <= 221
+    assert tr.tokens_per_s_per_user <= 1 / tr.lower_bound_step_time_s
+
+
+def test_batch_64_trades_latency_for_throughput(llama8b, h100):
+    one = pa.emulate(llama8b, h100, pa.place(llama8b, h100, pa.Workload()), pa.Workload())
+    w64 = pa.Workload(batch=64)
+    many = pa.emulate(llama8b, h100, pa.place(llama8b, h100, w64), w64)
+    assert many.tokens_per_s >= 20 * one.tokens_per_s
+    assert many.tokens_per_s_per_user < one.tokens_per_s_per_user
+
+
+def test_tensor_parallel_70b_on_8_gpus():
+    model, work = pa.load_model("llama-3.1-70b"), pa.Workload(tokens=4)
+    sysm = pa.load_system("h100", units=8)
+    plc = pa.place(model, sysm, work)
+    assert plc.layout == {"tp": 8, "pp": 1, "stages": 1}
+    tr = pa.emulate(model, sysm, plc, work)
+    assert "nvlink" in set(tr.events["resource"].tolist())
+    assert 0 < tr.tokens_per_s_per_user < 1 / tr.lower_bound_step_time_s + 1e-9
+
+
+def test_pipeline_stages_cross_nodes():
+    model, work = pa.load_model("llama-3.1-405b"), pa.Workload(tokens=2)
+    plc = pa.place(model, pa.load_system("h100", units=16), work)
+    assert plc.layout["tp"] == 8 and plc.layout["pp"] == 2
+    tr = pa.emulate(model, pa.load_system("h100", units=16), plc, work)
+    assert "node_link" in set(tr.events["resource"].tolist())
+
+
+def test_longer_context_never_speeds_a_step(llama8b, h100):
+    work = pa.Workload(context=100, tokens=50)
+    tr = pa.emulate(llama8b, h100, pa.place(llama8b, h100, work), work)
+    assert np.all(np.diff(tr.step_cycles) >= 0)
+    assert np.all(np.diff(tr.lower_bound_cycles) >= 0)
+
+
+def test_same_inputs_same_trace(llama8b, h100):
+    work = pa.Workload(batch=3, tokens=5)
+    plc = pa.place(llama8b, h100, work)
+    a, b = (pa.emulate(llama8b, h100, plc, work) for _ in range(2))
+    assert a.step_cycles.tolist() == b.step_cycles.tolist()
+    for name in a.events:
+        assert a.events[name].tolist() == b.events[name].tolist()
+
+
+@pytest.mark.parametrize("resource", ["hbm", "tensor_core", "nvlink", "node_link",
+                                      "fixed_latency"])
+def test_faster_resource_never_slows_a_step(resource):
+    # The GPU schedule is fixed (kernels in order), so this holds exactly.
+    model, work = pa.load_model("llama-3.1-70b"), pa.Workload(batch=8, tokens=3)
+    sysm = pa.load_system("h100", units=16)
+    plc = pa.place(model, sysm, work)
+    base = pa.emulate(model, sysm, plc, work)
+    fast = pa.emulate(model, what_if_system(sysm, resource), plc, work)
+    assert np.all(fast.step_cycles <= base.step_cycles)
+    assert np.all(fast.lower_bound_cycles <= base.lower_bound_cycles)
+
+
+SYSTEMS = st.sampled_from(["h100", "h200", "b200"])
+MODELS = st.sampled_from([n for n in preset_names()])
+FORMATS = st.sampled_from(["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=SYSTEMS, model=MODELS, batch=st.integers(1, 64), context=st.integers(0, 8192),
+       weights=FORMATS, kv=st.sampled_from(["bf16", "fp8"]))
+def test_emulated_never_beats_lower_bound(system, model, batch, context, weights, kv):
+    cfg = pa.load_model(model)
+    work = pa.Workload(batch=batch, context=context, tokens=2, weights=weights, kv=kv)
+    sysm = pa.load_system(system, units="auto")
+    plc = pa.place(cfg, sysm, work)
+    tr = pa.emulate(cfg, sysm, plc, work)
+    assert np.all(tr.step_cycles >= tr.lower_bound_cycles)
+    assert np.all(tr.lower_bound_cycles > 0)

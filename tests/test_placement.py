@@ -1,0 +1,127 @@
+"""Placement type, GPU placer, JSON round trip and the pyaccel.testing helpers."""
+import pytest
+
+import pyaccel as pa
+from pyaccel.place.common import contiguous_partition, split_even
+from pyaccel.testing import assert_balanced, assert_fits, assert_layers_on
+
+
+def _place(model, system, units, **work):
+    cfg = pa.load_model(model)
+    w = pa.Workload(**work)
+    return cfg, pa.place(cfg, pa.load_system(system, units=units), w), w
+
+
+def test_split_even_sums_exactly():
+    assert split_even(10, 3) == [4, 3, 3]
+    assert sum(split_even(123457, 8)) == 123457
+
+
+@pytest.mark.parametrize("weights,parts", [([5] * 10, 3), ([1, 9, 1, 1, 9, 1], 2),
+                                           ([3, 1, 4, 1, 5, 9, 2, 6], 4), ([7], 3)])
+def test_contiguous_partition_is_optimal_and_contiguous(weights, parts):
+    stages = contiguous_partition(weights, parts)
+    assert stages == sorted(stages) and stages[0] == 0
+    assert max(stages) + 1 == min(parts, len(weights))
+    best = max(sum(w for w, s in zip(weights, stages) if s == k) for k in set(stages))
+    # brute force over every cut of the list into the same number of blocks
+    from itertools import combinations
+
+    n, k = len(weights), max(stages) + 1
+    brute = min(max(sum(weights[a:b]) for a, b in zip((0, *cuts), (*cuts, n)))
+                for cuts in combinations(range(1, n), k - 1))
+    assert best == brute
+
+
+def test_resident_bytes_placed_equal_bytes_needed():
+    cfg, plc, w = _place("llama-3.1-8b", "h100", 1)
+    graph = pa.build_graph(cfg, w.resolved("bf16"))
+    b = plc.unit_bytes(0)
+    assert b["weights"] == graph.total_resident_weight_bytes
+    assert b["kv"] == graph.total_resident_kv_bytes
+    assert_fits(plc, graph)
+
+
+def test_tensor_parallel_shares_add_up_with_replication():
+    cfg, plc, w = _place("llama-3.1-70b", "h100", 8)
+    graph = pa.build_graph(cfg, w.resolved("bf16"))
+    replicated = sum(op.resident_weight_bytes for op in graph.ops if op.split == "replicate")
+    total = sum(plc.unit_bytes(u)["weights"] for u in range(8))
+    assert total == graph.total_resident_weight_bytes + 7 * replicated
+    assert sum(plc.unit_bytes(u)["kv"] for u in range(8)) == graph.total_resident_kv_bytes
+    assert_balanced(plc, 0.01)
+    assert_layers_on(plc, 5, range(80))
+
+
+def test_does_not_fit_names_unit_bytes_and_units_that_fit():
+    with pytest.raises(pa.PlacementError) as exc:
+        _place("llama-3.1-70b", "h100", 1)
+    msg = str(exc.value)
+    assert "unit 0" in msg and "short of" in msg and "--units 2 would fit" in msg
+
+
+def test_auto_405b_picks_fewest_valid_layout_and_says_why():
+    cfg, plc, w = _place("llama-3.1-405b", "h100", "auto")
+    tp, pp = plc.layout["tp"], plc.layout["pp"]
+    assert 8 % tp == 0 and plc.n_units == tp * pp
+    assert "TP" in plc.reason and "fewest" in plc.reason
+    for fewer in range(1, plc.n_units):  # nothing smaller fits in a valid layout
+        with pytest.raises(pa.PlacementError):
+            pa.place(cfg, pa.load_system("h100", units=fewer), w)
+
+
+def test_more_units_never_lose_capacity():
+    cfg = pa.load_model("llama-3.1-70b")
+    w = pa.Workload()
+    fits = []
+    for units in (2, 4, 8, 16, 32):
+        try:
+            pa.place(cfg, pa.load_system("h100", units=units), w)
+            fits.append(True)
+        except pa.PlacementError:
+            fits.append(False)
+    assert fits == sorted(fits)  # once it fits, every larger count fits
+
+
+def test_layers_balanced_across_pipeline_stages():
+    _, plc, _ = _place("llama-3.1-405b", "h100", 16)
+    stage_layers = [len(plc.layers_on(s * 8)) for s in range(2)]
+    assert abs(stage_layers[0] - stage_layers[1]) <= 2
+    assert plc.units_of("embed") == tuple(range(8))
+    assert plc.units_of("head") == tuple(range(8, 16))
+
+
+def test_json_round_trip_and_check(tmp_path):
+    cfg, plc, w = _place("llama-3.1-70b", "h100", 8)
+    path = tmp_path / "plc.json"
+    plc.to_json(path)
+    back = pa.Placement.from_json(str(path))
+    assert back == plc
+    back.check(pa.build_graph(cfg, w.resolved("bf16")))
+
+
+def test_hand_edited_overfull_placement_fails_with_numbers(tmp_path):
+    import json
+
+    _, plc, _ = _place("llama-3.1-8b", "h100", 1)
+    data = json.loads(plc.to_json())
+    data["capacity_bytes"]["hbm"] = 10 * 10**9
+    with pytest.raises(pa.PlacementError, match=r"unit 0 is short of .* in hbm: needs"):
+        pa.Placement.from_json(json.dumps(data)).check()
+
+
+def test_testing_helpers_fail_with_unit_and_bytes():
+    _, plc, _ = _place("llama-3.1-405b", "h100", 16)
+    with pytest.raises(AssertionError, match="not on unit 0"):
+        assert_layers_on(plc, 0, [120])
+    import dataclasses
+
+    lopsided = dataclasses.replace(plc, layers=plc.layers[:-3])
+    with pytest.raises(AssertionError, match=r"unit \d+ of h100 holds .* B"):
+        assert_balanced(lopsided, 0.001)
+
+
+def test_kv_cache_grows_units_needed():
+    small = _place("llama-3.1-70b", "h100", "auto", batch=1, context=1024)[1]
+    big = _place("llama-3.1-70b", "h100", "auto", batch=64, context=32768)[1]
+    assert big.n_units > small.n_units

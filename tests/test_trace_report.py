@@ -1,0 +1,76 @@
+"""Trace exports and the Report (union of intervals, what-if ranking, Markdown/JSON)."""
+import json
+
+import numpy as np
+import pytest
+
+import pyaccel as pa
+from pyaccel.report import union_cycles
+
+
+@pytest.fixture(scope="module")
+def run70b():
+    model, work = pa.load_model("llama-3.1-70b"), pa.Workload(tokens=3)
+    sysm = pa.load_system("h100", units=8)
+    plc = pa.place(model, sysm, work)
+    return pa.emulate(model, sysm, plc, work)
+
+
+def test_union_counts_overlap_once():
+    assert union_cycles(np.array([0, 5, 20]), np.array([10, 10, 1])) == 16
+    assert union_cycles(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) == 0
+
+
+def test_dataframe_has_event_columns_and_seconds(run70b):
+    df = run70b.to_dataframe()
+    for col in ("step", "layer", "op", "kind", "unit", "resource", "start", "duration", "bytes",
+                "flops", "start_s", "duration_s"):
+        assert col in df.columns
+    assert set(df["step"]) == {0, 2}  # first and last steps keep their events
+    assert len(df) == run70b.n_events
+
+
+def test_perfetto_tracks_do_not_overlap(run70b, tmp_path):
+    path = run70b.to_perfetto(tmp_path / "t.json")
+    data = json.loads(path.read_text())
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in data["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"hbm", "fixed_latency", "nvlink"} <= set(names.values())
+    tracks: dict = {}
+    for e in data["traceEvents"]:
+        if e["ph"] == "X":
+            tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["dur"]))
+    assert len(tracks) == len(names)
+    for events in tracks.values():
+        events.sort()
+        for (t0, d0), (t1, _) in zip(events, events[1:]):
+            assert t1 >= t0 + d0 - 1e-9 * max(1.0, t1)
+
+
+def test_report_ranks_what_if_and_explains(run70b):
+    rep = pa.Report.from_trace(run70b)
+    gains = [r["gain"] for r in rep.what_if]
+    assert gains == sorted(gains, reverse=True) and gains[0] > 1.0
+    assert rep.what_if[0]["resource"] == rep.bottleneck == "hbm"
+    assert rep.bound_ratio >= 1.0
+    assert sum(rep.by_resource.values()) <= run70b.step_cycles[0] / run70b.clock_hz + 1e-12
+    md = rep.to_markdown()
+    assert "bottleneck: **hbm**" in md and "what if" in md
+    data = json.loads(rep.to_json())
+    assert data["bottleneck"] == "hbm" and data["assumptions"]
+
+
+def test_joules_per_token_follows_definition(run70b):
+    expected = 8 * 700 * run70b.step_time_s / 1
+    assert run70b.joules_per_token == pytest.approx(expected)
+
+
+def test_roofline_chain_and_resource_terms():
+    model, work = pa.load_model("llama-3.1-8b"), pa.Workload(batch=64)
+    sysm = pa.load_system("h100", units=1)
+    plc = pa.place(model, sysm, work)
+    roof = pa.roofline(model, sysm, plc, work)
+    # at batch 64 the KV reads of all sequences dominate the resource term, not the chain
+    assert roof.resource_s["hbm"] > roof.chain_s
+    assert roof.step_s == max(roof.chain_s, *roof.resource_s.values())
+    assert roof.bottleneck == "hbm"
