@@ -1,4 +1,5 @@
 """cffi build script for pyaccel's C kernels (run by setup.py with the project root as cwd)."""
+
 import hashlib
 from pathlib import Path
 

@@ -1,7 +1,14 @@
 """pyaccel: cycle-approximate emulation of the machines behind fast LLM decoding (wafer-scale
 SRAM meshes, LPU chip chains, hardwired-weight ASICs, GPUs) and reports of what bounds them."""
-from .errors import (CapacityError, ConfigError, EngineNotBuiltError, PlacementError,
-                     PresetError, PyaccelError)
+
+from .errors import (
+    CapacityError,
+    ConfigError,
+    EngineNotBuiltError,
+    PlacementError,
+    PresetError,
+    PyaccelError,
+)
 from .hw import HardwareSpec, System, load_spec, load_system
 from .model import DecodeGraph, ModelConfig, Op, build_graph, load_model
 from .place import LayerSlot, Placement, place
@@ -12,8 +19,27 @@ from .trace import Trace
 from .workload import Workload
 
 __all__ = [
-    "CapacityError", "ConfigError", "DecodeGraph", "EngineNotBuiltError", "HardwareSpec",
-    "LayerSlot", "ModelConfig", "Op", "Placement", "PlacementError", "PresetError",
-    "PyaccelError", "Report", "System", "Trace", "Workload", "build_graph", "emulate",
-    "load_model", "load_spec", "load_system", "place", "roofline",
+    "CapacityError",
+    "ConfigError",
+    "DecodeGraph",
+    "EngineNotBuiltError",
+    "HardwareSpec",
+    "LayerSlot",
+    "ModelConfig",
+    "Op",
+    "Placement",
+    "PlacementError",
+    "PresetError",
+    "PyaccelError",
+    "Report",
+    "System",
+    "Trace",
+    "Workload",
+    "build_graph",
+    "emulate",
+    "load_model",
+    "load_spec",
+    "load_system",
+    "place",
+    "roofline",
 ]

@@ -2,6 +2,7 @@
 
 Bad input exits with status 2 and one ``error:`` line on stderr, never a traceback.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,11 @@ from .errors import PyaccelError
 from .units import fmt_bytes, fmt_seconds
 from .workload import Workload
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Emulate LLM decode on wafer-scale, LPU, hardwired-ASIC and GPU machines.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Emulate LLM decode on wafer-scale, LPU, hardwired-ASIC and GPU machines.",
+)
 out = Console()
 err = Console(stderr=True)
 
@@ -30,8 +34,9 @@ Batch = Annotated[int, typer.Option("--batch", help="sequences decoded together"
 Context = Annotated[int, typer.Option("--context", help="tokens already in each cache")]
 Tokens = Annotated[int, typer.Option("--tokens", help="tokens generated per sequence")]
 Weights = Annotated[Optional[str], typer.Option("--weights", help="format of linear weights")]
-ExpertW = Annotated[Optional[str], typer.Option("--expert-weights",
-                                                help="format of routed experts")]
+ExpertW = Annotated[
+    Optional[str], typer.Option("--expert-weights", help="format of routed experts")
+]
 Kv = Annotated[str, typer.Option("--kv", help="KV-cache format")]
 Spec = Annotated[Optional[str], typer.Option("--spec-decode", help="speculative decoding")]
 Etch = Annotated[bool, typer.Option("--etch", help="asic: etch dies for this model")]
@@ -50,8 +55,15 @@ def _user_errors():
 
 
 def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode) -> Workload:
-    return Workload(batch=batch, context=context, tokens=tokens, weights=weights,
-                    expert_weights=expert_weights, kv=kv, spec_decode=spec_decode)
+    return Workload(
+        batch=batch,
+        context=context,
+        tokens=tokens,
+        weights=weights,
+        expert_weights=expert_weights,
+        kv=kv,
+        spec_decode=spec_decode,
+    )
 
 
 def _print_json(data) -> None:
@@ -79,15 +91,23 @@ def _run(system, model, units, work, sets, etch, show_progress):
 
 
 @app.command("run")
-def run_cmd(system: System, model: Model, units: Units = "auto", batch: Batch = 1,
-            context: Context = 1024, tokens: Tokens = 128, weights: Weights = None,
-            expert_weights: ExpertW = None, kv: Kv = "bf16", spec_decode: Spec = None,
-            etch: Etch = False,
-            functional: Annotated[bool, typer.Option("--functional",
-                                                     help="also run the numerics")] = False,
-            trace: Annotated[Optional[Path], typer.Option("--trace",
-                                                          help="write a Perfetto JSON")] = None,
-            sets: Sets = None, as_json: Json = False) -> None:
+def run_cmd(
+    system: System,
+    model: Model,
+    units: Units = "auto",
+    batch: Batch = 1,
+    context: Context = 1024,
+    tokens: Tokens = 128,
+    weights: Weights = None,
+    expert_weights: ExpertW = None,
+    kv: Kv = "bf16",
+    spec_decode: Spec = None,
+    etch: Etch = False,
+    functional: Annotated[bool, typer.Option("--functional", help="also run the numerics")] = False,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="write a Perfetto JSON")] = None,
+    sets: Sets = None,
+    as_json: Json = False,
+) -> None:
     """Emulate decode steps and print tokens/s, step time, bound and energy."""
     from .report import Report
     from .results import run_record
@@ -111,16 +131,24 @@ def run_cmd(system: System, model: Model, units: Units = "auto", batch: Batch = 
 
 def _print_run(rec: dict) -> None:
     table = Table(title=f"{rec['model']} on {rec['units']} x {rec['system']}", show_header=False)
-    rows = [("tokens/s per user", f"{rec['tokens_per_s_per_user']:,.1f}"),
-            ("tokens/s total", f"{rec['tokens_per_s']:,.1f}"),
-            ("step time", fmt_seconds(rec["step_time_s"])),
-            ("lower bound", f"{fmt_seconds(rec['lower_bound_step_time_s'])} (emulated / bound "
-                            f"{rec['emulated_over_lower_bound']:.2f})"),
-            ("bottleneck", rec["bottleneck"]),
-            ("energy per token", f"{rec['joules_per_token']:.3g} J"),
-            ("layout", json.dumps(rec["layout"])),
-            ("workload", f"batch {rec['batch']}, context {rec['context']}, tokens "
-                         f"{rec['tokens']}, weights {rec['weights']}, kv {rec['kv']}")]
+    rows = [
+        ("tokens/s per user", f"{rec['tokens_per_s_per_user']:,.1f}"),
+        ("tokens/s total", f"{rec['tokens_per_s']:,.1f}"),
+        ("step time", fmt_seconds(rec["step_time_s"])),
+        (
+            "lower bound",
+            f"{fmt_seconds(rec['lower_bound_step_time_s'])} (emulated / bound "
+            f"{rec['emulated_over_lower_bound']:.2f})",
+        ),
+        ("bottleneck", rec["bottleneck"]),
+        ("energy per token", f"{rec['joules_per_token']:.3g} J"),
+        ("layout", json.dumps(rec["layout"])),
+        (
+            "workload",
+            f"batch {rec['batch']}, context {rec['context']}, tokens "
+            f"{rec['tokens']}, weights {rec['weights']}, kv {rec['kv']}",
+        ),
+    ]
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
@@ -128,13 +156,22 @@ def _print_run(rec: dict) -> None:
 
 
 @app.command("report")
-def report_cmd(system: System, model: Model, units: Units = "auto", batch: Batch = 1,
-               context: Context = 1024, tokens: Tokens = 128, weights: Weights = None,
-               expert_weights: ExpertW = None, kv: Kv = "bf16", spec_decode: Spec = None,
-               etch: Etch = False, sets: Sets = None,
-               plot: Annotated[Optional[Path], typer.Option("--plot",
-                                                            help="write plots here")] = None,
-               as_json: Json = False) -> None:
+def report_cmd(
+    system: System,
+    model: Model,
+    units: Units = "auto",
+    batch: Batch = 1,
+    context: Context = 1024,
+    tokens: Tokens = 128,
+    weights: Weights = None,
+    expert_weights: ExpertW = None,
+    kv: Kv = "bf16",
+    spec_decode: Spec = None,
+    etch: Etch = False,
+    sets: Sets = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="write plots here")] = None,
+    as_json: Json = False,
+) -> None:
     """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking."""
     from .report import Report
 
@@ -154,11 +191,13 @@ def report_cmd(system: System, model: Model, units: Units = "auto", batch: Batch
 
 def _print_report(rep) -> None:
     s = rep.summary
-    out.print(f"[bold]{s['model']} on {s['units']} x {s['system']}[/bold]: "
-              f"{s['tokens_per_s_per_user']:,.1f} tok/s per user, {s['tokens_per_s']:,.1f} "
-              f"total; step {fmt_seconds(s['step_time_s'])}, lower bound "
-              f"{fmt_seconds(s['lower_bound_step_time_s'])} (x{rep.bound_ratio:.2f}); "
-              f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})")
+    out.print(
+        f"[bold]{s['model']} on {s['units']} x {s['system']}[/bold]: "
+        f"{s['tokens_per_s_per_user']:,.1f} tok/s per user, {s['tokens_per_s']:,.1f} "
+        f"total; step {fmt_seconds(s['step_time_s'])}, lower bound "
+        f"{fmt_seconds(s['lower_bound_step_time_s'])} (x{rep.bound_ratio:.2f}); "
+        f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})"
+    )
     t = Table(title="time by resource class (first recorded step)")
     for col in ("resource", "time", "share"):
         t.add_column(col)
@@ -169,8 +208,13 @@ def _print_report(rep) -> None:
     for col in ("op kind", "emulated", "lower bound", "ratio", "bound by"):
         t.add_column(col)
     for row in rep.by_kind:
-        t.add_row(row["kind"], fmt_seconds(row["emulated_s"]), fmt_seconds(row["bound_s"]),
-                  f"{row['ratio']:.2f}", row["bound_resource"])
+        t.add_row(
+            row["kind"],
+            fmt_seconds(row["emulated_s"]),
+            fmt_seconds(row["bound_s"]),
+            f"{row['ratio']:.2f}",
+            row["bound_resource"],
+        )
     out.print(t)
     t = Table(title="what if one resource were twice as fast (re-emulated)")
     for col in ("resource", "step time", "gain"):
@@ -186,14 +230,22 @@ def _print_report(rep) -> None:
 
 
 @app.command("place")
-def place_cmd(system: Annotated[Optional[str], typer.Option("--system")] = None,
-              model: Annotated[Optional[str], typer.Option("--model")] = None,
-              units: Units = "auto", batch: Batch = 1, context: Context = 1024,
-              tokens: Tokens = 128, weights: Weights = None, expert_weights: ExpertW = None,
-              kv: Kv = "bf16", spec_decode: Spec = None, etch: Etch = False, sets: Sets = None,
-              check: Annotated[Optional[Path], typer.Option("--check",
-                                                            help="check a placement JSON")] = None,
-              as_json: Json = False) -> None:
+def place_cmd(
+    system: Annotated[Optional[str], typer.Option("--system")] = None,
+    model: Annotated[Optional[str], typer.Option("--model")] = None,
+    units: Units = "auto",
+    batch: Batch = 1,
+    context: Context = 1024,
+    tokens: Tokens = 128,
+    weights: Weights = None,
+    expert_weights: ExpertW = None,
+    kv: Kv = "bf16",
+    spec_decode: Spec = None,
+    etch: Etch = False,
+    sets: Sets = None,
+    check: Annotated[Optional[Path], typer.Option("--check", help="check a placement JSON")] = None,
+    as_json: Json = False,
+) -> None:
     """Place a model on a system (or check a placement file) and show what each unit holds."""
     with _user_errors():
         if check is not None:
@@ -227,19 +279,32 @@ def _place_record(plc) -> dict:
     per_unit = []
     for u in range(plc.n_units):
         b = plc.unit_bytes(u)
-        per_unit.append({"unit": u, "layers": plc.layers_on(u), "weight_bytes": b["weights"],
-                         "kv_bytes": b["kv"], "buffer_bytes": b["buffers"],
-                         "reserved_bytes": sum(plc.reserved_bytes.values()),
-                         "capacity_bytes": sum(plc.capacity_bytes.values())})
-    return {"system": plc.system, "model": plc.model, "units": plc.n_units,
-            "layout": plc.layout, "reason": plc.reason, "per_unit": per_unit,
-            "layers": [{"layer": s.layer, "units": list(s.units), "region": s.region}
-                       for s in plc.layers]}
+        per_unit.append(
+            {
+                "unit": u,
+                "layers": plc.layers_on(u),
+                "weight_bytes": b["weights"],
+                "kv_bytes": b["kv"],
+                "buffer_bytes": b["buffers"],
+                "reserved_bytes": sum(plc.reserved_bytes.values()),
+                "capacity_bytes": sum(plc.capacity_bytes.values()),
+            }
+        )
+    return {
+        "system": plc.system,
+        "model": plc.model,
+        "units": plc.n_units,
+        "layout": plc.layout,
+        "reason": plc.reason,
+        "per_unit": per_unit,
+        "layers": [
+            {"layer": s.layer, "units": list(s.units), "region": s.region} for s in plc.layers
+        ],
+    }
 
 
 def _print_place(plc) -> None:
-    out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} "
-              f"{json.dumps(plc.layout)}")
+    out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {json.dumps(plc.layout)}")
     if plc.reason:
         out.print(plc.reason, markup=False, highlight=False)
     t = Table()
@@ -249,24 +314,37 @@ def _print_place(plc) -> None:
         layers = row["layers"]
         span = f"{layers[0]}..{layers[-1]} ({len(layers)})" if layers else "-"
         used = row["weight_bytes"] + row["kv_bytes"] + row["buffer_bytes"] + row["reserved_bytes"]
-        t.add_row(str(row["unit"]), span, fmt_bytes(row["weight_bytes"]),
-                  fmt_bytes(row["kv_bytes"]), fmt_bytes(row["buffer_bytes"]),
-                  f"{used / row['capacity_bytes']:.0%} of {fmt_bytes(row['capacity_bytes'])}")
+        t.add_row(
+            str(row["unit"]),
+            span,
+            fmt_bytes(row["weight_bytes"]),
+            fmt_bytes(row["kv_bytes"]),
+            fmt_bytes(row["buffer_bytes"]),
+            f"{used / row['capacity_bytes']:.0%} of {fmt_bytes(row['capacity_bytes'])}",
+        )
     out.print(t)
 
 
 @app.command("compare")
-def compare_cmd(model: Model,
-                systems: Annotated[Optional[str], typer.Option(
-                    "--systems", help="comma-separated systems (default: every preset)")] = None,
-                batch: Batch = 1, context: Context = 1024, tokens: Tokens = 128,
-                weights: Weights = None, expert_weights: ExpertW = None, kv: Kv = "bf16",
-                spec_decode: Spec = None,
-                batches: Annotated[Optional[str], typer.Option(
-                    "--batches", help="comma-separated batch sizes")] = None,
-                plot: Annotated[Optional[Path], typer.Option("--plot",
-                                                             help="write a PNG here")] = None,
-                as_json: Json = False) -> None:
+def compare_cmd(
+    model: Model,
+    systems: Annotated[
+        Optional[str],
+        typer.Option("--systems", help="comma-separated systems (default: every preset)"),
+    ] = None,
+    batch: Batch = 1,
+    context: Context = 1024,
+    tokens: Tokens = 128,
+    weights: Weights = None,
+    expert_weights: ExpertW = None,
+    kv: Kv = "bf16",
+    spec_decode: Spec = None,
+    batches: Annotated[
+        Optional[str], typer.Option("--batches", help="comma-separated batch sizes")
+    ] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="write a PNG here")] = None,
+    as_json: Json = False,
+) -> None:
     """Run one model on several systems (units auto) and compare them side by side."""
     from .compare import compare
 
@@ -285,17 +363,33 @@ def compare_cmd(model: Model,
 
 def _print_compare(records: list[dict]) -> None:
     t = Table(title=f"{records[0]['model']}" if records else "compare")
-    for col in ("system", "units", "batch", "tok/s per user", "tok/s total", "step",
-                "bottleneck", "J/token", "note"):
+    for col in (
+        "system",
+        "units",
+        "batch",
+        "tok/s per user",
+        "tok/s total",
+        "step",
+        "bottleneck",
+        "J/token",
+        "note",
+    ):
         t.add_column(col)
     for r in records:
         if "error" in r:
             t.add_row(r["system"], "-", str(r["batch"]), "-", "-", "-", "-", "-", r["error"])
         else:
-            t.add_row(r["system"], str(r["units"]), str(r["batch"]),
-                      f"{r['tokens_per_s_per_user']:,.1f}", f"{r['tokens_per_s']:,.1f}",
-                      fmt_seconds(r["step_time_s"]), r["bottleneck"],
-                      f"{r['joules_per_token']:.3g}", json.dumps(r["layout"]))
+            t.add_row(
+                r["system"],
+                str(r["units"]),
+                str(r["batch"]),
+                f"{r['tokens_per_s_per_user']:,.1f}",
+                f"{r['tokens_per_s']:,.1f}",
+                fmt_seconds(r["step_time_s"]),
+                r["bottleneck"],
+                f"{r['joules_per_token']:.3g}",
+                json.dumps(r["layout"]),
+            )
     out.print(t)
 
 
@@ -307,16 +401,32 @@ def systems_cmd(as_json: Json = False) -> None:
     with _user_errors():
         specs = [load_spec(n) for n in preset_names()]
         if as_json:
-            _print_json([{"name": s.name, "kind": s.kind, "description": s.description,
-                          "native_format": s.native_format, "power_w": s.power_w,
-                          "assumptions": len(s.assumptions)} for s in specs])
+            _print_json(
+                [
+                    {
+                        "name": s.name,
+                        "kind": s.kind,
+                        "description": s.description,
+                        "native_format": s.native_format,
+                        "power_w": s.power_w,
+                        "assumptions": len(s.assumptions),
+                    }
+                    for s in specs
+                ]
+            )
             return
         t = Table(title="systems")
         for col in ("name", "kind", "native format", "power/unit", "assumptions", "description"):
             t.add_column(col)
         for s in specs:
-            t.add_row(s.name, s.kind, s.native_format, f"{s.power_w:,.0f} W",
-                      str(len(s.assumptions)), s.description)
+            t.add_row(
+                s.name,
+                s.kind,
+                s.native_format,
+                f"{s.power_w:,.0f} W",
+                str(len(s.assumptions)),
+                s.description,
+            )
         out.print(t)
 
 
@@ -330,10 +440,18 @@ def models_cmd(as_json: Json = False) -> None:
         rows = []
         for name in preset_names():
             cfg = load_model(name)
-            rows.append({"name": name, "model_type": cfg.model_type, "layers": cfg.n_layers,
-                         "hidden": cfg.hidden, "attention": cfg.attention,
-                         "experts": cfg.n_experts, "top_k": cfg.top_k,
-                         "params": build_graph(cfg, Workload(tokens=1)).param_count})
+            rows.append(
+                {
+                    "name": name,
+                    "model_type": cfg.model_type,
+                    "layers": cfg.n_layers,
+                    "hidden": cfg.hidden,
+                    "attention": cfg.attention,
+                    "experts": cfg.n_experts,
+                    "top_k": cfg.top_k,
+                    "params": build_graph(cfg, Workload(tokens=1)).param_count,
+                }
+            )
         if as_json:
             _print_json(rows)
             return
@@ -342,8 +460,15 @@ def models_cmd(as_json: Json = False) -> None:
             t.add_column(col)
         for r in rows:
             experts = f"{r['experts']} (top {r['top_k']})" if r["experts"] else "-"
-            t.add_row(r["name"], r["model_type"], f"{r['params'] / 1e9:,.2f} B",
-                      str(r["layers"]), str(r["hidden"]), r["attention"], experts)
+            t.add_row(
+                r["name"],
+                r["model_type"],
+                f"{r['params'] / 1e9:,.2f} B",
+                str(r["layers"]),
+                str(r["hidden"]),
+                r["attention"],
+                experts,
+            )
         out.print(t)
 
 

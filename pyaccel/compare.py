@@ -1,4 +1,5 @@
 """``compare``: one model on several systems (``--units auto``) and batch sizes."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -23,8 +24,7 @@ def parse_batches(text: str | None, default: int) -> list[int]:
     return values
 
 
-def compare(model: str, systems: str | None, workload: Workload, batches: str | None
-            ) -> list[dict]:
+def compare(model: str, systems: str | None, workload: Workload, batches: str | None) -> list[dict]:
     """One ``run --json`` record per system and batch; a system that cannot run the model gets
     an ``error`` field instead of numbers."""
     names = [s.strip() for s in systems.split(",") if s.strip()] if systems else preset_names()

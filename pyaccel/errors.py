@@ -1,4 +1,4 @@
-"""Exceptions raised for bad input. The CLI turns each into one ``error:`` line and exit status 2."""
+"""Exceptions raised for bad input; the CLI turns each into one ``error:`` line and exit 2."""
 
 
 class PyaccelError(Exception):
@@ -14,7 +14,7 @@ class PresetError(ConfigError):
 
 
 class PlacementError(PyaccelError):
-    """A model cannot be placed on a system, or a given placement is invalid (capacity, coverage)."""
+    """A model cannot be placed on a system, or a placement is invalid (capacity, coverage)."""
 
 
 class CapacityError(PlacementError):

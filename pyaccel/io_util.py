@@ -1,4 +1,5 @@
 """Atomic file output: nothing half-written (write to a temporary file, then rename)."""
+
 from __future__ import annotations
 
 import os

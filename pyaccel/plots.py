@@ -1,5 +1,6 @@
 """Plots (matplotlib, written atomically as PNG): per-layer time by resource, roofline of the
 ops, and tokens/s per user against total tokens/s."""
+
 from __future__ import annotations
 
 import io
@@ -77,7 +78,10 @@ def roofline_plot(trace, path: Path) -> Path:
 def report_plots(trace, report, folder: Path) -> list[Path]:
     """Write the report's plots into ``folder``."""
     folder = Path(folder)
-    return [layer_plot(report, folder / "layers.png"), roofline_plot(trace, folder / "roofline.png")]
+    return [
+        layer_plot(report, folder / "layers.png"),
+        roofline_plot(trace, folder / "roofline.png"),
+    ]
 
 
 def compare_plot(records: list[dict], path: Path) -> Path:
@@ -90,11 +94,16 @@ def compare_plot(records: list[dict], path: Path) -> Path:
             by_system.setdefault(r["system"], []).append(r)
     for name, rows in by_system.items():
         rows.sort(key=lambda r: r["batch"])
-        ax.plot([r["tokens_per_s"] for r in rows], [r["tokens_per_s_per_user"] for r in rows],
-                "o-", label=name)
+        ax.plot(
+            [r["tokens_per_s"] for r in rows],
+            [r["tokens_per_s_per_user"] for r in rows],
+            "o-",
+            label=name,
+        )
         for r in rows:
-            ax.annotate(str(r["batch"]), (r["tokens_per_s"], r["tokens_per_s_per_user"]),
-                        fontsize=6)
+            ax.annotate(
+                str(r["batch"]), (r["tokens_per_s"], r["tokens_per_s_per_user"]), fontsize=6
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("total tokens/s")

@@ -1,6 +1,7 @@
 """Report: which resource bounds each op, layer and step, how far from its limit, and what would
 make it faster (SPEC §5). Built from a :class:`~pyaccel.trace.Trace`.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,13 +62,20 @@ class Report:
         bottleneck = max(by_res, key=by_res.get) if by_res else ""
         step_s = trace.step_cycles[step] / trace.clock_hz
         summary = trace.summary()
-        rep = cls(summary=summary, by_resource=by_res, by_kind=_by_kind(trace, step),
-                  by_layer=_by_layer(trace, step), bottleneck=bottleneck,
-                  bottleneck_share=by_res.get(bottleneck, 0.0) / step_s if step_s else 0.0,
-                  bound_ratio=trace.step_time_s / trace.lower_bound_step_time_s
-                  if trace.lower_bound_step_time_s else float("inf"),
-                  assumptions=list(trace.assumptions), left_out=list(trace.left_out),
-                  meta=dict(trace.meta))
+        rep = cls(
+            summary=summary,
+            by_resource=by_res,
+            by_kind=_by_kind(trace, step),
+            by_layer=_by_layer(trace, step),
+            bottleneck=bottleneck,
+            bottleneck_share=by_res.get(bottleneck, 0.0) / step_s if step_s else 0.0,
+            bound_ratio=trace.step_time_s / trace.lower_bound_step_time_s
+            if trace.lower_bound_step_time_s
+            else float("inf"),
+            assumptions=list(trace.assumptions),
+            left_out=list(trace.left_out),
+            meta=dict(trace.meta),
+        )
         if what_if and trace.inputs is not None:
             rep.what_if = what_if_gains(trace)
         return rep
@@ -78,35 +86,56 @@ class Report:
 
     def as_dict(self) -> dict:
         """The report as plain data."""
-        return {"summary": self.summary, "by_resource_s": self.by_resource,
-                "by_kind": self.by_kind, "by_layer_s": self.by_layer,
-                "bottleneck": self.bottleneck, "bottleneck_share": self.bottleneck_share,
-                "emulated_over_lower_bound": self.bound_ratio, "what_if": self.what_if,
-                "assumptions": self.assumptions, "left_out": self.left_out, "meta": self.meta}
+        return {
+            "summary": self.summary,
+            "by_resource_s": self.by_resource,
+            "by_kind": self.by_kind,
+            "by_layer_s": self.by_layer,
+            "bottleneck": self.bottleneck,
+            "bottleneck_share": self.bottleneck_share,
+            "emulated_over_lower_bound": self.bound_ratio,
+            "what_if": self.what_if,
+            "assumptions": self.assumptions,
+            "left_out": self.left_out,
+            "meta": self.meta,
+        }
 
     def to_markdown(self) -> str:
         """The report as a Markdown document."""
         s = self.summary
-        lines = [f"# {s['model']} on {s['units']} x {s['system']}", "",
-                 f"- tokens/s per user: {s['tokens_per_s_per_user']:.1f}; total: "
-                 f"{s['tokens_per_s']:.1f}; step {fmt_seconds(s['step_time_s'])} "
-                 f"(lower bound {fmt_seconds(s['lower_bound_step_time_s'])}, ratio "
-                 f"{self.bound_ratio:.2f})",
-                 f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
-                 "", "| resource | time | share |", "|---|---|---|"]
+        lines = [
+            f"# {s['model']} on {s['units']} x {s['system']}",
+            "",
+            f"- tokens/s per user: {s['tokens_per_s_per_user']:.1f}; total: "
+            f"{s['tokens_per_s']:.1f}; step {fmt_seconds(s['step_time_s'])} "
+            f"(lower bound {fmt_seconds(s['lower_bound_step_time_s'])}, ratio "
+            f"{self.bound_ratio:.2f})",
+            f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
+            "",
+            "| resource | time | share |",
+            "|---|---|---|",
+        ]
         step = s["step_time_s"]
         for res, t in sorted(self.by_resource.items(), key=lambda kv: -kv[1]):
             lines.append(f"| {res} | {fmt_seconds(t)} | {t / step:.0%} |")
-        lines += ["", "| op kind | emulated | lower bound | ratio | bound by |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| op kind | emulated | lower bound | ratio | bound by |",
+            "|---|---|---|---|---|",
+        ]
         for row in self.by_kind:
-            lines.append(f"| {row['kind']} | {fmt_seconds(row['emulated_s'])} | "
-                         f"{fmt_seconds(row['bound_s'])} | {row['ratio']:.2f} | "
-                         f"{row['bound_resource']} |")
+            lines.append(
+                f"| {row['kind']} | {fmt_seconds(row['emulated_s'])} | "
+                f"{fmt_seconds(row['bound_s'])} | {row['ratio']:.2f} | "
+                f"{row['bound_resource']} |"
+            )
         if self.what_if:
             lines += ["", "| what if ... x2 | step | gain |", "|---|---|---|"]
             for row in self.what_if:
-                lines.append(f"| {row['resource']} | {fmt_seconds(row['step_time_s'])} | "
-                             f"{row['gain']:.3f}x |")
+                lines.append(
+                    f"| {row['resource']} | {fmt_seconds(row['step_time_s'])} | "
+                    f"{row['gain']:.3f}x |"
+                )
         lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
         if self.left_out:
             lines += ["", "Left out:", *[f"- {a}" for a in self.left_out]]
@@ -142,9 +171,15 @@ def _by_kind(trace, step: int) -> list[dict]:
     rows = []
     for kind, t in sorted(emulated.items(), key=lambda kv: -kv[1]):
         bound, res = bounds.get(kind, [0.0, {}])
-        rows.append({"kind": kind, "emulated_s": t, "bound_s": bound,
-                     "ratio": t / bound if bound else float("inf"),
-                     "bound_resource": max(res, key=res.get) if res else "fixed_latency"})
+        rows.append(
+            {
+                "kind": kind,
+                "emulated_s": t,
+                "bound_s": bound,
+                "ratio": t / bound if bound else float("inf"),
+                "bound_resource": max(res, key=res.get) if res else "fixed_latency",
+            }
+        )
     return rows
 
 
@@ -157,9 +192,11 @@ def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
     starts, durs = ev["start"][mask], ev["duration"][mask]
     for layer in dict.fromkeys(layers.tolist()):
         sel_l = layers == layer
-        out[str(layer)] = {str(r): union_cycles(starts[sel_l & (res == r)],
-                                                durs[sel_l & (res == r)]) / trace.clock_hz
-                           for r in dict.fromkeys(res[sel_l].tolist())}
+        out[str(layer)] = {
+            str(r): union_cycles(starts[sel_l & (res == r)], durs[sel_l & (res == r)])
+            / trace.clock_hz
+            for r in dict.fromkeys(res[sel_l].tolist())
+        }
     return out
 
 
@@ -172,6 +209,11 @@ def what_if_gains(trace) -> list[dict]:
     for resource in engine_module(system.kind).WHAT_IF:
         faster = what_if_system(system, resource)
         t = emulate(model, faster, placement, work, event_steps=())
-        rows.append({"resource": resource, "step_time_s": t.step_time_s,
-                     "gain": trace.step_time_s / t.step_time_s})
+        rows.append(
+            {
+                "resource": resource,
+                "step_time_s": t.step_time_s,
+                "gain": trace.step_time_s / t.step_time_s,
+            }
+        )
     return sorted(rows, key=lambda r: -r["gain"])

@@ -1,4 +1,5 @@
 """One emulated run end to end (load, place, emulate) and its ``run --json`` record (SPEC §7)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,8 +51,14 @@ class Run:
     trace: object
 
 
-def prepare(model: str, system: str, units: str | int = "auto", workload: Workload | None = None,
-            sets: list[str] | None = None, etch: bool = False):
+def prepare(
+    model: str,
+    system: str,
+    units: str | int = "auto",
+    workload: Workload | None = None,
+    sets: list[str] | None = None,
+    etch: bool = False,
+):
     """Load model and system, check flags, and place; returns (model, system, workload,
     placement)."""
     cfg = load_model(model)
@@ -62,8 +69,15 @@ def prepare(model: str, system: str, units: str | int = "auto", workload: Worklo
     return cfg, sysm, work, place(cfg, sysm, work)
 
 
-def run(model: str, system: str, units: str | int = "auto", workload: Workload | None = None,
-        sets: list[str] | None = None, etch: bool = False, progress=None) -> Run:
+def run(
+    model: str,
+    system: str,
+    units: str | int = "auto",
+    workload: Workload | None = None,
+    sets: list[str] | None = None,
+    etch: bool = False,
+    progress=None,
+) -> Run:
     """Load, place and emulate one case."""
     cfg, sysm, work, plc = prepare(model, system, units, workload, sets, etch)
     return Run(cfg, sysm, work, plc, emulate(cfg, sysm, plc, work, progress=progress))
@@ -72,15 +86,28 @@ def run(model: str, system: str, units: str | int = "auto", workload: Workload |
 def run_record(result: Run, bottleneck: str) -> dict:
     """The ``run --json`` object: SPEC §7 keys plus layout details."""
     tr = result.trace
-    rec = {"schema_version": SCHEMA_VERSION, "pyaccel_version": pyaccel_version(),
-           "kind": tr.kind, **tr.summary(), "bottleneck": bottleneck,
-           "emulated_over_lower_bound": tr.step_time_s / tr.lower_bound_step_time_s,
-           "layout": result.placement.layout, "placement_reason": result.placement.reason,
-           "assumptions": tr.assumptions, "left_out": tr.left_out}
+    rec = {
+        "schema_version": SCHEMA_VERSION,
+        "pyaccel_version": pyaccel_version(),
+        "kind": tr.kind,
+        **tr.summary(),
+        "bottleneck": bottleneck,
+        "emulated_over_lower_bound": tr.step_time_s / tr.lower_bound_step_time_s,
+        "layout": result.placement.layout,
+        "placement_reason": result.placement.reason,
+        "assumptions": tr.assumptions,
+        "left_out": tr.left_out,
+    }
     return rec
 
 
 def error_record(model: str, system: str, batch: int, message: str) -> dict:
     """A ``compare --json`` entry for a system that could not run the model."""
-    return {"schema_version": SCHEMA_VERSION, "pyaccel_version": pyaccel_version(),
-            "system": system, "model": model, "batch": batch, "error": message}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "pyaccel_version": pyaccel_version(),
+        "system": system,
+        "model": model,
+        "batch": batch,
+        "error": message,
+    }

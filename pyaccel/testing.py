@@ -1,4 +1,5 @@
 """pytest helpers for users' placement tests (SPEC §8); failures name the unit and the bytes."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -20,8 +21,9 @@ def assert_layers_on(plc, unit: int, layers: Iterable) -> None:
     missing = [layer for layer in layers if unit not in plc.units_of(layer)]
     if missing:
         where = {str(layer): list(plc.units_of(layer)) for layer in missing[:8]}
-        raise AssertionError(f"layers {missing[:8]} are not on unit {unit} of {plc.system}; "
-                             f"they are on {where}")
+        raise AssertionError(
+            f"layers {missing[:8]} are not on unit {unit} of {plc.system}; they are on {where}"
+        )
 
 
 def assert_balanced(plc, tolerance: float) -> None:
@@ -32,6 +34,8 @@ def assert_balanced(plc, tolerance: float) -> None:
     worst = max(range(len(used)), key=lambda u: abs(used[u] - mean))
     off = abs(used[worst] - mean)
     if mean and off > tolerance * mean:
-        raise AssertionError(f"unit {worst} of {plc.system} holds {fmt_bytes(used[worst])} "
-                             f"({used[worst]:,} B), {off:,.0f} B ({off / mean:.1%}) from the mean "
-                             f"{fmt_bytes(mean)}; tolerance {tolerance:.1%}")
+        raise AssertionError(
+            f"unit {worst} of {plc.system} holds {fmt_bytes(used[worst])} "
+            f"({used[worst]:,} B), {off:,.0f} B ({off / mean:.1%}) from the mean "
+            f"{fmt_bytes(mean)}; tolerance {tolerance:.1%}"
+        )

@@ -4,6 +4,7 @@ Events are per op per unit and resource class (never per PE or wavelet). Times a
 of ``clock_hz``; reports convert to seconds. Full events are kept for the steps in
 ``event_steps`` (by default the first and the last); every step's time is kept in ``step_cycles``.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,18 @@ import numpy as np
 
 from .io_util import write_atomic
 
-EVENT_FIELDS = ("step", "layer", "op", "kind", "unit", "resource", "start", "duration", "bytes",
-                "flops")
+EVENT_FIELDS = (
+    "step",
+    "layer",
+    "op",
+    "kind",
+    "unit",
+    "resource",
+    "start",
+    "duration",
+    "bytes",
+    "flops",
+)
 _TEXT_FIELDS = ("layer", "op", "kind", "resource")
 
 
@@ -26,12 +37,35 @@ class EventLog:
     def __init__(self) -> None:
         self.rows: list[tuple] = []
 
-    def add(self, step: int, layer: Any, op: str, kind: str, unit: int, resource: str,
-            start: int, duration: int, n_bytes: int = 0, flops: int = 0) -> int:
+    def add(
+        self,
+        step: int,
+        layer: Any,
+        op: str,
+        kind: str,
+        unit: int,
+        resource: str,
+        start: int,
+        duration: int,
+        n_bytes: int = 0,
+        flops: int = 0,
+    ) -> int:
         """Record one event: ``op`` its name, ``kind`` the graph op kind (or the collective's),
         times in cycles. Returns its end cycle."""
-        self.rows.append((step, str(layer), op, kind, unit, resource, int(start), int(duration),
-                          int(n_bytes), int(flops)))
+        self.rows.append(
+            (
+                step,
+                str(layer),
+                op,
+                kind,
+                unit,
+                resource,
+                int(start),
+                int(duration),
+                int(n_bytes),
+                int(flops),
+            )
+        )
         return int(start) + int(duration)
 
     def columns(self) -> dict[str, np.ndarray]:
@@ -114,11 +148,18 @@ class Trace:
         """Headline numbers of the run (SPEC §6 names, seconds)."""
         w = self.workload
         return {
-            "system": self.system, "model": self.model, "units": self.units,
-            "batch": w.batch, "context": w.context, "tokens": w.tokens,
-            "weights": w.weights, "expert_weights": w.expert_weights, "kv": w.kv,
+            "system": self.system,
+            "model": self.model,
+            "units": self.units,
+            "batch": w.batch,
+            "context": w.context,
+            "tokens": w.tokens,
+            "weights": w.weights,
+            "expert_weights": w.expert_weights,
+            "kv": w.kv,
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
-            "tokens_per_s": self.tokens_per_s, "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "step_time_s": self.step_time_s,
             "lower_bound_step_time_s": self.lower_bound_step_time_s,
             "joules_per_token": self.joules_per_token,
         }
@@ -136,18 +177,40 @@ class Trace:
         us = 1e6 / self.clock_hz
         out: list[dict] = []
         for unit in sorted({u for u, _ in tracks}):
-            out.append({"ph": "M", "name": "process_name", "pid": unit, "tid": 0,
-                        "args": {"name": f"{self.system} unit {unit}"}})
+            out.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": unit,
+                    "tid": 0,
+                    "args": {"name": f"{self.system} unit {unit}"},
+                }
+            )
         for (unit, res), t in tid.items():
-            out.append({"ph": "M", "name": "thread_name", "pid": unit, "tid": t,
-                        "args": {"name": res}})
+            out.append(
+                {"ph": "M", "name": "thread_name", "pid": unit, "tid": t, "args": {"name": res}}
+            )
         for i in range(self.n_events):
             key = (int(ev["unit"][i]), str(ev["resource"][i]))
-            out.append({"ph": "X", "name": str(ev["op"][i]), "cat": str(ev["resource"][i]),
-                        "pid": key[0], "tid": tid[key], "ts": int(ev["start"][i]) * us,
-                        "dur": int(ev["duration"][i]) * us,
-                        "args": {"step": int(ev["step"][i]), "layer": str(ev["layer"][i]),
-                                 "bytes": int(ev["bytes"][i]), "flops": int(ev["flops"][i])}})
-        return {"traceEvents": out, "displayTimeUnit": "ns",
-                "metadata": {"system": self.system, "model": self.model,
-                             "clock_hz": self.clock_hz}}
+            out.append(
+                {
+                    "ph": "X",
+                    "name": str(ev["op"][i]),
+                    "cat": str(ev["resource"][i]),
+                    "pid": key[0],
+                    "tid": tid[key],
+                    "ts": int(ev["start"][i]) * us,
+                    "dur": int(ev["duration"][i]) * us,
+                    "args": {
+                        "step": int(ev["step"][i]),
+                        "layer": str(ev["layer"][i]),
+                        "bytes": int(ev["bytes"][i]),
+                        "flops": int(ev["flops"][i]),
+                    },
+                }
+            )
+        return {
+            "traceEvents": out,
+            "displayTimeUnit": "ns",
+            "metadata": {"system": self.system, "model": self.model, "clock_hz": self.clock_hz},
+        }

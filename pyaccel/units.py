@@ -1,4 +1,5 @@
 """Unit constants and conversions (SPEC §6: GB = 1e9 B, GiB = 2**30 B; times in integer cycles)."""
+
 import math
 
 KB = 10**3
@@ -11,7 +12,7 @@ GiB = 2**30
 
 
 def cycles(seconds: float, clock_hz: float) -> int:
-    """Whole cycles of a ``clock_hz`` clock needed to cover ``seconds`` (rounded up, never negative)."""
+    """Whole cycles of a ``clock_hz`` clock covering ``seconds`` (rounded up, never negative)."""
     if seconds <= 0:
         return 0
     # Round away float noise first so that an exact cycle count is not bumped by one.

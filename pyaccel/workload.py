@@ -1,4 +1,5 @@
 """Workload: what a decode run asks of a machine (batch, context, tokens, number formats)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -28,16 +29,20 @@ class Workload:
         for name, low in (("batch", 1), ("context", 0), ("tokens", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"workload field '{name}' must be an integer >= {low}, "
-                                  f"got {value!r}")
+                raise ConfigError(
+                    f"workload field '{name}' must be an integer >= {low}, got {value!r}"
+                )
         for name in ("weights", "expert_weights", "kv"):
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, get_format(value, f"--{name.replace('_', '-')} "
-                                                                 "format").name)
+                object.__setattr__(
+                    self, name, get_format(value, f"--{name.replace('_', '-')} format").name
+                )
         if self.spec_decode:
-            raise ConfigError(f"--spec-decode '{self.spec_decode}': speculative decoding is not "
-                              "modelled yet (a later stage); run without it")
+            raise ConfigError(
+                f"--spec-decode '{self.spec_decode}': speculative decoding is not "
+                "modelled yet (a later stage); run without it"
+            )
 
     def resolved(self, native_format: str) -> "Workload":
         """This workload with unset weight formats filled in from a system's native format."""

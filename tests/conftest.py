@@ -1,4 +1,5 @@
 """Shared fixtures: tiny models written as HF folders, and the common presets."""
+
 from __future__ import annotations
 
 import json
@@ -7,10 +8,20 @@ import pytest
 
 import pyaccel as pa
 
-TINY_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4,
-              "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "intermediate_size": 160, "vocab_size": 256, "tie_word_embeddings": False,
-              "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+TINY_LLAMA = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 4,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 160,
+    "vocab_size": 256,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+}
 
 
 def write_config(folder, cfg: dict):

@@ -1,4 +1,5 @@
 """ModelConfig parsing: every preset, parameter counts against published totals, errors."""
+
 import pytest
 
 import pyaccel as pa
@@ -7,16 +8,33 @@ from pyaccel.model.config import config_from_dict, preset_names
 from conftest import TINY_LLAMA, write_config
 
 # Published totals (SPEC issue: within 2 %): Meta model cards, DeepSeek-V3 and Kimi K2 reports.
-PUBLISHED_PARAMS = {"llama-3.1-8b": 8.03e9, "llama-3.1-70b": 70.6e9, "llama-3.1-405b": 405e9,
-                    "deepseek-v3": 671e9, "kimi-k2": 1.03e12, "qwen3-235b-a22b": 235e9,
-                    "gpt-oss-120b": 116.8e9, "mixtral-8x7b": 46.7e9, "llama-2-70b": 69e9,
-                    "llama-2-7b": 6.74e9, "qwen3-32b": 32.8e9}
+PUBLISHED_PARAMS = {
+    "llama-3.1-8b": 8.03e9,
+    "llama-3.1-70b": 70.6e9,
+    "llama-3.1-405b": 405e9,
+    "deepseek-v3": 671e9,
+    "kimi-k2": 1.03e12,
+    "qwen3-235b-a22b": 235e9,
+    "gpt-oss-120b": 116.8e9,
+    "mixtral-8x7b": 46.7e9,
+    "llama-2-70b": 69e9,
+    "llama-2-7b": 6.74e9,
+    "qwen3-32b": 32.8e9,
+}
 
 
 def test_every_preset_loads_and_builds():
     names = preset_names()
-    assert {"llama-3.1-8b", "deepseek-v3", "kimi-k2", "gpt-oss-120b", "glm-4.7",
-            "waferllm-8b-shapes", "mixtral-8x7b", "qwen3-235b-a22b"} <= set(names)
+    assert {
+        "llama-3.1-8b",
+        "deepseek-v3",
+        "kimi-k2",
+        "gpt-oss-120b",
+        "glm-4.7",
+        "waferllm-8b-shapes",
+        "mixtral-8x7b",
+        "qwen3-235b-a22b",
+    } <= set(names)
     for name in names:
         cfg = pa.load_model(name)
         graph = pa.build_graph(cfg, pa.Workload(tokens=1))
@@ -53,8 +71,9 @@ def test_folder_and_file_paths_load(tiny_llama_dir):
     assert pa.load_model(tiny_llama_dir / "config.json").name == "tiny-llama"
 
 
-@pytest.mark.parametrize("field", ["num_hidden_layers", "hidden_size", "vocab_size",
-                                   "num_attention_heads", "model_type"])
+@pytest.mark.parametrize(
+    "field", ["num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "model_type"]
+)
 def test_missing_field_names_file_and_field(tmp_path, field):
     cfg = {k: v for k, v in TINY_LLAMA.items() if k != field}
     folder = write_config(tmp_path / "bad", cfg)

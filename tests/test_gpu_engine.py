@@ -1,4 +1,5 @@
 """GPU engine: hand-derived golden cycles, published-range checks, and invariants."""
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,16 +12,23 @@ from pyaccel.sim.engine import what_if_system
 # Round numbers so that every cycle below can be derived by hand: a 1 GHz clock, 1,000 B/cycle of
 # HBM, a 1,000-cycle launch, tensor cores fast enough never to bound, NVLink at 100 B/cycle with a
 # 2,000-cycle fixed latency.
-ROUND = ["clock_hz=1e9", "hbm_achievable_bytes_per_s=1e12", "hbm_peak_bytes_per_s=1e12",
-         "bf16_flops_per_s=1e15", "kernel_launch_s=1e-6", "nvlink_bytes_per_s=1e11",
-         "nvlink_latency_s=2e-6"]
+ROUND = [
+    "clock_hz=1e9",
+    "hbm_achievable_bytes_per_s=1e12",
+    "hbm_peak_bytes_per_s=1e12",
+    "bf16_flops_per_s=1e15",
+    "kernel_launch_s=1e-6",
+    "nvlink_bytes_per_s=1e11",
+    "nvlink_latency_s=2e-6",
+]
 
 
 def _tiny(tmp_path, layers=1):
     from conftest import TINY_LLAMA, write_config
 
-    return pa.load_model(write_config(tmp_path / "tiny", {**TINY_LLAMA,
-                                                          "num_hidden_layers": layers}))
+    return pa.load_model(
+        write_config(tmp_path / "tiny", {**TINY_LLAMA, "num_hidden_layers": layers})
+    )
 
 
 def _trace(model, units, work, sets=ROUND, system="h100"):
@@ -107,8 +115,7 @@ def test_same_inputs_same_trace(llama8b, h100):
         assert a.events[name].tolist() == b.events[name].tolist()
 
 
-@pytest.mark.parametrize("resource", ["hbm", "tensor_core", "nvlink", "node_link",
-                                      "fixed_latency"])
+@pytest.mark.parametrize("resource", ["hbm", "tensor_core", "nvlink", "node_link", "fixed_latency"])
 def test_faster_resource_never_slows_a_step(resource):
     # The GPU schedule is fixed (kernels in order), so this holds exactly.
     model, work = pa.load_model("llama-3.1-70b"), pa.Workload(batch=8, tokens=3)
@@ -126,8 +133,14 @@ FORMATS = st.sampled_from(["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(system=SYSTEMS, model=MODELS, batch=st.integers(1, 64), context=st.integers(0, 8192),
-       weights=FORMATS, kv=st.sampled_from(["bf16", "fp8"]))
+@given(
+    system=SYSTEMS,
+    model=MODELS,
+    batch=st.integers(1, 64),
+    context=st.integers(0, 8192),
+    weights=FORMATS,
+    kv=st.sampled_from(["bf16", "fp8"]),
+)
 def test_emulated_never_beats_lower_bound(system, model, batch, context, weights, kv):
     cfg = pa.load_model(model)
     work = pa.Workload(batch=batch, context=context, tokens=2, weights=weights, kv=kv)

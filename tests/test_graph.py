@@ -1,4 +1,5 @@
 """DecodeGraph: bytes, FLOPs, KV and MoE accounting against hand arithmetic."""
+
 import pytest
 
 import pyaccel as pa
@@ -35,8 +36,18 @@ def test_matmul_flops_are_two_m_n_k(llama8b):
     assert qkv.flops == 2 * 3 * 6144 * 4096
 
 
-@pytest.mark.parametrize("fmt,bits", [("bf16", 16), ("fp8", 8), ("int8", 8), ("int4", 4.125),
-                                      ("int4-g32", 4.5), ("mxfp4", 4.25), ("nvfp4", 4.5)])
+@pytest.mark.parametrize(
+    "fmt,bits",
+    [
+        ("bf16", 16),
+        ("fp8", 8),
+        ("int8", 8),
+        ("int4", 4.125),
+        ("int4-g32", 4.5),
+        ("mxfp4", 4.25),
+        ("nvfp4", 4.5),
+    ],
+)
 def test_weight_formats_scale_bytes(llama8b, fmt, bits):
     g = pa.build_graph(llama8b, pa.Workload(weights=fmt))
     down = next(op for op in g.ops if op.kind == "down_proj")

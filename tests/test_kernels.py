@@ -1,4 +1,5 @@
 """Every fast kernel against its NumPy twin; the C build is present and not stale in CI."""
+
 import os
 
 import numpy as np

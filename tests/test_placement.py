@@ -1,4 +1,5 @@
 """Placement type, GPU placer, JSON round trip and the pyaccel.testing helpers."""
+
 import pytest
 
 import pyaccel as pa
@@ -17,8 +18,10 @@ def test_split_even_sums_exactly():
     assert sum(split_even(123457, 8)) == 123457
 
 
-@pytest.mark.parametrize("weights,parts", [([5] * 10, 3), ([1, 9, 1, 1, 9, 1], 2),
-                                           ([3, 1, 4, 1, 5, 9, 2, 6], 4), ([7], 3)])
+@pytest.mark.parametrize(
+    "weights,parts",
+    [([5] * 10, 3), ([1, 9, 1, 1, 9, 1], 2), ([3, 1, 4, 1, 5, 9, 2, 6], 4), ([7], 3)],
+)
 def test_contiguous_partition_is_optimal_and_contiguous(weights, parts):
     stages = contiguous_partition(weights, parts)
     assert stages == sorted(stages) and stages[0] == 0
@@ -28,8 +31,10 @@ def test_contiguous_partition_is_optimal_and_contiguous(weights, parts):
     from itertools import combinations
 
     n, k = len(weights), max(stages) + 1
-    brute = min(max(sum(weights[a:b]) for a, b in zip((0, *cuts), (*cuts, n)))
-                for cuts in combinations(range(1, n), k - 1))
+    brute = min(
+        max(sum(weights[a:b]) for a, b in zip((0, *cuts), (*cuts, n)))
+        for cuts in combinations(range(1, n), k - 1)
+    )
     assert best == brute
 
 

@@ -1,4 +1,5 @@
 """Hardware presets: every number sourced or a named assumption; overrides; errors."""
+
 import pytest
 
 import pyaccel as pa

@@ -1,4 +1,5 @@
 """Trace exports and the Report (union of intervals, what-if ranking, Markdown/JSON)."""
+
 import json
 
 import numpy as np
@@ -23,8 +24,20 @@ def test_union_counts_overlap_once():
 
 def test_dataframe_has_event_columns_and_seconds(run70b):
     df = run70b.to_dataframe()
-    for col in ("step", "layer", "op", "kind", "unit", "resource", "start", "duration", "bytes",
-                "flops", "start_s", "duration_s"):
+    for col in (
+        "step",
+        "layer",
+        "op",
+        "kind",
+        "unit",
+        "resource",
+        "start",
+        "duration",
+        "bytes",
+        "flops",
+        "start_s",
+        "duration_s",
+    ):
         assert col in df.columns
     assert set(df["step"]) == {0, 2}  # first and last steps keep their events
     assert len(df) == run70b.n_events
@@ -33,8 +46,11 @@ def test_dataframe_has_event_columns_and_seconds(run70b):
 def test_perfetto_tracks_do_not_overlap(run70b, tmp_path):
     path = run70b.to_perfetto(tmp_path / "t.json")
     data = json.loads(path.read_text())
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in data["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name"}
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in data["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert {"hbm", "fixed_latency", "nvlink"} <= set(names.values())
     tracks: dict = {}
     for e in data["traceEvents"]:

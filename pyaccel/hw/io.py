@@ -1,4 +1,5 @@
 """Load and validate hardware presets (TOML) and apply ``--set key=value`` overrides."""
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ def _coerce(kind: str, name: str, value: Any, meta: dict, where: str) -> Any:
     """Check one parameter value against its field's type and bound."""
     if meta.get("text"):
         if not isinstance(value, str) or not value:
-            raise ConfigError(f"{where}: parameter '{name}' must be a non-empty string, "
-                              f"got {value!r}")
+            raise ConfigError(
+                f"{where}: parameter '{name}' must be a non-empty string, got {value!r}"
+            )
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where}: parameter '{name}' must be a finite number, got {value!r}")
@@ -47,24 +49,30 @@ def _parse_params(kind: str, table: Any, where: str) -> tuple[Any, dict, dict]:
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise ConfigError(f"{where}: unknown parameter '{unknown[0]}' for kind '{kind}'; known: "
-                          f"{', '.join(known)}")
+        raise ConfigError(
+            f"{where}: unknown parameter '{unknown[0]}' for kind '{kind}'; known: "
+            f"{', '.join(known)}"
+        )
     values, sources, assumptions = {}, {}, {}
     for name, fld in known.items():
         entry = table.get(name)
         if entry is None:
             raise ConfigError(f"{where}: missing parameter '{name}' ({fld.metadata['doc']})")
         if not isinstance(entry, dict) or "value" not in entry:
-            raise ConfigError(f"{where}: parameter '{name}' must be an inline table "
-                              "{ value = ..., source = \"...\" } or { value = ..., assumption = "
-                              "\"name: reasoning\" }")
+            raise ConfigError(
+                f"{where}: parameter '{name}' must be an inline table "
+                '{ value = ..., source = "..." } or { value = ..., assumption = '
+                '"name: reasoning" }'
+            )
         has_src, has_asm = bool(entry.get("source")), bool(entry.get("assumption"))
         if has_src == has_asm:
-            raise ConfigError(f"{where}: parameter '{name}' needs exactly one of 'source' or "
-                              "'assumption'")
+            raise ConfigError(
+                f"{where}: parameter '{name}' needs exactly one of 'source' or 'assumption'"
+            )
         values[name] = _coerce(kind, name, entry["value"], fld.metadata, where)
-        (sources if has_src else assumptions)[name] = str(entry.get("source") or
-                                                          entry["assumption"])
+        (sources if has_src else assumptions)[name] = str(
+            entry.get("source") or entry["assumption"]
+        )
     return cls(**values), sources, assumptions
 
 
@@ -76,8 +84,9 @@ def spec_from_toml(text: str, where: str) -> HardwareSpec:
         raise ConfigError(f"{where}: not valid TOML ({exc})") from None
     head = data.get("preset")
     if not isinstance(head, dict):
-        raise ConfigError(f"{where}: missing table [preset] (name, kind, description, "
-                          "native_format)")
+        raise ConfigError(
+            f"{where}: missing table [preset] (name, kind, description, native_format)"
+        )
     for key in ("name", "kind", "description", "native_format"):
         if not isinstance(head.get(key), str) or not head[key]:
             raise ConfigError(f"{where}: [preset] field '{key}' must be a non-empty string")
@@ -86,8 +95,9 @@ def spec_from_toml(text: str, where: str) -> HardwareSpec:
         raise ConfigError(f"{where}: [preset] kind '{kind}' is not one of {', '.join(KINDS)}")
     native = get_format(head["native_format"], f"{where}: native_format").name
     params, sources, assumptions = _parse_params(kind, data.get("params"), where)
-    return HardwareSpec(head["name"], kind, head["description"], native, params, sources,
-                        assumptions, origin=where)
+    return HardwareSpec(
+        head["name"], kind, head["description"], native, params, sources, assumptions, origin=where
+    )
 
 
 def load_spec(name_or_path: str | Path) -> HardwareSpec:
@@ -102,8 +112,10 @@ def load_spec(name_or_path: str | Path) -> HardwareSpec:
     if text in preset_names():
         res = resources.files("pyaccel.hw") / "presets" / f"{text}.toml"
         return spec_from_toml(res.read_text(encoding="utf-8"), f"preset {text}")
-    raise PresetError(f"unknown system '{text}'; known presets: {', '.join(preset_names())} "
-                      "(or give a .toml file)")
+    raise PresetError(
+        f"unknown system '{text}'; known presets: {', '.join(preset_names())} "
+        "(or give a .toml file)"
+    )
 
 
 def apply_overrides(spec: HardwareSpec, sets: list[str] | dict | None) -> HardwareSpec:
@@ -114,12 +126,14 @@ def apply_overrides(spec: HardwareSpec, sets: list[str] | dict | None) -> Hardwa
     meta = {f.name: f.metadata for f in fields(PARAMS_BY_KIND[spec.kind])}
     for key, raw in pairs:
         if key not in meta:
-            raise ConfigError(f"--set {key}: no such parameter for kind '{spec.kind}'; known: "
-                              f"{', '.join(meta)}")
+            raise ConfigError(
+                f"--set {key}: no such parameter for kind '{spec.kind}'; known: {', '.join(meta)}"
+            )
         value = raw if meta[key].get("text") else _number(key, raw)
         value = _coerce(spec.kind, key, value, meta[key], f"--set {key}")
-        spec = spec.with_params(f"{key}={raw} (preset: {getattr(spec.params, key)})",
-                                **{key: value})
+        spec = spec.with_params(
+            f"{key}={raw} (preset: {getattr(spec.params, key)})", **{key: value}
+        )
     return spec
 
 
@@ -137,8 +151,9 @@ def _number(key: str, raw: Any) -> float:
         raise ConfigError(f"--set {key}={raw}: value must be a number") from None
 
 
-def load_system(name_or_path: str | Path, units: int | str = 1,
-                overrides: list[str] | dict | None = None) -> System:
+def load_system(
+    name_or_path: str | Path, units: int | str = 1, overrides: list[str] | dict | None = None
+) -> System:
     """A :class:`System` of ``units`` machines (``"auto"``: resolved by :func:`pyaccel.place`)."""
     spec = apply_overrides(load_spec(name_or_path), overrides)
     if units != "auto" and (isinstance(units, bool) or not isinstance(units, int) or units < 1):

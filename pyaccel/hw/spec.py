@@ -4,6 +4,7 @@ Each field's value comes from a preset file (``presets/*.toml``) that puts the p
 named assumption, beside every number. ``HardwareSpec`` carries the parameters, their provenance and
 any ``--set`` overrides; ``System`` is a spec plus a unit count.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -41,22 +42,23 @@ class GpuParams:
     sm_count: int = _i("streaming multiprocessors")
     bf16_flops_per_s: float = _f("dense BF16/FP16 tensor-core peak (FLOP/s)")
     fp8_flops_per_s: float = _f("dense FP8 tensor-core peak (FLOP/s)", strict=False)
-    fp4_flops_per_s: float = _f("dense FP4 tensor-core peak, 0 if not native (FLOP/s)",
-                                strict=False)
-    int8_ops_per_s: float = _f("dense INT8 tensor-core peak, 0 if not native (OP/s)",
-                               strict=False)
-    kernel_launch_s: float = _f("cost of one kernel boundary inside a CUDA graph (s)",
-                                strict=False)
+    fp4_flops_per_s: float = _f(
+        "dense FP4 tensor-core peak, 0 if not native (FLOP/s)", strict=False
+    )
+    int8_ops_per_s: float = _f("dense INT8 tensor-core peak, 0 if not native (OP/s)", strict=False)
+    kernel_launch_s: float = _f("cost of one kernel boundary inside a CUDA graph (s)", strict=False)
     nvlink_bytes_per_s: float = _f("NVLink bandwidth per GPU per direction (bytes/s)")
-    nvlink_latency_s: float = _f("fixed latency of a small all-reduce inside a node (s)",
-                                 strict=False)
+    nvlink_latency_s: float = _f(
+        "fixed latency of a small all-reduce inside a node (s)", strict=False
+    )
     gpus_per_node: int = _i("GPUs joined by NVLink in one node")
-    internode_bytes_per_s: float = _f("network bandwidth per GPU per direction across nodes "
-                                      "(bytes/s)")
-    internode_latency_s: float = _f("one-way small-message latency across nodes (s)",
-                                    strict=False)
-    runtime_reserved_bytes: int = _i("HBM per GPU kept by the runtime (context, workspaces) "
-                                     "(bytes)", strict=False)
+    internode_bytes_per_s: float = _f(
+        "network bandwidth per GPU per direction across nodes (bytes/s)"
+    )
+    internode_latency_s: float = _f("one-way small-message latency across nodes (s)", strict=False)
+    runtime_reserved_bytes: int = _i(
+        "HBM per GPU kept by the runtime (context, workspaces) (bytes)", strict=False
+    )
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,9 @@ class WaferParams:
     usable_height_pes: int = _i("PE rows available to a program")
     pe_sram_bytes: int = _i("SRAM per PE (bytes)")
     pe_code_bytes: int = _i("SRAM per PE taken by code (bytes)", strict=False)
-    pe_buffer_bytes: int = _i("SRAM per PE kept for activation and message buffers (bytes)",
-                              strict=False)
+    pe_buffer_bytes: int = _i(
+        "SRAM per PE kept for activation and message buffers (bytes)", strict=False
+    )
     fmac_fp16_per_cycle: int = _i("FP16 fused multiply-accumulates per PE per cycle")
     sram_read_bytes_per_cycle: int = _i("SRAM read bandwidth per PE (bytes/cycle)")
     sram_write_bytes_per_cycle: int = _i("SRAM write bandwidth per PE (bytes/cycle)")
@@ -81,13 +84,14 @@ class WaferParams:
     message_overhead_cycles: int = _i("cycles to start a message / activate a task", strict=False)
     colours: int = _i("routable virtual channels (colours) per router")
     system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
-    system_io_latency_s: float = _f("latency of one wafer-to-wafer hop through the switch (s)",
-                                    strict=False)
+    system_io_latency_s: float = _f(
+        "latency of one wafer-to-wafer hop through the switch (s)", strict=False
+    )
 
 
 @dataclass(frozen=True)
 class LpuParams:
-    """A tensor-streaming chip (Groq TSP): SRAM in MEM slices, a compiler-fixed schedule, C2C links."""
+    """A tensor-streaming chip (Groq TSP): SRAM in MEM slices, a fixed schedule, C2C links."""
 
     clock_hz: float = _f("core clock (Hz)")
     power_w: float = _f("power per chip (W)")

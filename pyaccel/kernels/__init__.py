@@ -4,6 +4,7 @@
 or ``backend=`` asks for one by name, and a missing one raises :class:`KernelBuildError` (no silent
 downgrade when a backend was named).
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The only importer of the cffi-built C module ``pyaccel._ckernels``; whole arrays cross, never
 single elements."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Numba versions of the kernels (``cache=True``, no fastmath); the only module importing numba."""
+
 from __future__ import annotations
 
 import numba

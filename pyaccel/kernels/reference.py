@@ -1,4 +1,5 @@
 """Plain NumPy/Python versions of every kernel: the executable specification the fast ones match."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Models: Hugging Face configs and the decode-step graph built from them."""
+
 from .config import ModelConfig, load_model, preset_names
 from .graph import DecodeGraph, Op, build_graph
 

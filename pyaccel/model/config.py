@@ -4,6 +4,7 @@ Supported ``model_type`` families: llama, mistral, qwen2, qwen3 (dense); mixtral
 glm4_moe (MoE); deepseek_v3 / kimi_k2 (MLA + MoE; Kimi K2.5/K2.6 nest these under
 ``text_config``); gpt_oss (MoE, sliding-window layers, attention sinks, biases).
 """
+
 from __future__ import annotations
 
 import json
@@ -115,38 +116,52 @@ def _layer_types(cfg: dict, n_layers: int, where: str) -> tuple[str, ...]:
         return ()
     allowed = {"full_attention", "sliding_attention"}
     if not isinstance(types, list) or len(types) != n_layers or not set(types) <= allowed:
-        raise ConfigError(f"{where}: field 'layer_types' must list {n_layers} entries from "
-                          f"{sorted(allowed)}")
+        raise ConfigError(
+            f"{where}: field 'layer_types' must list {n_layers} entries from {sorted(allowed)}"
+        )
     return tuple(types)
 
 
 def _moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
     """Expert counts and which layers stay dense, per family's field names."""
     if mt == "mixtral":
-        return dict(n_experts=_positive(cfg, "num_local_experts", where),
-                    top_k=_positive(cfg, "num_experts_per_tok", where),
-                    expert_ffn=_positive(cfg, "intermediate_size", where), dense_layers=())
+        return dict(
+            n_experts=_positive(cfg, "num_local_experts", where),
+            top_k=_positive(cfg, "num_experts_per_tok", where),
+            expert_ffn=_positive(cfg, "intermediate_size", where),
+            dense_layers=(),
+        )
     if mt == "gpt_oss":
         top_k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
-        return dict(n_experts=_positive(cfg, "num_local_experts", where),
-                    top_k=_positive({"top_k": top_k}, "top_k", where),
-                    expert_ffn=_positive(cfg, "intermediate_size", where), dense_layers=(),
-                    expert_bias=True, router_bias=True)
+        return dict(
+            n_experts=_positive(cfg, "num_local_experts", where),
+            top_k=_positive({"top_k": top_k}, "top_k", where),
+            expert_ffn=_positive(cfg, "intermediate_size", where),
+            dense_layers=(),
+            expert_bias=True,
+            router_bias=True,
+        )
     if mt == "qwen3_moe":
         step = _positive(cfg, "decoder_sparse_step", where, 1)
         only = set(cfg.get("mlp_only_layers") or [])
         dense = tuple(i for i in range(n_layers) if i in only or (i + 1) % step != 0)
-        return dict(n_experts=_positive(cfg, "num_experts", where),
-                    top_k=_positive(cfg, "num_experts_per_tok", where),
-                    expert_ffn=_positive(cfg, "moe_intermediate_size", where), dense_layers=dense)
+        return dict(
+            n_experts=_positive(cfg, "num_experts", where),
+            top_k=_positive(cfg, "num_experts_per_tok", where),
+            expert_ffn=_positive(cfg, "moe_intermediate_size", where),
+            dense_layers=dense,
+        )
     # glm4_moe, deepseek_v3, kimi_k2
     first_dense = _int(cfg, "first_k_dense_replace", where, 0)
     freq = _positive(cfg, "moe_layer_freq", where, 1)
     dense = tuple(i for i in range(n_layers) if i < first_dense or i % freq != 0)
-    return dict(n_experts=_positive(cfg, "n_routed_experts", where),
-                top_k=_positive(cfg, "num_experts_per_tok", where),
-                n_shared_experts=_int(cfg, "n_shared_experts", where, 0),
-                expert_ffn=_positive(cfg, "moe_intermediate_size", where), dense_layers=dense)
+    return dict(
+        n_experts=_positive(cfg, "n_routed_experts", where),
+        top_k=_positive(cfg, "num_experts_per_tok", where),
+        n_shared_experts=_int(cfg, "n_shared_experts", where, 0),
+        expert_ffn=_positive(cfg, "moe_intermediate_size", where),
+        dense_layers=dense,
+    )
 
 
 def _sliding(cfg: dict, mt: str, n_layers: int, types: tuple[str, ...], where: str) -> dict:
@@ -160,13 +175,18 @@ def _sliding(cfg: dict, mt: str, n_layers: int, types: tuple[str, ...], where: s
     if not window:
         return {}
     if mt in ("mistral", "mixtral"):
-        return dict(sliding_window=_positive(cfg, "sliding_window", where),
-                    layer_types=("sliding_attention",) * n_layers)
+        return dict(
+            sliding_window=_positive(cfg, "sliding_window", where),
+            layer_types=("sliding_attention",) * n_layers,
+        )
     if cfg.get("use_sliding_window"):
         first = _int(cfg, "max_window_layers", where, 0)
-        return dict(sliding_window=_positive(cfg, "sliding_window", where),
-                    layer_types=tuple("sliding_attention" if i >= first else "full_attention"
-                                      for i in range(n_layers)))
+        return dict(
+            sliding_window=_positive(cfg, "sliding_window", where),
+            layer_types=tuple(
+                "sliding_attention" if i >= first else "full_attention" for i in range(n_layers)
+            ),
+        )
     return {}
 
 
@@ -178,13 +198,19 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         cfg = {**cfg, **cfg["text_config"]}
     mt = _need(cfg, "model_type", where)
     if mt not in SUPPORTED_TYPES:
-        raise ConfigError(f"{where}: unsupported model_type '{mt}'; supported: "
-                          f"{', '.join(sorted(SUPPORTED_TYPES))}")
+        raise ConfigError(
+            f"{where}: unsupported model_type '{mt}'; supported: "
+            f"{', '.join(sorted(SUPPORTED_TYPES))}"
+        )
     n_layers = _positive(cfg, "num_hidden_layers", where)
     hidden = _positive(cfg, "hidden_size", where)
     n_heads = _positive(cfg, "num_attention_heads", where)
     fields: dict[str, Any] = dict(
-        name=name, model_type=mt, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
+        name=name,
+        model_type=mt,
+        n_layers=n_layers,
+        hidden=hidden,
+        n_heads=n_heads,
         n_kv_heads=_positive(cfg, "num_key_value_heads", where, n_heads),
         head_dim=_positive(cfg, "head_dim", where, hidden // n_heads),
         ffn=_int(cfg, "intermediate_size", where, 0),
@@ -194,26 +220,38 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         rope_theta=float(cfg.get("rope_theta") or 10000.0),
         norm_eps=float(cfg.get("rms_norm_eps") or 1e-5),
         hidden_act=str(cfg.get("hidden_act") or "silu"),
-        layer_types=_layer_types(cfg, n_layers, where), source=where, raw=cfg)
+        layer_types=_layer_types(cfg, n_layers, where),
+        source=where,
+        raw=cfg,
+    )
     if mt not in MLA_TYPES and n_heads % fields["n_kv_heads"]:
-        raise ConfigError(f"{where}: num_attention_heads {n_heads} is not a multiple of "
-                          f"num_key_value_heads {fields['n_kv_heads']}")
+        raise ConfigError(
+            f"{where}: num_attention_heads {n_heads} is not a multiple of "
+            f"num_key_value_heads {fields['n_kv_heads']}"
+        )
     if mt in MOE_TYPES | MLA_TYPES:
         fields.update(_moe_fields(cfg, mt, n_layers, where))
     if mt in MLA_TYPES:
-        fields.update(attention="mla", q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
-                      kv_lora_rank=_positive(cfg, "kv_lora_rank", where),
-                      qk_nope_dim=_positive(cfg, "qk_nope_head_dim", where),
-                      qk_rope_dim=_positive(cfg, "qk_rope_head_dim", where),
-                      v_head_dim=_positive(cfg, "v_head_dim", where), n_kv_heads=n_heads)
+        fields.update(
+            attention="mla",
+            q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
+            kv_lora_rank=_positive(cfg, "kv_lora_rank", where),
+            qk_nope_dim=_positive(cfg, "qk_nope_head_dim", where),
+            qk_rope_dim=_positive(cfg, "qk_rope_head_dim", where),
+            v_head_dim=_positive(cfg, "v_head_dim", where),
+            n_kv_heads=n_heads,
+        )
     if mt in MLA_TYPES | {"glm4_moe"}:
         fields["mtp_layers"] = _int(cfg, "num_nextn_predict_layers", where, 0)
     if fields["ffn"] == 0 and (not fields.get("n_experts") or fields.get("dense_layers")):
         raise ConfigError(f"{where}: missing field 'intermediate_size' (dense MLP width)")
     bias = bool(cfg.get("attention_bias", mt == "qwen2"))
-    fields.update(qkv_bias=bias, o_bias=bias and mt != "qwen2",
-                  qk_norm=mt in ("qwen3", "qwen3_moe") or bool(cfg.get("use_qk_norm")),
-                  attn_sinks=mt == "gpt_oss")
+    fields.update(
+        qkv_bias=bias,
+        o_bias=bias and mt != "qwen2",
+        qk_norm=mt in ("qwen3", "qwen3_moe") or bool(cfg.get("use_qk_norm")),
+        attn_sinks=mt == "gpt_oss",
+    )
     fields.update(_sliding(cfg, mt, n_layers, fields["layer_types"], where))
     return ModelConfig(**fields)
 
@@ -230,8 +268,9 @@ def _read_json(path: Path | Any, where: str) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__}: {exc})") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                          f"{exc.msg})") from None
+        raise ConfigError(
+            f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
 
 
 def load_model(name_or_path: str | Path) -> ModelConfig:
@@ -243,10 +282,15 @@ def load_model(name_or_path: str | Path) -> ModelConfig:
         if not path.is_file():
             raise ConfigError(f"{name_or_path}: folder has no config.json")
     if path.is_file():
-        return config_from_dict(_read_json(path, str(path)), path.parent.name
-                                if path.name == "config.json" else path.stem, str(path))
+        return config_from_dict(
+            _read_json(path, str(path)),
+            path.parent.name if path.name == "config.json" else path.stem,
+            str(path),
+        )
     if text in preset_names():
         res = resources.files("pyaccel.model") / "presets" / f"{text}.json"
         return config_from_dict(_read_json(res, f"preset {text}"), text, f"preset {text}")
-    raise PresetError(f"unknown model '{text}' (not a preset, folder or file); known presets: "
-                      f"{', '.join(preset_names())}")
+    raise PresetError(
+        f"unknown model '{text}' (not a preset, folder or file); known presets: "
+        f"{', '.join(preset_names())}"
+    )

@@ -6,9 +6,9 @@ worth modelling at this level). Byte counts: ``weight_bytes`` are read from wher
 live, ``act_bytes`` are activations read plus written, ``kv_read_bytes``/``kv_write_bytes`` touch
 the KV cache. *Resident* bytes (what a unit must hold) are kept apart from bytes read per step.
 """
+
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -118,8 +118,12 @@ class DecodeGraph:
         """The same step with ``context`` tokens in the cache (only attention ops change)."""
         if context == self.context:
             return self
-        ops = tuple(attention_op(self.model, self.workload, op.layer, context)
-                    if op.kind == "attention" else op for op in self.ops)
+        ops = tuple(
+            attention_op(self.model, self.workload, op.layer, context)
+            if op.kind == "attention"
+            else op
+            for op in self.ops
+        )
         return replace(self, context=context, ops=ops)
 
     def to_dataframe(self):
@@ -129,9 +133,19 @@ class DecodeGraph:
         return pd.DataFrame([op.__dict__ for op in self.ops])
 
 
-def _matmul(name: str, layer, kind: str, split: str, m: int, tensors: list[tuple[int, int]],
-            fmt: Format, role: str, bias: bool = False, count: float = 1.0,
-            resident_count: int = 1) -> Op:
+def _matmul(
+    name: str,
+    layer,
+    kind: str,
+    split: str,
+    m: int,
+    tensors: list[tuple[int, int]],
+    fmt: Format,
+    role: str,
+    bias: bool = False,
+    count: float = 1.0,
+    resident_count: int = 1,
+) -> Op:
     """A weight matmul over one or more ``(rows, cols)`` tensors that share an input.
 
     ``count`` is how many copies are read per step (expected distinct experts), ``resident_count``
@@ -139,22 +153,55 @@ def _matmul(name: str, layer, kind: str, split: str, m: int, tensors: list[tuple
     """
     n = sum(r for r, _ in tensors)
     k = tensors[0][1]
-    one = sum(fmt.tensor_bytes(r, c, role) for r, c in tensors) + (n * SMALL_PARAM_BYTES if bias
-                                                                   else 0)
+    one = sum(fmt.tensor_bytes(r, c, role) for r, c in tensors) + (
+        n * SMALL_PARAM_BYTES if bias else 0
+    )
     params = sum(r * c for r, c in tensors) + (n if bias else 0)
-    return Op(name, layer, kind, "matmul", split, m=m, n=n, k=k,
-              flops=2 * m * n * k, weight_bytes=round(one * count),
-              act_bytes=ACT_BYTES * m * (n + k), resident_weight_bytes=one * resident_count,
-              params=params * resident_count)
+    return Op(
+        name,
+        layer,
+        kind,
+        "matmul",
+        split,
+        m=m,
+        n=n,
+        k=k,
+        flops=2 * m * n * k,
+        weight_bytes=round(one * count),
+        act_bytes=ACT_BYTES * m * (n + k),
+        resident_weight_bytes=one * resident_count,
+        params=params * resident_count,
+    )
 
 
-def _vector_op(name: str, layer, kind: str, op_class: str, split: str, m: int, width: int,
-               flops_per_elem: int, params: int = 0, reads: int = 1) -> Op:
+def _vector_op(
+    name: str,
+    layer,
+    kind: str,
+    op_class: str,
+    split: str,
+    m: int,
+    width: int,
+    flops_per_elem: int,
+    params: int = 0,
+    reads: int = 1,
+) -> Op:
     """A norm, elementwise or small op over ``m x width`` activations."""
-    return Op(name, layer, kind, op_class, split, m=m, n=width, k=width,
-              flops=flops_per_elem * m * width, weight_bytes=params * SMALL_PARAM_BYTES,
-              act_bytes=ACT_BYTES * m * width * (reads + 1),
-              resident_weight_bytes=params * SMALL_PARAM_BYTES, params=params)
+    return Op(
+        name,
+        layer,
+        kind,
+        op_class,
+        split,
+        m=m,
+        n=width,
+        k=width,
+        flops=flops_per_elem * m * width,
+        weight_bytes=params * SMALL_PARAM_BYTES,
+        act_bytes=ACT_BYTES * m * width * (reads + 1),
+        resident_weight_bytes=params * SMALL_PARAM_BYTES,
+        params=params,
+    )
 
 
 def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> Op:
@@ -172,8 +219,9 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
         lat = cfg.kv_lora_rank
         per_token = 2 * cfg.n_heads * (lat + cfg.qk_rope_dim) + 2 * cfg.n_heads * lat
         absorb = 2 * cfg.n_heads * lat * (cfg.qk_nope_dim + cfg.v_head_dim)
-        w = get_format(work.weights).tensor_bytes(cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim),
-                                                  lat, "attn")
+        w = get_format(work.weights).tensor_bytes(
+            cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim), lat, "attn"
+        )
         flops = b * (per_token * attended + absorb)
         params = cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim) * lat
     else:
@@ -183,122 +231,350 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
         w += cfg.n_heads * SMALL_PARAM_BYTES
         params += cfg.n_heads
     q_width = cfg.n_heads * (cfg.v_head_dim if cfg.attention == "mla" else cfg.head_dim)
-    return Op(f"L{layer}.attention", layer, "attention", "attention", "heads", m=b, n=q_width,
-              k=attended, flops=flops, weight_bytes=w, act_bytes=ACT_BYTES * b * 2 * q_width,
-              kv_read_bytes=b * kv_fmt.tensor_bytes(attended - 1, elems, "kv") if attended > 1
-              else 0, kv_write_bytes=b * kv_fmt.tensor_bytes(1, elems, "kv"),
-              resident_weight_bytes=w, resident_kv_bytes=b * kv_fmt.tensor_bytes(
-                  resident_len, elems, "kv"), params=params)
+    return Op(
+        f"L{layer}.attention",
+        layer,
+        "attention",
+        "attention",
+        "heads",
+        m=b,
+        n=q_width,
+        k=attended,
+        flops=flops,
+        weight_bytes=w,
+        act_bytes=ACT_BYTES * b * 2 * q_width,
+        kv_read_bytes=b * kv_fmt.tensor_bytes(attended - 1, elems, "kv") if attended > 1 else 0,
+        kv_write_bytes=b * kv_fmt.tensor_bytes(1, elems, "kv"),
+        resident_weight_bytes=w,
+        resident_kv_bytes=b * kv_fmt.tensor_bytes(resident_len, elems, "kv"),
+        params=params,
+    )
 
 
 def _attention_block(cfg: ModelConfig, work: Workload, layer: int, context: int) -> list[Op]:
     b, h = work.batch, cfg.hidden
     wf = get_format(work.weights)
-    ops = [_vector_op(f"L{layer}.attn_norm", layer, "attn_norm", "norm", "replicate", b, h, 4,
-                      params=h)]
+    ops = [
+        _vector_op(
+            f"L{layer}.attn_norm", layer, "attn_norm", "norm", "replicate", b, h, 4, params=h
+        )
+    ]
     if cfg.attention == "mla":
         q_dim = cfg.qk_nope_dim + cfg.qk_rope_dim
         if cfg.q_lora_rank:
-            ops += [_matmul(f"L{layer}.q_a_proj", layer, "q_a_proj", "replicate", b,
-                            [(cfg.q_lora_rank, h)], wf, "attn"),
-                    _vector_op(f"L{layer}.q_a_norm", layer, "q_a_norm", "norm", "replicate", b,
-                               cfg.q_lora_rank, 4, params=cfg.q_lora_rank),
-                    _matmul(f"L{layer}.q_b_proj", layer, "q_b_proj", "col", b,
-                            [(cfg.n_heads * q_dim, cfg.q_lora_rank)], wf, "attn")]
+            ops += [
+                _matmul(
+                    f"L{layer}.q_a_proj",
+                    layer,
+                    "q_a_proj",
+                    "replicate",
+                    b,
+                    [(cfg.q_lora_rank, h)],
+                    wf,
+                    "attn",
+                ),
+                _vector_op(
+                    f"L{layer}.q_a_norm",
+                    layer,
+                    "q_a_norm",
+                    "norm",
+                    "replicate",
+                    b,
+                    cfg.q_lora_rank,
+                    4,
+                    params=cfg.q_lora_rank,
+                ),
+                _matmul(
+                    f"L{layer}.q_b_proj",
+                    layer,
+                    "q_b_proj",
+                    "col",
+                    b,
+                    [(cfg.n_heads * q_dim, cfg.q_lora_rank)],
+                    wf,
+                    "attn",
+                ),
+            ]
         else:
-            ops.append(_matmul(f"L{layer}.q_proj", layer, "q_proj", "col", b,
-                               [(cfg.n_heads * q_dim, h)], wf, "attn"))
-        ops += [_matmul(f"L{layer}.kv_a_proj", layer, "kv_a_proj", "replicate", b,
-                        [(cfg.kv_lora_rank + cfg.qk_rope_dim, h)], wf, "attn"),
-                _vector_op(f"L{layer}.kv_a_norm", layer, "kv_a_norm", "norm", "replicate", b,
-                           cfg.kv_lora_rank, 4, params=cfg.kv_lora_rank),
-                _vector_op(f"L{layer}.rope", layer, "rope", "elementwise", "heads", b,
-                           (cfg.n_heads + 1) * cfg.qk_rope_dim, 3)]
+            ops.append(
+                _matmul(
+                    f"L{layer}.q_proj",
+                    layer,
+                    "q_proj",
+                    "col",
+                    b,
+                    [(cfg.n_heads * q_dim, h)],
+                    wf,
+                    "attn",
+                )
+            )
+        ops += [
+            _matmul(
+                f"L{layer}.kv_a_proj",
+                layer,
+                "kv_a_proj",
+                "replicate",
+                b,
+                [(cfg.kv_lora_rank + cfg.qk_rope_dim, h)],
+                wf,
+                "attn",
+            ),
+            _vector_op(
+                f"L{layer}.kv_a_norm",
+                layer,
+                "kv_a_norm",
+                "norm",
+                "replicate",
+                b,
+                cfg.kv_lora_rank,
+                4,
+                params=cfg.kv_lora_rank,
+            ),
+            _vector_op(
+                f"L{layer}.rope",
+                layer,
+                "rope",
+                "elementwise",
+                "heads",
+                b,
+                (cfg.n_heads + 1) * cfg.qk_rope_dim,
+                3,
+            ),
+        ]
         o_in = cfg.n_heads * cfg.v_head_dim
     else:
         hd = cfg.head_dim
-        ops.append(_matmul(f"L{layer}.qkv_proj", layer, "qkv_proj", "col", b,
-                           [(cfg.n_heads * hd, h), (cfg.n_kv_heads * hd, h),
-                            (cfg.n_kv_heads * hd, h)], wf, "attn", bias=cfg.qkv_bias))
+        ops.append(
+            _matmul(
+                f"L{layer}.qkv_proj",
+                layer,
+                "qkv_proj",
+                "col",
+                b,
+                [(cfg.n_heads * hd, h), (cfg.n_kv_heads * hd, h), (cfg.n_kv_heads * hd, h)],
+                wf,
+                "attn",
+                bias=cfg.qkv_bias,
+            )
+        )
         if cfg.qk_norm:
-            ops.append(_vector_op(f"L{layer}.qk_norm", layer, "qk_norm", "norm", "heads", b,
-                                  (cfg.n_heads + cfg.n_kv_heads) * hd, 4, params=2 * hd))
-        ops.append(_vector_op(f"L{layer}.rope", layer, "rope", "elementwise", "heads", b,
-                              (cfg.n_heads + cfg.n_kv_heads) * hd, 3))
+            ops.append(
+                _vector_op(
+                    f"L{layer}.qk_norm",
+                    layer,
+                    "qk_norm",
+                    "norm",
+                    "heads",
+                    b,
+                    (cfg.n_heads + cfg.n_kv_heads) * hd,
+                    4,
+                    params=2 * hd,
+                )
+            )
+        ops.append(
+            _vector_op(
+                f"L{layer}.rope",
+                layer,
+                "rope",
+                "elementwise",
+                "heads",
+                b,
+                (cfg.n_heads + cfg.n_kv_heads) * hd,
+                3,
+            )
+        )
         o_in = cfg.n_heads * hd
-    ops += [attention_op(cfg, work, layer, context),
-            _matmul(f"L{layer}.o_proj", layer, "o_proj", "row", b, [(h, o_in)], wf, "attn",
-                    bias=cfg.o_bias),
-            _vector_op(f"L{layer}.attn_residual", layer, "attn_residual", "elementwise",
-                       "replicate", b, h, 1, reads=2)]
+    ops += [
+        attention_op(cfg, work, layer, context),
+        _matmul(
+            f"L{layer}.o_proj", layer, "o_proj", "row", b, [(h, o_in)], wf, "attn", bias=cfg.o_bias
+        ),
+        _vector_op(
+            f"L{layer}.attn_residual",
+            layer,
+            "attn_residual",
+            "elementwise",
+            "replicate",
+            b,
+            h,
+            1,
+            reads=2,
+        ),
+    ]
     return ops
 
 
-def _swiglu(layer, prefix: str, split_up: str, split_down: str, b: int, h: int, f: int,
-            fmt: Format, role: str, count: float = 1.0, resident: int = 1, bias: bool = False,
-            act_tokens: int | None = None) -> list[Op]:
+def _swiglu(
+    layer,
+    prefix: str,
+    split_up: str,
+    split_down: str,
+    b: int,
+    h: int,
+    f: int,
+    fmt: Format,
+    role: str,
+    count: float = 1.0,
+    resident: int = 1,
+    bias: bool = False,
+    act_tokens: int | None = None,
+) -> list[Op]:
     """gate/up projection, SiLU(gate)*up, down projection (one expert or a dense MLP)."""
     t = b if act_tokens is None else act_tokens
-    up = _matmul(f"L{layer}.{prefix}gate_up_proj", layer, f"{prefix}gate_up_proj", split_up, t,
-                 [(f, h), (f, h)], fmt, role, bias, count, resident)
-    down = _matmul(f"L{layer}.{prefix}down_proj", layer, f"{prefix}down_proj", split_down, t,
-                   [(h, f)], fmt, role, bias, count, resident)
-    act = _vector_op(f"L{layer}.{prefix}act", layer, f"{prefix}act", "elementwise", split_up, t,
-                     f, 5, reads=2)
+    up = _matmul(
+        f"L{layer}.{prefix}gate_up_proj",
+        layer,
+        f"{prefix}gate_up_proj",
+        split_up,
+        t,
+        [(f, h), (f, h)],
+        fmt,
+        role,
+        bias,
+        count,
+        resident,
+    )
+    down = _matmul(
+        f"L{layer}.{prefix}down_proj",
+        layer,
+        f"{prefix}down_proj",
+        split_down,
+        t,
+        [(h, f)],
+        fmt,
+        role,
+        bias,
+        count,
+        resident,
+    )
+    act = _vector_op(
+        f"L{layer}.{prefix}act", layer, f"{prefix}act", "elementwise", split_up, t, f, 5, reads=2
+    )
     return [up, act, down]
 
 
 def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     b, h = work.batch, cfg.hidden
     wf, ef = get_format(work.weights), get_format(work.expert_weights)
-    ops = [_vector_op(f"L{layer}.mlp_norm", layer, "mlp_norm", "norm", "replicate", b, h, 4,
-                      params=h)]
+    ops = [
+        _vector_op(f"L{layer}.mlp_norm", layer, "mlp_norm", "norm", "replicate", b, h, 4, params=h)
+    ]
     if cfg.is_dense_layer(layer):
         ops += _swiglu(layer, "", "col", "row", b, h, cfg.ffn, wf, "mlp")
     else:
         e, k = cfg.n_experts, cfg.top_k
         distinct = e * (1.0 - (1.0 - k / e) ** b)
-        router = _matmul(f"L{layer}.router", layer, "router", "replicate", b, [(e, h)],
-                         get_format("bf16"), "router", bias=cfg.router_bias)
+        router = _matmul(
+            f"L{layer}.router",
+            layer,
+            "router",
+            "replicate",
+            b,
+            [(e, h)],
+            get_format("bf16"),
+            "router",
+            bias=cfg.router_bias,
+        )
         ops.append(replace(router, op_class="router"))
-        experts = _swiglu(layer, "experts_", "experts", "experts", b, h, cfg.expert_ffn, ef,
-                          "expert", count=distinct, resident=e, bias=cfg.expert_bias,
-                          act_tokens=b * k)
+        experts = _swiglu(
+            layer,
+            "experts_",
+            "experts",
+            "experts",
+            b,
+            h,
+            cfg.expert_ffn,
+            ef,
+            "expert",
+            count=distinct,
+            resident=e,
+            bias=cfg.expert_bias,
+            act_tokens=b * k,
+        )
         ops += experts
         if cfg.n_shared_experts:
-            ops += _swiglu(layer, "shared_", "col", "row", b, h,
-                           cfg.expert_ffn * cfg.n_shared_experts, wf, "mlp")
-    ops.append(_vector_op(f"L{layer}.mlp_residual", layer, "mlp_residual", "elementwise",
-                          "replicate", b, h, 1, reads=2))
+            ops += _swiglu(
+                layer,
+                "shared_",
+                "col",
+                "row",
+                b,
+                h,
+                cfg.expert_ffn * cfg.n_shared_experts,
+                wf,
+                "mlp",
+            )
+    ops.append(
+        _vector_op(
+            f"L{layer}.mlp_residual",
+            layer,
+            "mlp_residual",
+            "elementwise",
+            "replicate",
+            b,
+            h,
+            1,
+            reads=2,
+        )
+    )
     return ops
 
 
-def build_graph(model: ModelConfig, workload: Workload, context: int | None = None,
-                native_format: str = "bf16") -> DecodeGraph:
+def build_graph(
+    model: ModelConfig, workload: Workload, context: int | None = None, native_format: str = "bf16"
+) -> DecodeGraph:
     """The decode-step graph of ``model`` for ``workload`` (formats resolved against
     ``native_format``) with ``context`` cached tokens (default: the workload's context)."""
     work = workload.resolved(native_format)
     ctx = work.context if context is None else context
     b, h, v = work.batch, model.hidden, model.vocab
     wf = get_format(work.weights)
-    ops: list[Op] = [Op("embed", "embed", "embed", "embedding", "replicate", m=b, n=h, k=v,
-                        weight_bytes=b * h * SMALL_PARAM_BYTES, act_bytes=ACT_BYTES * b * h,
-                        resident_weight_bytes=v * h * SMALL_PARAM_BYTES, params=v * h)]
+    ops: list[Op] = [
+        Op(
+            "embed",
+            "embed",
+            "embed",
+            "embedding",
+            "replicate",
+            m=b,
+            n=h,
+            k=v,
+            weight_bytes=b * h * SMALL_PARAM_BYTES,
+            act_bytes=ACT_BYTES * b * h,
+            resident_weight_bytes=v * h * SMALL_PARAM_BYTES,
+            params=v * h,
+        )
+    ]
     for layer in range(model.n_layers):
         ops += _attention_block(model, work, layer, ctx)
         ops += _mlp_block(model, work, layer)
     head = _matmul("lm_head", "head", "lm_head", "vocab", b, [(v, h)], wf, "head")
     if model.tied_embeddings:  # the head reads the embedding table, which is stored once
-        head = replace(head, weight_bytes=v * h * SMALL_PARAM_BYTES, resident_weight_bytes=0,
-                       params=0)
-    ops += [_vector_op("final_norm", "head", "final_norm", "norm", "replicate", b, h, 4,
-                       params=h), head,
-            Op("sampling", "head", "sampling", "sampling", "vocab", m=b, n=1, k=v, flops=b * v,
-               act_bytes=ACT_BYTES * b * v)]
+        head = replace(
+            head, weight_bytes=v * h * SMALL_PARAM_BYTES, resident_weight_bytes=0, params=0
+        )
+    ops += [
+        _vector_op("final_norm", "head", "final_norm", "norm", "replicate", b, h, 4, params=h),
+        head,
+        Op(
+            "sampling",
+            "head",
+            "sampling",
+            "sampling",
+            "vocab",
+            m=b,
+            n=1,
+            k=v,
+            flops=b * v,
+            act_bytes=ACT_BYTES * b * v,
+        ),
+    ]
     left_out = []
     if model.mtp_layers:
-        left_out.append(f"{model.mtp_layers} MTP layer(s) (kept in the config for speculative "
-                        "decoding; not part of the decode step)")
+        left_out.append(
+            f"{model.mtp_layers} MTP layer(s) (kept in the config for speculative "
+            "decoding; not part of the decode step)"
+        )
     notes = list(GRAPH_ASSUMPTIONS)
     if work.weights == "hc1" or work.expert_weights == "hc1":
         notes.append(get_format("hc1").note)

@@ -3,6 +3,7 @@
 A tensor is a ``rows x cols`` matrix with ``rows`` output channels and ``cols`` inputs; block and
 group scales run along ``cols`` (the reduction dimension), as in GPTQ/AWQ, OCP MX and NVFP4.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,7 @@ class Format:
     note: str = ""
 
     def bits_for(self, role: str) -> int:
-        """Value bits used for a tensor of ``role`` (``attn``, ``mlp``, ``expert``, ``head`` ...)."""
+        """Value bits used for a tensor of ``role`` (``attn``, ``mlp``, ``expert``, ``head``)."""
         return self.role_bits.get(role, self.value_bits)
 
     def tensor_bytes(self, rows: int, cols: int, role: str = "mlp") -> int:
@@ -50,25 +51,36 @@ class Format:
 
 
 # hc1 (Taalas HC1): mixed 3-bit / 6-bit per tensor. Which tensors get 6 bits is not public; the
-# named assumption ``hc1.assignment`` keeps attention projections and the LM head at 6 bits (they are
-# the small, error-sensitive tensors) and the MLP/expert tensors at 3 bits, with a 16-bit scale per
+# named assumption ``hc1.assignment`` keeps attention projections and the LM head at 6 bits (the
+# small, error-sensitive tensors) and the MLP/expert tensors at 3 bits, with a 16-bit scale per
 # output channel.
-HC1_ASSUMPTION = ("hc1.assignment: attention projections and LM head at 6 bits, MLP and expert "
-                  "weights at 3 bits, one 16-bit scale per output channel (HC1's rule is not public)")
+HC1_ASSUMPTION = (
+    "hc1.assignment: attention projections and LM head at 6 bits, MLP and expert "
+    "weights at 3 bits, one 16-bit scale per output channel (HC1's rule is not public)"
+)
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("fp32", 32, compute="fp32"),
-    Format("bf16", 16, compute="bf16"),
-    Format("fp16", 16, compute="fp16"),
-    Format("fp8", 8, tensor_scale_bytes=4, compute="fp8", aliases=("fp8-e4m3",)),
-    Format("int8", 8, row_scale_bits=16, compute="int8"),
-    Format("int4", 4, block=128, block_scale_bits=16, aliases=("int4-g128",)),
-    Format("int4-g32", 4, block=32, block_scale_bits=16),
-    Format("mxfp4", 4, block=32, block_scale_bits=8, compute="fp4"),
-    Format("nvfp4", 4, block=16, block_scale_bits=8, tensor_scale_bytes=4, compute="fp4"),
-    Format("hc1", 3, row_scale_bits=16, compute="hc1",
-           role_bits={"attn": 6, "head": 6}, note=HC1_ASSUMPTION),
-)}
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("fp32", 32, compute="fp32"),
+        Format("bf16", 16, compute="bf16"),
+        Format("fp16", 16, compute="fp16"),
+        Format("fp8", 8, tensor_scale_bytes=4, compute="fp8", aliases=("fp8-e4m3",)),
+        Format("int8", 8, row_scale_bits=16, compute="int8"),
+        Format("int4", 4, block=128, block_scale_bits=16, aliases=("int4-g128",)),
+        Format("int4-g32", 4, block=32, block_scale_bits=16),
+        Format("mxfp4", 4, block=32, block_scale_bits=8, compute="fp4"),
+        Format("nvfp4", 4, block=16, block_scale_bits=8, tensor_scale_bytes=4, compute="fp4"),
+        Format(
+            "hc1",
+            3,
+            row_scale_bits=16,
+            compute="hc1",
+            role_bits={"attn": 6, "head": 6},
+            note=HC1_ASSUMPTION,
+        ),
+    )
+}
 
 _ALIASES = {alias: f.name for f in FORMATS.values() for alias in f.aliases}
 

@@ -1,7 +1,8 @@
 """Placement of a model's layers on the units of a system, one placer per machine kind."""
+
 from __future__ import annotations
 
-from ..errors import EngineNotBuiltError, PlacementError
+from ..errors import EngineNotBuiltError
 from ..hw.spec import System
 from .placement import LayerSlot, Placement
 
@@ -18,11 +19,14 @@ def place(model, system: System, workload, graph=None) -> Placement:
     if system.kind == "gpu":
         from . import gpu
 
-        plc = gpu.place_auto(graph, system.spec) if system.units == "auto" else \
-            gpu.place_units(graph, system.spec, int(system.units))
+        plc = (
+            gpu.place_auto(graph, system.spec)
+            if system.units == "auto"
+            else gpu.place_units(graph, system.spec, int(system.units))
+        )
     else:
-        raise EngineNotBuiltError(f"the {system.kind} placer and engine are not built yet "
-                                  f"(system {system.name})")
+        raise EngineNotBuiltError(
+            f"the {system.kind} placer and engine are not built yet (system {system.name})"
+        )
     plc.check(graph)
     return plc
-

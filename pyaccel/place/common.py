@@ -1,4 +1,5 @@
 """Helpers shared by the placers: even integer splits and contiguous layer partitions."""
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -4,6 +4,7 @@ TP width divides the KV heads (GQA: each rank keeps whole KV heads; MLA: the att
 with the latent KV cache replicated on every rank as vLLM does) and fits in one NVLink node.
 Pipeline stages are contiguous layer blocks balanced by resident bytes.
 """
+
 from __future__ import annotations
 
 from ..errors import PlacementError
@@ -27,8 +28,11 @@ def tp_candidates(graph, spec: HardwareSpec) -> list[int]:
 def layouts(graph, spec: HardwareSpec, units: int) -> list[tuple[int, int]]:
     """Valid (tp, pp) layouts for exactly ``units`` GPUs, widest TP first."""
     n_blocks = len(graph.layer_keys)
-    return [(t, units // t) for t in tp_candidates(graph, spec)
-            if units % t == 0 and units // t <= n_blocks]
+    return [
+        (t, units // t)
+        for t in tp_candidates(graph, spec)
+        if units % t == 0 and units // t <= n_blocks
+    ]
 
 
 def _slot(graph, layer, ranks: list[int], stage: int, mla: bool) -> LayerSlot:
@@ -41,8 +45,16 @@ def _slot(graph, layer, ranks: list[int], stage: int, mla: bool) -> LayerSlot:
         for i, b in enumerate(_split(op.resident_kv_bytes, tp, kv_repl)):
             kv[i] += b
     need_w, need_kv = graph.resident_bytes(layer)
-    return LayerSlot(layer, tuple(ranks), tuple(w), tuple(kv), (0,) * tp, need_w, need_kv,
-                     {"stage": stage, "tp_ranks": list(range(tp))})
+    return LayerSlot(
+        layer,
+        tuple(ranks),
+        tuple(w),
+        tuple(kv),
+        (0,) * tp,
+        need_w,
+        need_kv,
+        {"stage": stage, "tp_ranks": list(range(tp))},
+    )
 
 
 def _split(total: int, parts: int, replicated: bool) -> list[int]:
@@ -59,21 +71,34 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
     sizes = [sum(graph.resident_bytes(k)) for k in keys]
     stages = contiguous_partition(sizes, pp)
     mla = graph.model.attention == "mla"
-    slots = tuple(_slot(graph, k, [s * tp + r for r in range(tp)], s, mla)
-                  for k, s in zip(keys, stages))
+    slots = tuple(
+        _slot(graph, k, [s * tp + r for r in range(tp)], s, mla) for k, s in zip(keys, stages)
+    )
     return Placement(
-        system=spec.name, kind="gpu", model=graph.model.name, n_units=tp * pp,
-        capacity_bytes=_capacity(spec), level_of=dict.fromkeys(("weights", "kv", "buffers"),
-                                                               "hbm"),
-        reserved_bytes={"hbm": int(spec.params.runtime_reserved_bytes)}, layers=slots,
+        system=spec.name,
+        kind="gpu",
+        model=graph.model.name,
+        n_units=tp * pp,
+        capacity_bytes=_capacity(spec),
+        level_of=dict.fromkeys(("weights", "kv", "buffers"), "hbm"),
+        reserved_bytes={"hbm": int(spec.params.runtime_reserved_bytes)},
+        layers=slots,
         layout={"tp": tp, "pp": pp, "stages": max(stages) + 1},
-        workload=_workload_dict(graph), reason=reason)
+        workload=_workload_dict(graph),
+        reason=reason,
+    )
 
 
 def _workload_dict(graph) -> dict:
     w = graph.workload
-    return dict(batch=w.batch, context=w.context, tokens=w.tokens, weights=w.weights,
-                expert_weights=w.expert_weights, kv=w.kv)
+    return dict(
+        batch=w.batch,
+        context=w.context,
+        tokens=w.tokens,
+        weights=w.weights,
+        expert_weights=w.expert_weights,
+        kv=w.kv,
+    )
 
 
 def _fits(plc: Placement) -> bool:
@@ -101,22 +126,23 @@ def place_auto(graph, spec: HardwareSpec) -> Placement:
         plc = best_for(graph, spec, units)
         if plc is not None:
             t, p = plc.layout["tp"], plc.layout["pp"]
-            why = (f"{graph.model.name} needs {fmt_bytes(need)} resident (weights "
-                   f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
-                   f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} holds "
-                   f"{fmt_bytes(_usable(spec))} after the runtime's reservation, so at least "
-                   f"{floor}; TP must divide {_heads_text(graph)} and fit one node of "
-                   f"{int(spec.params.gpus_per_node)} GPUs, and replicated parts (norms, "
-                   f"routers{', MLA latent cache' if graph.model.attention == 'mla' else ''}) "
-                   f"take room on every rank: TP {t} x PP {p} = {units} is the fewest that fits")
+            why = (
+                f"{graph.model.name} needs {fmt_bytes(need)} resident (weights "
+                f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
+                f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} holds "
+                f"{fmt_bytes(_usable(spec))} after the runtime's reservation, so at least "
+                f"{floor}; TP must divide {_heads_text(graph)} and fit one node of "
+                f"{int(spec.params.gpus_per_node)} GPUs, and replicated parts (norms, "
+                f"routers{', MLA latent cache' if graph.model.attention == 'mla' else ''}) "
+                f"take room on every rank: TP {t} x PP {p} = {units} is the fewest that fits"
+            )
             return Placement(**{**plc.__dict__, "reason": why})
     raise PlacementError(f"{graph.model.name} does not fit on {MAX_UNITS} {spec.name} GPUs")
 
 
 def _heads_text(graph) -> str:
     cfg = graph.model
-    return f"{cfg.n_heads} heads (MLA)" if cfg.attention == "mla" else \
-        f"{cfg.n_kv_heads} KV heads"
+    return f"{cfg.n_heads} heads (MLA)" if cfg.attention == "mla" else f"{cfg.n_kv_heads} KV heads"
 
 
 def place_units(graph, spec: HardwareSpec, units: int) -> Placement:
@@ -127,7 +153,8 @@ def place_units(graph, spec: HardwareSpec, units: int) -> Placement:
         raise PlacementError(
             f"{units} {spec.name} GPUs allow no TP x PP layout for {graph.model.name}: TP must "
             f"divide {_heads_text(graph)} and be <= {int(spec.params.gpus_per_node)}; valid TP "
-            f"widths {tp_candidates(graph, spec)}")
+            f"widths {tp_candidates(graph, spec)}"
+        )
     plc = best_for(graph, spec, units)
     if plc is not None:
         t, p = plc.layout["tp"], plc.layout["pp"]
@@ -138,6 +165,8 @@ def place_units(graph, spec: HardwareSpec, units: int) -> Placement:
     try:
         failed.check()
     except PlacementError as exc:
-        raise PlacementError(f"{graph.model.name} does not fit on {units} {spec.name} "
-                             f"(TP {tp} x PP {pp}): {exc}; --units {fit} would fit") from None
+        raise PlacementError(
+            f"{graph.model.name} does not fit on {units} {spec.name} "
+            f"(TP {tp} x PP {pp}): {exc}; --units {fit} would fit"
+        ) from None
     raise AssertionError("unreachable: a layout with shortfalls passed check()")

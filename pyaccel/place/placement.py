@@ -4,6 +4,7 @@ Resident bytes are what a unit must hold (weights and scales, KV cache, buffers)
 bytes an op reads per step. A layer may span several units (tensor parallel): ``units`` lists them
 and the byte tuples give each one's share, aligned with ``units``.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,7 +113,8 @@ class Placement:
             more = f" ({len(short) - 1} more unit(s) short)" if len(short) > 1 else ""
             raise PlacementError(
                 f"{self.system} unit {unit} is short of {fmt_bytes(used - cap)} in {level}: needs "
-                f"{used:,} B ({fmt_bytes(used)}), has {cap:,} B ({fmt_bytes(cap)}){more}")
+                f"{used:,} B ({fmt_bytes(used)}), has {cap:,} B ({fmt_bytes(cap)}){more}"
+            )
         if graph is not None:
             _check_coverage(self, graph)
         return self
@@ -147,17 +149,32 @@ def _from_dict(data: Any, where: str) -> Placement:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a JSON object")
     try:
-        slots = tuple(LayerSlot(
-            layer=s["layer"], units=tuple(s["units"]), weight_bytes=tuple(s["weight_bytes"]),
-            kv_bytes=tuple(s["kv_bytes"]), buffer_bytes=tuple(s["buffer_bytes"]),
-            need_weight_bytes=s["need_weight_bytes"], need_kv_bytes=s["need_kv_bytes"],
-            region=dict(s.get("region") or {})) for s in data["layers"])
+        slots = tuple(
+            LayerSlot(
+                layer=s["layer"],
+                units=tuple(s["units"]),
+                weight_bytes=tuple(s["weight_bytes"]),
+                kv_bytes=tuple(s["kv_bytes"]),
+                buffer_bytes=tuple(s["buffer_bytes"]),
+                need_weight_bytes=s["need_weight_bytes"],
+                need_kv_bytes=s["need_kv_bytes"],
+                region=dict(s.get("region") or {}),
+            )
+            for s in data["layers"]
+        )
         plc = Placement(
-            system=data["system"], kind=data["kind"], model=data["model"],
-            n_units=data["n_units"], capacity_bytes=dict(data["capacity_bytes"]),
-            level_of=dict(data["level_of"]), reserved_bytes=dict(data.get("reserved_bytes", {})),
-            layers=slots, layout=dict(data.get("layout") or {}),
-            workload=dict(data.get("workload") or {}), reason=str(data.get("reason", "")))
+            system=data["system"],
+            kind=data["kind"],
+            model=data["model"],
+            n_units=data["n_units"],
+            capacity_bytes=dict(data["capacity_bytes"]),
+            level_of=dict(data["level_of"]),
+            reserved_bytes=dict(data.get("reserved_bytes", {})),
+            layers=slots,
+            layout=dict(data.get("layout") or {}),
+            workload=dict(data.get("workload") or {}),
+            reason=str(data.get("reason", "")),
+        )
     except KeyError as exc:
         raise ConfigError(f"{where}: missing field {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:
@@ -179,20 +196,24 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
             raise ConfigError(f"{where}: level_of['{cat}'] must name a level of capacity_bytes")
     for level, cap in {**plc.capacity_bytes, **plc.reserved_bytes}.items():
         if not _is_count(cap):
-            raise ConfigError(f"{where}: bytes for level '{level}' must be a non-negative "
-                              f"integer, got {cap!r}")
+            raise ConfigError(
+                f"{where}: bytes for level '{level}' must be a non-negative integer, got {cap!r}"
+            )
     for s in plc.layers:
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")
         bad = [u for u in s.units if not _is_count(u) or u >= plc.n_units]
         if bad:
-            raise ConfigError(f"{where}: layer {s.layer!r} names unit {bad[0]!r}; units are 0.."
-                              f"{plc.n_units - 1}")
+            raise ConfigError(
+                f"{where}: layer {s.layer!r} names unit {bad[0]!r}; units are 0..{plc.n_units - 1}"
+            )
         for name in ("weight_bytes", "kv_bytes", "buffer_bytes"):
             vals = getattr(s, name)
             if len(vals) != len(s.units) or not all(_is_count(v) for v in vals):
-                raise ConfigError(f"{where}: layer {s.layer!r} field '{name}' needs one "
-                                  f"non-negative integer per unit ({len(s.units)})")
+                raise ConfigError(
+                    f"{where}: layer {s.layer!r} field '{name}' needs one "
+                    f"non-negative integer per unit ({len(s.units)})"
+                )
 
 
 def _check_coverage(plc: Placement, graph) -> None:
@@ -204,15 +225,21 @@ def _check_coverage(plc: Placement, graph) -> None:
     missing = [k for k in graph.layer_keys if k not in keys]
     extra = [k for k in keys if k not in graph.layer_keys]
     if missing or extra:
-        raise PlacementError(f"placement does not match model {graph.model.name}: missing layers "
-                             f"{missing[:5]}, unknown layers {extra[:5]}")
+        raise PlacementError(
+            f"placement does not match model {graph.model.name}: missing layers "
+            f"{missing[:5]}, unknown layers {extra[:5]}"
+        )
     for s in plc.layers:
         need_w, need_kv = graph.resident_bytes(s.layer)
         if (s.need_weight_bytes, s.need_kv_bytes) != (need_w, need_kv):
-            raise PlacementError(f"layer {s.layer!r}: placement records {s.need_weight_bytes:,} B "
-                                 f"weights / {s.need_kv_bytes:,} B KV, the model needs "
-                                 f"{need_w:,} B / {need_kv:,} B")
+            raise PlacementError(
+                f"layer {s.layer!r}: placement records {s.need_weight_bytes:,} B "
+                f"weights / {s.need_kv_bytes:,} B KV, the model needs "
+                f"{need_w:,} B / {need_kv:,} B"
+            )
         if sum(s.weight_bytes) < need_w or sum(s.kv_bytes) < need_kv:
-            raise PlacementError(f"layer {s.layer!r}: units hold {sum(s.weight_bytes):,} B "
-                                 f"weights / {sum(s.kv_bytes):,} B KV, fewer than the "
-                                 f"{need_w:,} B / {need_kv:,} B it needs")
+            raise PlacementError(
+                f"layer {s.layer!r}: units hold {sum(s.weight_bytes):,} B "
+                f"weights / {sum(s.kv_bytes):,} B KV, fewer than the "
+                f"{need_w:,} B / {need_kv:,} B it needs"
+            )

@@ -1,4 +1,5 @@
 """``emulate()``: one entry point, one engine per machine kind, one Trace out (SPEC §2)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,8 +28,9 @@ def _graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:
     if isinstance(model_or_graph, DecodeGraph):
         return model_or_graph
     if not isinstance(model_or_graph, ModelConfig):
-        raise ConfigError(f"emulate() takes a ModelConfig or DecodeGraph, got "
-                          f"{type(model_or_graph).__name__}")
+        raise ConfigError(
+            f"emulate() takes a ModelConfig or DecodeGraph, got {type(model_or_graph).__name__}"
+        )
     return build_graph(model_or_graph, workload, native_format=system.spec.native_format)
 
 
@@ -37,8 +39,15 @@ def default_event_steps(tokens: int) -> frozenset[int]:
     return frozenset({0, tokens - 1})
 
 
-def emulate(model_or_graph, system: System, placement, workload: Workload | None = None,
-            functional: bool = False, event_steps=None, progress=None) -> Trace:
+def emulate(
+    model_or_graph,
+    system: System,
+    placement,
+    workload: Workload | None = None,
+    functional: bool = False,
+    event_steps=None,
+    progress=None,
+) -> Trace:
     """Emulate ``workload.tokens`` decode steps of a model on ``system`` as ``placement`` lays it
     out; returns the :class:`Trace` (events for ``event_steps``, times for every step)."""
     if functional:
@@ -47,28 +56,41 @@ def emulate(model_or_graph, system: System, placement, workload: Workload | None
         workload = Workload()
     graph = _graph(model_or_graph, system, workload)
     engine = engine_module(system.kind)
-    steps_kept = default_event_steps(graph.workload.tokens) if event_steps is None else \
-        frozenset(event_steps)
+    steps_kept = (
+        default_event_steps(graph.workload.tokens)
+        if event_steps is None
+        else frozenset(event_steps)
+    )
     log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
     work = graph.workload
     from .roofline import StepBounds
 
     bound = StepBounds(graph, system, placement)
     # floor: a lower bound must not be rounded up past the time it bounds
-    bounds = [int(bound.at(work.context + i).step_s * system.spec.clock_hz)
-              for i in range(work.tokens)]
+    bounds = [
+        int(bound.at(work.context + i).step_s * system.spec.clock_hz) for i in range(work.tokens)
+    ]
     trace = Trace(
-        system=system.name, kind=system.kind, model=graph.model.name, units=placement.n_units,
-        clock_hz=system.spec.clock_hz, power_w=system.spec.power_w, workload=work,
-        events=log.columns(), step_cycles=np.array(steps, dtype=np.int64),
+        system=system.name,
+        kind=system.kind,
+        model=graph.model.name,
+        units=placement.n_units,
+        clock_hz=system.spec.clock_hz,
+        power_w=system.spec.power_w,
+        workload=work,
+        events=log.columns(),
+        step_cycles=np.array(steps, dtype=np.int64),
         lower_bound_cycles=np.array(bounds, dtype=np.int64),
         step_context=np.arange(work.context, work.context + work.tokens, dtype=np.int64),
         tokens_per_step=work.batch,
-        assumptions=list(graph.assumptions) + list(engine.ASSUMPTIONS)
+        assumptions=list(graph.assumptions)
+        + list(engine.ASSUMPTIONS)
         + system.spec.assumption_list(),
-        left_out=list(graph.left_out), resource_classes=engine.RESOURCES,
+        left_out=list(graph.left_out),
+        resource_classes=engine.RESOURCES,
         meta={**meta, "placement_reason": placement.reason},
-        inputs=(graph.model, system, placement, work))
+        inputs=(graph.model, system, placement, work),
+    )
     return trace
 
 

@@ -7,6 +7,7 @@ cache stream from HBM every step. Tensor parallelism adds an all-reduce over NVL
 residual add (one-shot or ring, whichever is faster for the message, as NCCL and vLLM's custom
 all-reduce choose); pipeline stages pass activations over NVLink or the inter-node network.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,10 @@ RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "fixed_latency")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {
     "hbm": (("hbm_peak_bytes_per_s", "hbm_achievable_bytes_per_s"), 2.0),
-    "tensor_core": (("bf16_flops_per_s", "fp8_flops_per_s", "fp4_flops_per_s",
-                     "int8_ops_per_s"), 2.0),
+    "tensor_core": (
+        ("bf16_flops_per_s", "fp8_flops_per_s", "fp4_flops_per_s", "int8_ops_per_s"),
+        2.0,
+    ),
     "nvlink": (("nvlink_bytes_per_s",), 2.0),
     "node_link": (("internode_bytes_per_s",), 2.0),
     "fixed_latency": (("kernel_launch_s", "nvlink_latency_s", "internode_latency_s"), 0.5),
@@ -68,19 +71,23 @@ def _share(total: int, tp: int, sharded: bool) -> int:
 def _tc_rate(p, compute: str) -> float:
     """Dense tensor-core rate for a format's arithmetic, falling back to BF16."""
     rate = {"fp8": p.fp8_flops_per_s, "int8": p.int8_ops_per_s, "fp4": p.fp4_flops_per_s}.get(
-        compute, 0.0)
+        compute, 0.0
+    )
     return rate if rate > 0 else p.bf16_flops_per_s
 
 
 class GpuCost:
     """Cost of every graph op on one spec and TP width (cycles of the spec's clock)."""
 
-    def __init__(self, spec, tp: int, weights_compute: str, expert_compute: str,
-                 kv_compute: str, mla: bool):
+    def __init__(
+        self, spec, tp: int, weights_compute: str, expert_compute: str, kv_compute: str, mla: bool
+    ):
         self.p, self.clock, self.tp, self.mla = spec.params, spec.clock_hz, tp, mla
-        self.rates = {"weights": _tc_rate(self.p, weights_compute),
-                      "experts": _tc_rate(self.p, expert_compute),
-                      "kv": _tc_rate(self.p, kv_compute)}
+        self.rates = {
+            "weights": _tc_rate(self.p, weights_compute),
+            "experts": _tc_rate(self.p, expert_compute),
+            "kv": _tc_rate(self.p, kv_compute),
+        }
 
     def kernel(self, op, stage: int) -> Kernel:
         """The kernel that runs ``op`` on the stage's busiest rank."""
@@ -96,8 +103,18 @@ class GpuCost:
         mem_s = hbm_bytes / p.hbm_achievable_bytes_per_s
         tc_s = flops / rate if rate else 0.0
         resource = "tensor_core" if tc_s > mem_s else "hbm"
-        return Kernel(op.name, op.kind, op.layer, stage, resource, cycles(p.kernel_launch_s, self.clock),
-                      0, cycles(max(mem_s, tc_s), self.clock), hbm_bytes, flops)
+        return Kernel(
+            op.name,
+            op.kind,
+            op.layer,
+            stage,
+            resource,
+            cycles(p.kernel_launch_s, self.clock),
+            0,
+            cycles(max(mem_s, tc_s), self.clock),
+            hbm_bytes,
+            flops,
+        )
 
     def _rate(self, op) -> float:
         if op.op_class == "matmul":
@@ -112,28 +129,57 @@ class GpuCost:
         (2(t-1)/t of the message), whichever is less (NCCL and vLLM pick by size)."""
         p, tp = self.p, self.tp
         move = min(tp - 1, 2 * (tp - 1) / tp) * n_bytes / p.nvlink_bytes_per_s
-        return Kernel(name, "allreduce", layer, stage, "nvlink",
-                      cycles(p.kernel_launch_s, self.clock),
-                      cycles(p.nvlink_latency_s, self.clock), cycles(move, self.clock),
-                      n_bytes, 0)
+        return Kernel(
+            name,
+            "allreduce",
+            layer,
+            stage,
+            "nvlink",
+            cycles(p.kernel_launch_s, self.clock),
+            cycles(p.nvlink_latency_s, self.clock),
+            cycles(move, self.clock),
+            n_bytes,
+            0,
+        )
 
     def allgather(self, layer, stage: int, n_bytes: int, name: str) -> Kernel:
         """All-gather of an ``n_bytes`` tensor sharded over the TP ranks: each rank receives the
         (t-1)/t it lacks over NVLink, after the fixed small-message latency."""
         p, tp = self.p, self.tp
         move = (tp - 1) / tp * n_bytes / p.nvlink_bytes_per_s
-        return Kernel(name, "allgather", layer, stage, "nvlink",
-                      cycles(p.kernel_launch_s, self.clock),
-                      cycles(p.nvlink_latency_s, self.clock), cycles(move, self.clock),
-                      n_bytes, 0)
+        return Kernel(
+            name,
+            "allgather",
+            layer,
+            stage,
+            "nvlink",
+            cycles(p.kernel_launch_s, self.clock),
+            cycles(p.nvlink_latency_s, self.clock),
+            cycles(move, self.clock),
+            n_bytes,
+            0,
+        )
 
     def transfer(self, layer, stage: int, n_bytes: int, internode: bool) -> Kernel:
         """Activations from one pipeline stage to the next (NVLink or the node network)."""
         p = self.p
-        bw, lat = ((p.internode_bytes_per_s, p.internode_latency_s) if internode
-                   else (p.nvlink_bytes_per_s, p.nvlink_latency_s))
-        return Kernel(f"send_stage{stage}", "send", layer, stage, "node_link" if internode else "nvlink",
-                      0, cycles(lat, self.clock), cycles(n_bytes / bw, self.clock), n_bytes, 0)
+        bw, lat = (
+            (p.internode_bytes_per_s, p.internode_latency_s)
+            if internode
+            else (p.nvlink_bytes_per_s, p.nvlink_latency_s)
+        )
+        return Kernel(
+            f"send_stage{stage}",
+            "send",
+            layer,
+            stage,
+            "node_link" if internode else "nvlink",
+            0,
+            cycles(lat, self.clock),
+            cycles(n_bytes / bw, self.clock),
+            n_bytes,
+            0,
+        )
 
 
 def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> list[Kernel]:
@@ -151,8 +197,9 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
             out.append(cost.kernel(op, stage))
             pending_reduce |= op.split in ("row", "experts")
         if op.kind == "lm_head" and tp > 1:
-            out.append(cost.allgather(op.layer, stage, ACT_BYTES * op.m * op.n,
-                                      "lm_head.allgather"))
+            out.append(
+                cost.allgather(op.layer, stage, ACT_BYTES * op.m * op.n, "lm_head.allgather")
+            )
         nxt = graph.ops[i + 1] if i + 1 < len(graph.ops) else None
         if nxt is not None and stage_of[nxt.layer] != stage:
             internode = (stage * tp) // gpus_per_node != ((stage + 1) * tp) // gpus_per_node
@@ -182,27 +229,34 @@ def roofline_rates(spec, work) -> dict:
             return experts if op.kind.startswith("experts_") else weights
         return kv if op.op_class == "attention" else 0.0
 
-    return {"mem": p.hbm_peak_bytes_per_s, "mem_resource": "hbm", "compute": compute,
-            "compute_resource": "tensor_core", "link": p.nvlink_bytes_per_s,
-            "link_resource": "nvlink"}
+    return {
+        "mem": p.hbm_peak_bytes_per_s,
+        "mem_resource": "hbm",
+        "compute": compute,
+        "compute_resource": "tensor_core",
+        "link": p.nvlink_bytes_per_s,
+        "link_resource": "nvlink",
+    }
 
 
 def _emit(log, step: int, t0: int, kernels: list[Kernel], tp: int) -> None:
     """Lay one pass's kernels on the timeline of every rank of their stage."""
     t = t0
     for k in kernels:
-        ranks = [k.stage * tp + r for r in range(tp)] if k.resource != "node_link" else \
-            [k.stage * tp]
+        ranks = (
+            [k.stage * tp + r for r in range(tp)] if k.resource != "node_link" else [k.stage * tp]
+        )
         for unit in ranks:
             s = t
             if k.launch:
-                s = log.add(step, k.layer, f"{k.op}.launch", k.kind, unit, "fixed_latency", s,
-                            k.launch)
+                s = log.add(
+                    step, k.layer, f"{k.op}.launch", k.kind, unit, "fixed_latency", s, k.launch
+                )
             if k.latency:
-                s = log.add(step, k.layer, f"{k.op}.latency", k.kind, unit, "fixed_latency", s,
-                            k.latency)
-            log.add(step, k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
-                    k.flops)
+                s = log.add(
+                    step, k.layer, f"{k.op}.latency", k.kind, unit, "fixed_latency", s, k.latency
+                )
+            log.add(step, k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes, k.flops)
         t += k.cycles
 
 
@@ -237,9 +291,14 @@ def emulate(graph, system, placement, event_steps, progress=None):
         work = replace(work, batch=mb)
         graph = build_graph(graph.model, work, graph.context, spec.native_format)
     stage_of = {s.layer: int(s.region["stage"]) for s in placement.layers}
-    cost = GpuCost(spec, tp, get_format(work.weights).compute,
-                   get_format(work.expert_weights).compute, get_format(work.kv).compute,
-                   graph.model.attention == "mla")
+    cost = GpuCost(
+        spec,
+        tp,
+        get_format(work.weights).compute,
+        get_format(work.expert_weights).compute,
+        get_format(work.kv).compute,
+        graph.model.attention == "mla",
+    )
     kernels = _kernels_for(graph, cost, stage_of, int(spec.params.gpus_per_node))
     groups = _attention_classes(graph, kernels)
     attn = {i for idx in groups.values() for i in idx}

@@ -1,4 +1,5 @@
 """Pipeline arithmetic shared by engines whose layers run as stages on different units."""
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -5,6 +5,7 @@ The bound is computed from the graph, the placement and the spec's *peak* rates 
 independent of how an engine schedules: an op on ``n`` units is credited with a perfect ``1/n``
 split, activations are assumed to stay on chip, and fixed latencies count zero.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -46,16 +47,28 @@ class Roofline:
         """Per-op bounds as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame([{"op": b.op, "layer": str(b.layer), "units": b.n_units,
-                              "resource": b.resource, "seconds": b.seconds, **b.times}
-                             for b in self.ops])
+        return pd.DataFrame(
+            [
+                {
+                    "op": b.op,
+                    "layer": str(b.layer),
+                    "units": b.n_units,
+                    "resource": b.resource,
+                    "seconds": b.seconds,
+                    **b.times,
+                }
+                for b in self.ops
+            ]
+        )
 
 
 def op_bound(op, n_units: int, rates: dict, hidden: int) -> OpBound:
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units, the share each unit must receive over its link."""
-    times = {rates["mem_resource"]: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
-             / (n_units * rates["mem"])}
+    times = {
+        rates["mem_resource"]: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
+        / (n_units * rates["mem"])
+    }
     compute = rates["compute"](op)
     if compute:
         times[rates["compute_resource"]] = op.flops / (n_units * compute)
@@ -92,15 +105,17 @@ class StepBounds:
         self.rates = engine_module(system.kind).roofline_rates(system.spec, graph.workload)
         self.unit_sets = {s.layer: s.units for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
-        self.one = build_graph(graph.model, replace(graph.workload, batch=1), graph.context,
-                               graph.workload.weights)
+        self.one = build_graph(
+            graph.model, replace(graph.workload, batch=1), graph.context, graph.workload.weights
+        )
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
         self.fixed_totals: dict = {}
         for op, b in full:
             _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times)
-        self.one_fixed = sum(self._bound(op).seconds for op in self.one.ops
-                             if op.kind != "attention")
+        self.one_fixed = sum(
+            self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
+        )
         self.groups: dict = {}  # (sliding, units) -> attention layers
         for layer in range(graph.model.n_layers):
             key = (graph.model.is_sliding(layer), self.unit_sets[layer])
@@ -126,8 +141,9 @@ class StepBounds:
         return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
 
 
-def roofline(model_or_graph, system, placement, workload=None, context: int | None = None
-             ) -> Roofline:
+def roofline(
+    model_or_graph, system, placement, workload=None, context: int | None = None
+) -> Roofline:
     """The lower bound of one decode step (at ``context``, default the workload's)."""
     from .engine import _graph
     from ..workload import Workload

@@ -1,0 +1,991 @@
+"""Malformed TOML/JSON/config inputs and bad CLI values never give a traceback (SPEC §7).
+
+Every case runs the CLI in-process and checks the contract for bad input: exit status 2, exactly
+one line on stderr, starting with ``error:``, no traceback, and a message that names the file or
+field at fault.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import pyaccel as pa
+from pyaccel.cli import app
+
+MODEL = "llama-3.1-8b"
+SYSTEM = "h100"
+
+# click >= 8.2 always captures stderr apart from stdout (``mix_stderr`` was removed); typer's
+# CliRunner has no such argument either, so result.stderr holds stderr alone.
+runner = CliRunner()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def invoke(*args):
+    """Run ``pyaccel ARGS`` in-process."""
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def error_line(result) -> str:
+    """Assert the bad-input contract and return the one ``error:`` line."""
+    exc = result.exception
+    if exc is not None and not isinstance(exc, SystemExit):
+        import traceback
+
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        pytest.fail(f"uncaught {type(exc).__name__}: {exc}\n{tb}")
+    assert "Traceback" not in result.output, result.output
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert len(lines) == 1, f"expected one stderr line, got {len(lines)}:\n{result.stderr}"
+    assert lines[0].startswith("error:"), lines[0]
+    return lines[0]
+
+
+def assert_error(result, *needles: str) -> str:
+    """The bad-input contract, and every needle appears in the error line."""
+    line = error_line(result)
+    for needle in needles:
+        assert needle in line, f"{needle!r} not in {line!r}"
+    return line
+
+
+def assert_ok_or_error(result) -> None:
+    """A fuzzed input either works or is refused by the contract; never anything else."""
+    if result.exit_code == 0 and result.exception is None:
+        return
+    error_line(result)
+
+
+def base_toml() -> str:
+    return (resources.files("pyaccel.hw") / "presets" / "h100.toml").read_text(encoding="utf-8")
+
+
+def base_config() -> dict:
+    text = (resources.files("pyaccel.model") / "presets" / f"{MODEL}.json").read_text(
+        encoding="utf-8")
+    return json.loads(text)
+
+
+def set_param_value(text: str, name: str, value: str) -> str:
+    """Replace the ``value = ...`` of one ``[params]`` entry of a preset's TOML text."""
+    new, n = re.subn(rf"^({re.escape(name)} = \{{ value = )[^,]+,", rf"\g<1>{value},", text,
+                     flags=re.M)
+    assert n == 1, name
+    return new
+
+
+def set_param_entry(text: str, name: str, entry: str) -> str:
+    """Replace the whole right-hand side of one ``[params]`` line."""
+    new, n = re.subn(rf"^{re.escape(name)} = .*$", f"{name} = {entry}", text, flags=re.M)
+    assert n == 1, name
+    return new
+
+
+def drop_line(text: str, prefix: str) -> str:
+    lines = text.splitlines(keepends=True)
+    kept = [ln for ln in lines if not ln.startswith(prefix)]
+    assert len(kept) == len(lines) - 1, prefix
+    return "".join(kept)
+
+
+def set_preset_field(text: str, key: str, value: str) -> str:
+    new, n = re.subn(rf'^{key} = ".*"$', f"{key} = {value}", text, flags=re.M)
+    assert n == 1, key
+    return new
+
+
+def run_system(path: Path):
+    """``run`` on a system TOML file (all checks happen before any emulation)."""
+    return invoke("run", "--system", path, "--model", MODEL, "--tokens", 4)
+
+
+def write_toml(tmp_path: Path, text: str | bytes, name: str = "bad.toml") -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_config(tmp_path: Path, cfg, name: str = "model") -> Path:
+    """A model folder holding ``config.json`` (a dict/list is dumped; str/bytes written as is)."""
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    path = folder / "config.json"
+    if isinstance(cfg, bytes):
+        path.write_bytes(cfg)
+    elif isinstance(cfg, str):
+        path.write_text(cfg, encoding="utf-8")
+    else:
+        path.write_text(json.dumps(cfg), encoding="utf-8")
+    return folder
+
+
+def place_model(folder: Path):
+    return invoke("place", "--system", SYSTEM, "--model", folder, "--units", 1)
+
+
+# ---------------------------------------------------------------- hardware TOML
+
+
+def test_valid_toml_copy_runs(tmp_path):
+    """The base used by the mutations below is itself accepted (so each mutation is the fault)."""
+    result = run_system(write_toml(tmp_path, base_toml(), "good.toml"))
+    assert result.exit_code == 0, result.output
+
+
+def test_toml_syntax_error_names_file(tmp_path):
+    path = write_toml(tmp_path, base_toml().replace('kind = "gpu"', "kind = "))
+    assert_error(run_system(path), str(path), "TOML")
+
+
+def test_toml_unclosed_inline_table(tmp_path):
+    path = write_toml(tmp_path, set_param_entry(base_toml(), "sm_count", "{ value = 132"))
+    assert_error(run_system(path), str(path), "TOML")
+
+
+def test_toml_duplicate_key(tmp_path):
+    text = base_toml() + 'sm_count = { value = 1, source = "again" }\n'
+    assert_error(run_system(write_toml(tmp_path, text)), "bad.toml")
+
+
+def test_toml_missing_preset_table(tmp_path):
+    text = base_toml().replace("[preset]\n", "[header]\n")
+    path = write_toml(tmp_path, text)
+    assert_error(run_system(path), str(path), "[preset]")
+
+
+def test_toml_preset_is_not_a_table(tmp_path):
+    text = 'preset = "h100"\n' + base_toml().split("[preset]", 1)[1].split("[params]", 1)[1]
+    path = write_toml(tmp_path, text)
+    assert_error(run_system(path), str(path), "[preset]")
+
+
+@pytest.mark.parametrize("key", ["name", "kind", "description", "native_format"])
+def test_toml_preset_field_missing(tmp_path, key):
+    path = write_toml(tmp_path, drop_line(base_toml(), f"{key} = "))
+    assert_error(run_system(path), str(path), key)
+
+
+@pytest.mark.parametrize("value", ['""', "7", "true", "[1]"])
+def test_toml_preset_name_not_a_string(tmp_path, value):
+    path = write_toml(tmp_path, set_preset_field(base_toml(), "name", value))
+    assert_error(run_system(path), str(path), "name")
+
+
+@pytest.mark.parametrize("kind", ['"tpu"', '"GPU"', "3"])
+def test_toml_unknown_kind(tmp_path, kind):
+    path = write_toml(tmp_path, set_preset_field(base_toml(), "kind", kind))
+    assert_error(run_system(path), str(path), "kind")
+
+
+def test_toml_unknown_kind_lists_known_kinds(tmp_path):
+    path = write_toml(tmp_path, set_preset_field(base_toml(), "kind", '"tpu"'))
+    assert_error(run_system(path), "tpu", "gpu", "wafer", "lpu", "asic")
+
+
+@pytest.mark.parametrize("fmt", ['"int3"', '"bfloat"', '"nonsense"'])
+def test_toml_bad_native_format(tmp_path, fmt):
+    path = write_toml(tmp_path, set_preset_field(base_toml(), "native_format", fmt))
+    assert_error(run_system(path), str(path), "native_format", fmt.strip('"'))
+
+
+def test_toml_missing_params_table(tmp_path):
+    text = base_toml().split("[params]")[0]
+    path = write_toml(tmp_path, text)
+    assert_error(run_system(path), str(path), "[params]")
+
+
+def test_toml_params_not_a_table(tmp_path):
+    head = base_toml().split("[params]")[0]
+    text = 'params = 5\n' + head
+    path = write_toml(tmp_path, text)
+    assert_error(run_system(path), str(path), "params")
+
+
+@pytest.mark.parametrize("name", ["sm_count", "clock_hz", "hbm_capacity_bytes",
+                                  "runtime_reserved_bytes"])
+def test_toml_missing_parameter(tmp_path, name):
+    path = write_toml(tmp_path, drop_line(base_toml(), f"{name} = "))
+    assert_error(run_system(path), str(path), name)
+
+
+def test_toml_parameter_without_source_or_assumption(tmp_path):
+    path = write_toml(tmp_path, set_param_entry(base_toml(), "sm_count", "{ value = 132 }"))
+    assert_error(run_system(path), str(path), "sm_count", "source", "assumption")
+
+
+def test_toml_parameter_with_empty_source(tmp_path):
+    path = write_toml(tmp_path, set_param_entry(base_toml(), "sm_count",
+                                                '{ value = 132, source = "" }'))
+    assert_error(run_system(path), str(path), "sm_count")
+
+
+def test_toml_parameter_with_both_source_and_assumption(tmp_path):
+    entry = '{ value = 132, source = "datasheet", assumption = "guess: because" }'
+    path = write_toml(tmp_path, set_param_entry(base_toml(), "sm_count", entry))
+    assert_error(run_system(path), str(path), "sm_count", "source", "assumption")
+
+
+@pytest.mark.parametrize("entry", ["132", '"132"', "[132]", '{ source = "datasheet" }'])
+def test_toml_parameter_not_an_inline_table_with_value(tmp_path, entry):
+    path = write_toml(tmp_path, set_param_entry(base_toml(), "sm_count", entry))
+    assert_error(run_system(path), str(path), "sm_count")
+
+
+@pytest.mark.parametrize("name, value", [
+    ("hbm_capacity_bytes", "-85045477376"),   # negative
+    ("clock_hz", "-1.98e9"),                  # negative
+    ("clock_hz", "0"),                        # zero where > 0 is required
+    ("hbm_achievable_bytes_per_s", "0.0"),
+    ("sm_count", "0"),
+    ("power_w", '"700"'),                     # non-numeric
+    ("power_w", '"fast"'),
+    ("nvlink_bytes_per_s", "[450e9]"),
+    ("hbm_peak_bytes_per_s", "{ x = 1 }"),
+    ("power_w", "true"),                      # bool
+    ("gpus_per_node", "false"),
+    ("hbm_peak_bytes_per_s", "inf"),          # non-finite
+    ("hbm_peak_bytes_per_s", "-inf"),
+    ("clock_hz", "nan"),
+    ("kernel_launch_s", "-1e-6"),             # negative where >= 0 is allowed
+    ("sm_count", "132.5"),                    # non-integer count
+    ("gpus_per_node", "8.5"),
+    ("hbm_capacity_bytes", "8.5e10"),
+    ("l2_bytes", "1.5"),
+])
+def test_toml_bad_parameter_value(tmp_path, name, value):
+    path = write_toml(tmp_path, set_param_value(base_toml(), name, value))
+    assert_error(run_system(path), str(path), name)
+
+
+def test_toml_unknown_parameter(tmp_path):
+    text = base_toml() + 'warp_drive_hz = { value = 1, source = "fiction" }\n'
+    path = write_toml(tmp_path, text)
+    line = assert_error(run_system(path), str(path), "warp_drive_hz")
+    assert "sm_count" in line  # lists the known parameters
+
+
+def test_toml_parameter_of_another_kind(tmp_path):
+    text = base_toml() + 'pe_sram_bytes = { value = 49152, source = "wafer" }\n'
+    path = write_toml(tmp_path, text)
+    assert_error(run_system(path), str(path), "pe_sram_bytes", "gpu")
+
+
+def test_toml_empty_file(tmp_path):
+    path = write_toml(tmp_path, "")
+    assert_error(run_system(path), str(path))
+
+
+def test_toml_whitespace_and_comments_only(tmp_path):
+    path = write_toml(tmp_path, "# nothing here\n\n   \n")
+    assert_error(run_system(path), str(path), "[preset]")
+
+
+def test_toml_binary_garbage(tmp_path):
+    path = write_toml(tmp_path, bytes(range(256)) * 4)
+    assert_error(run_system(path), str(path))
+
+
+def test_toml_invalid_utf8(tmp_path):
+    path = write_toml(tmp_path, base_toml().encode() + b"\n# \xff\xfe\xc3\x28\n")
+    assert_error(run_system(path), str(path))
+
+
+def test_toml_utf16_with_bom(tmp_path):
+    path = write_toml(tmp_path, base_toml().encode("utf-16"))
+    assert_error(run_system(path), str(path))
+
+
+def test_toml_path_is_a_directory(tmp_path):
+    folder = tmp_path / "preset.toml"
+    folder.mkdir()
+    assert_error(run_system(folder), str(folder))
+
+
+def test_toml_path_is_a_directory_without_suffix(tmp_path):
+    folder = tmp_path / "hwdir"
+    folder.mkdir()
+    assert_error(run_system(folder), str(folder))
+
+
+def test_toml_file_does_not_exist(tmp_path):
+    path = tmp_path / "missing.toml"
+    assert_error(run_system(path), str(path))
+
+
+def test_toml_json_file_given_as_system(tmp_path):
+    path = tmp_path / "system.json"
+    path.write_text(json.dumps({"preset": {"name": "x"}}), encoding="utf-8")
+    assert_error(run_system(path), str(path))
+
+
+@pytest.mark.parametrize("command", ["run", "report", "place"])
+def test_bad_toml_same_error_in_every_command(tmp_path, command):
+    path = write_toml(tmp_path, set_param_value(base_toml(), "sm_count", "-1"))
+    extra = ["--tokens", 4] if command != "place" else []
+    assert_error(invoke(command, "--system", path, "--model", MODEL, *extra),
+                 str(path), "sm_count")
+
+
+def test_bad_toml_in_compare_systems(tmp_path):
+    path = write_toml(tmp_path, set_param_value(base_toml(), "sm_count", "-1"))
+    assert_error(invoke("compare", "--model", MODEL, "--systems", f"h100,{path}", "--tokens", 4),
+                 str(path), "sm_count")
+
+
+# ---------------------------------------------------------------- model config.json
+
+
+def test_valid_config_copy_places(tmp_path):
+    result = place_model(write_config(tmp_path, base_config()))
+    assert result.exit_code == 0, result.output
+
+
+def test_config_invalid_json(tmp_path):
+    folder = write_config(tmp_path, json.dumps(base_config())[:-40])
+    assert_error(place_model(folder), str(folder / "config.json"), "JSON")
+
+
+def test_config_trailing_comma(tmp_path):
+    folder = write_config(tmp_path, '{"model_type": "llama", "hidden_size": 4096,}')
+    assert_error(place_model(folder), str(folder / "config.json"), "JSON")
+
+
+def test_config_empty_file(tmp_path):
+    folder = write_config(tmp_path, "")
+    assert_error(place_model(folder), str(folder / "config.json"))
+
+
+def test_config_binary_garbage(tmp_path):
+    folder = write_config(tmp_path, bytes(range(256)) * 4)
+    assert_error(place_model(folder), str(folder / "config.json"))
+
+
+@pytest.mark.parametrize("doc", [[base_config()], [], "llama", 42, None])
+def test_config_not_an_object(tmp_path, doc):
+    folder = write_config(tmp_path, json.dumps(doc))
+    assert_error(place_model(folder), str(folder / "config.json"), "object")
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "Llama", "", 7, None])
+def test_config_unknown_model_type(tmp_path, model_type):
+    cfg = base_config()
+    cfg["model_type"] = model_type
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "model_type")
+
+
+def test_config_unknown_model_type_lists_supported(tmp_path):
+    cfg = base_config()
+    cfg["model_type"] = "gpt2"
+    assert_error(place_model(write_config(tmp_path, cfg)), "gpt2", "llama", "mixtral")
+
+
+@pytest.mark.parametrize("key", ["model_type", "num_hidden_layers", "hidden_size", "vocab_size",
+                                 "intermediate_size", "num_attention_heads"])
+def test_config_missing_field(tmp_path, key):
+    cfg = base_config()
+    del cfg[key]
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), key)
+
+
+@pytest.mark.parametrize("key", ["num_hidden_layers", "hidden_size", "vocab_size"])
+def test_config_null_field(tmp_path, key):
+    cfg = base_config()
+    cfg[key] = None
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), key)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("num_hidden_layers", -32),
+    ("hidden_size", -4096),
+    ("vocab_size", -1),
+    ("intermediate_size", -14336),
+    ("num_key_value_heads", -8),
+    ("num_hidden_layers", 0),
+    ("hidden_size", 0),
+    ("num_attention_heads", 0),
+    ("vocab_size", 0),
+    ("num_hidden_layers", "32"),
+    ("hidden_size", "4096"),
+    ("vocab_size", "lots"),
+    ("intermediate_size", "14336"),
+    ("num_attention_heads", 32.0),
+    ("num_hidden_layers", 31.5),
+    ("hidden_size", True),
+    ("num_key_value_heads", [8]),
+    ("vocab_size", {"n": 128256}),
+    ("head_dim", -128),
+    ("max_position_embeddings", -1),
+])
+def test_config_bad_field_value(tmp_path, key, value):
+    cfg = base_config()
+    cfg[key] = value
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), key)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("rope_theta", "fast"),
+    ("rope_theta", [500000.0]),
+    ("rms_norm_eps", "tiny"),
+    ("rms_norm_eps", {"eps": 1e-5}),
+])
+def test_config_bad_float_field(tmp_path, key, value):
+    cfg = base_config()
+    cfg[key] = value
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), key)
+
+
+@pytest.mark.parametrize("heads, kv_heads", [(32, 5), (32, 3), (30, 8)])
+def test_config_heads_not_divisible_by_kv_heads(tmp_path, heads, kv_heads):
+    cfg = base_config()
+    cfg["num_attention_heads"], cfg["num_key_value_heads"] = heads, kv_heads
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "num_attention_heads",
+                 "num_key_value_heads", str(heads), str(kv_heads))
+
+
+@pytest.mark.parametrize("layer_types", [
+    ["full_attention"] * 31,
+    ["full_attention"] * 33,
+    [],
+    ["full_attention"] * 31 + ["global"],
+    "full_attention",
+    {"0": "full_attention"},
+])
+def test_config_bad_layer_types(tmp_path, layer_types):
+    cfg = base_config()
+    cfg["layer_types"] = layer_types
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "layer_types", "32")
+
+
+def test_config_sliding_layer_types_without_window(tmp_path):
+    cfg = base_config()
+    cfg["layer_types"] = ["sliding_attention", "full_attention"] * 16
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "sliding_window")
+
+
+def test_config_moe_missing_expert_fields(tmp_path):
+    cfg = base_config()
+    cfg["model_type"] = "mixtral"
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "num_local_experts")
+
+
+def test_config_mla_missing_lora_rank(tmp_path):
+    text = (resources.files("pyaccel.model") / "presets" / "deepseek-v3.json").read_text()
+    cfg = json.loads(text)
+    del cfg["kv_lora_rank"]
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "kv_lora_rank")
+
+
+def test_config_folder_without_config_json(tmp_path):
+    folder = tmp_path / "empty-model"
+    folder.mkdir()
+    (folder / "model.safetensors.index.json").write_text("{}")
+    assert_error(place_model(folder), str(folder), "config.json")
+
+
+def test_config_json_is_a_directory(tmp_path):
+    folder = tmp_path / "odd-model"
+    (folder / "config.json").mkdir(parents=True)
+    assert_error(place_model(folder), str(folder), "config.json")
+
+
+def test_config_json_file_given_directly(tmp_path):
+    path = tmp_path / "my-config.json"
+    path.write_text("{not json", encoding="utf-8")
+    assert_error(place_model(path), str(path), "JSON")
+
+
+@pytest.mark.parametrize("command", ["run", "report", "compare"])
+def test_bad_config_same_error_in_every_command(tmp_path, command):
+    cfg = base_config()
+    del cfg["hidden_size"]
+    folder = write_config(tmp_path, cfg)
+    args = ["--model", folder, "--tokens", 4]
+    if command != "compare":
+        args += ["--system", SYSTEM]
+    else:
+        args += ["--systems", SYSTEM]
+    assert_error(invoke(command, *args), str(folder / "config.json"), "hidden_size")
+
+
+# ---------------------------------------------------------------- placement JSON (place --check)
+
+
+@pytest.fixture(scope="module")
+def placement_doc() -> dict:
+    plc = pa.place(pa.load_model(MODEL), pa.load_system(SYSTEM, units=1), pa.Workload())
+    return json.loads(plc.to_json())
+
+
+def check_doc(tmp_path: Path, doc, name: str = "placement.json"):
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+    return path, invoke("place", "--check", path)
+
+
+def layer_index(doc: dict, key) -> int:
+    return next(i for i, s in enumerate(doc["layers"]) if s["layer"] == key)
+
+
+def test_placement_valid_file_checks(tmp_path, placement_doc):
+    path, result = check_doc(tmp_path, placement_doc)
+    assert result.exit_code == 0, result.output
+
+
+def test_placement_invalid_json(tmp_path, placement_doc):
+    path, result = check_doc(tmp_path, json.dumps(placement_doc)[:-10])
+    assert_error(result, str(path), "JSON")
+
+
+def test_placement_empty_file(tmp_path):
+    path, result = check_doc(tmp_path, "")
+    assert_error(result, str(path))
+
+
+def test_placement_binary_garbage(tmp_path):
+    path = tmp_path / "placement.json"
+    path.write_bytes(b"{\xff\xfe\x00garbage")
+    assert_error(invoke("place", "--check", path), str(path))
+
+
+@pytest.mark.parametrize("doc", ["[1, 2, 3]", "null", "42", '"placement"'])
+def test_placement_not_an_object(tmp_path, doc):
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "object")
+
+
+def test_placement_file_missing(tmp_path):
+    path = tmp_path / "nope.json"
+    assert_error(invoke("place", "--check", path), str(path))
+
+
+def test_placement_path_is_a_directory(tmp_path):
+    assert_error(invoke("place", "--check", tmp_path), str(tmp_path))
+
+
+@pytest.mark.parametrize("key", ["n_units", "layers", "capacity_bytes", "level_of", "system",
+                                 "model", "kind"])
+def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
+    doc = copy.deepcopy(placement_doc)
+    del doc[key]
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), key)
+
+
+@pytest.mark.parametrize("key", ["layer", "units", "weight_bytes", "kv_bytes", "buffer_bytes",
+                                 "need_weight_bytes", "need_kv_bytes"])
+def test_placement_missing_layer_field(tmp_path, placement_doc, key):
+    doc = copy.deepcopy(placement_doc)
+    del doc["layers"][3][key]
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), key)
+
+
+@pytest.mark.parametrize("n_units", [0, -1, "one", 1.5, None, True])
+def test_placement_bad_n_units(tmp_path, placement_doc, n_units):
+    doc = copy.deepcopy(placement_doc)
+    doc["n_units"] = n_units
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "n_units")
+
+
+@pytest.mark.parametrize("units", [[1], [0, 7], [-1], ["0"]])
+def test_placement_unit_index_out_of_range(tmp_path, placement_doc, units):
+    doc = copy.deepcopy(placement_doc)
+    i = layer_index(doc, 5)
+    doc["layers"][i]["units"] = units
+    for name in ("weight_bytes", "kv_bytes", "buffer_bytes"):
+        doc["layers"][i][name] = [0] * len(units)
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "layer 5", "unit", "0..0")
+
+
+def test_placement_layer_with_no_units(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    slot = doc["layers"][layer_index(doc, 2)]
+    slot["units"], slot["weight_bytes"], slot["kv_bytes"], slot["buffer_bytes"] = [], [], [], []
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "layer 2")
+
+
+@pytest.mark.parametrize("field", ["weight_bytes", "kv_bytes", "buffer_bytes"])
+@pytest.mark.parametrize("values", [[], [1, 2]])
+def test_placement_wrong_length_byte_list(tmp_path, placement_doc, field, values):
+    doc = copy.deepcopy(placement_doc)
+    doc["layers"][layer_index(doc, 7)][field] = values
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "layer 7", field)
+
+
+@pytest.mark.parametrize("field", ["weight_bytes", "kv_bytes", "buffer_bytes"])
+@pytest.mark.parametrize("value", [-1, 1.5, "100", None, True])
+def test_placement_bad_bytes(tmp_path, placement_doc, field, value):
+    doc = copy.deepcopy(placement_doc)
+    doc["layers"][layer_index(doc, 7)][field] = [value]
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "layer 7", field)
+
+
+@pytest.mark.parametrize("value", [-1, "85e9", 8.5e10])
+def test_placement_bad_capacity(tmp_path, placement_doc, value):
+    doc = copy.deepcopy(placement_doc)
+    doc["capacity_bytes"]["hbm"] = value
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "hbm")
+
+
+def test_placement_level_of_unknown_level(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["level_of"]["kv"] = "sram"
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "level_of", "kv")
+
+
+@pytest.mark.parametrize("key, value", [("layers", None), ("layers", 5), ("layers", [1, 2]),
+                                        ("capacity_bytes", [1]), ("level_of", "hbm"),
+                                        ("workload", "batch=1")])
+def test_placement_field_of_wrong_type(tmp_path, placement_doc, key, value):
+    doc = copy.deepcopy(placement_doc)
+    doc[key] = value
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path))
+
+
+@pytest.mark.parametrize("layer", [5, "embed", "head"])
+def test_placement_layer_missing_vs_model(tmp_path, placement_doc, layer):
+    doc = copy.deepcopy(placement_doc)
+    del doc["layers"][layer_index(doc, layer)]
+    path, result = check_doc(tmp_path, doc)
+    line = assert_error(result, MODEL, "missing")
+    assert repr(layer) in line or str(layer) in line
+
+
+def test_placement_unknown_layer(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    extra = copy.deepcopy(doc["layers"][layer_index(doc, 5)])
+    extra["layer"] = 99
+    doc["layers"].append(extra)
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, "99")
+
+
+def test_placement_layer_placed_twice(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["layers"].append(copy.deepcopy(doc["layers"][layer_index(doc, 5)]))
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, "5", "more than once")
+
+
+def test_placement_weight_bytes_below_need(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    slot = doc["layers"][layer_index(doc, 4)]
+    slot["weight_bytes"] = [slot["need_weight_bytes"] // 2]
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, "layer 4", f"{slot['need_weight_bytes']:,}")
+
+
+def test_placement_need_bytes_disagree_with_model(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    slot = doc["layers"][layer_index(doc, 4)]
+    slot["need_weight_bytes"] += 1
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, "layer 4")
+
+
+def test_placement_capacity_exceeded_names_unit_and_bytes(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    cap = 10_000_000_000
+    doc["capacity_bytes"]["hbm"] = cap
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, "unit 0", f"{cap:,}", "hbm")
+
+
+def test_placement_capacity_exceeded_on_second_unit(tmp_path, placement_doc):
+    """Two units, everything on unit 1: only unit 1 is over-full and the message says so."""
+    doc = copy.deepcopy(placement_doc)
+    doc["n_units"] = 2
+    for slot in doc["layers"]:
+        slot["units"] = [1]
+    reserved = doc["reserved_bytes"]["hbm"]
+    used = reserved + sum(s["weight_bytes"][0] + s["kv_bytes"][0] + s["buffer_bytes"][0]
+                          for s in doc["layers"])
+    cap = reserved + 1_000_000_000
+    doc["capacity_bytes"]["hbm"] = cap
+    path, result = check_doc(tmp_path, doc)
+    line = assert_error(result, "unit 1", f"{cap:,}", f"{used:,}")
+    assert "unit 0" not in line
+
+
+def test_placement_unknown_model(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["model"] = "llama-9-1t"
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, "llama-9-1t", MODEL)
+
+
+@pytest.mark.parametrize("workload, needle", [({"batch": 0}, "batch"),
+                                              ({"context": -5}, "context"),
+                                              ({"weights": "int3"}, "int3")])
+def test_placement_bad_workload(tmp_path, placement_doc, workload, needle):
+    doc = copy.deepcopy(placement_doc)
+    doc["workload"].update(workload)
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, needle)
+
+
+def test_placement_file_name_starting_with_brace(tmp_path, placement_doc):
+    """A file is read as a file whatever its name (the API also takes JSON text)."""
+    path = tmp_path / "{placement}.json"
+    path.write_text(json.dumps(placement_doc), encoding="utf-8")
+    result = invoke("place", "--check", path)
+    assert result.exit_code == 0, result.output
+
+
+# ---------------------------------------------------------------- CLI values
+
+
+def run_args(*extra):
+    return invoke("run", "--system", SYSTEM, "--model", MODEL, "--tokens", 4, *extra)
+
+
+def test_unknown_system_lists_known_presets():
+    line = assert_error(invoke("run", "--system", "h900", "--model", MODEL), "h900")
+    for name in ("h100", "h200", "b200", "wse2", "wse3", "groq-tsp", "taalas-hc1"):
+        assert name in line
+
+
+def test_unknown_model_lists_known_presets():
+    line = assert_error(invoke("run", "--system", SYSTEM, "--model", "llama-4-8b"), "llama-4-8b")
+    for name in ("llama-3.1-8b", "llama-3.1-70b", "deepseek-v3", "mixtral-8x7b"):
+        assert name in line
+
+
+def test_unknown_system_in_compare_lists_known_presets():
+    line = assert_error(invoke("compare", "--model", MODEL, "--systems", "h100,nope"), "nope")
+    assert "b200" in line
+
+
+def test_user_text_is_not_rendered_as_emoji():
+    """Names and paths are echoed as given (no ``:code:`` emoji substitution)."""
+    assert_error(invoke("run", "--system", ":smile:", "--model", MODEL), ":smile:")
+
+
+@pytest.mark.parametrize("units", ["0", "-3", "abc", "1.5", ""])
+def test_bad_units(units):
+    assert_error(run_args("--units", units), "--units")
+
+
+@pytest.mark.parametrize("option, value, needle", [
+    ("--batch", "0", "batch"),
+    ("--batch", "-2", "batch"),
+    ("--context", "-1", "context"),
+    ("--tokens", "0", "tokens"),
+])
+def test_bad_workload_numbers(option, value, needle):
+    assert_error(run_args(option, value), needle)
+
+
+@pytest.mark.parametrize("option, value", [("--weights", "int3"), ("--weights", "bf17"),
+                                           ("--kv", "nonsense"), ("--kv", ""),
+                                           ("--expert-weights", "int2")])
+def test_bad_formats(option, value):
+    line = assert_error(run_args(option, value), option)
+    assert "bf16" in line and "int4" in line  # lists the known formats
+
+
+@pytest.mark.parametrize("item, needle", [
+    ("unknown_param=1", "unknown_param"),
+    ("hbm_capacity_bytes=abc", "hbm_capacity_bytes"),
+    ("hbm_capacity_bytes=-5", "hbm_capacity_bytes"),
+    ("hbm_capacity_bytes=", "hbm_capacity_bytes"),
+    ("sm_count=1.5", "sm_count"),
+    ("clock_hz=inf", "clock_hz"),
+    ("clock_hz=nan", "clock_hz"),
+    ("clock_hz=0", "clock_hz"),
+    ("hbm_achievable_bytes_per_s", "--set"),
+    ("=5", "--set"),
+    ("pe_sram_bytes=1", "pe_sram_bytes"),
+])
+def test_bad_set(item, needle):
+    assert_error(run_args("--set", item), needle)
+
+
+def test_bad_set_in_place_and_report():
+    assert_error(invoke("place", "--system", SYSTEM, "--model", MODEL, "--set", "nope=1"), "nope")
+    assert_error(invoke("report", "--system", SYSTEM, "--model", MODEL, "--tokens", 4,
+                        "--set", "nope=1"), "nope")
+
+
+def test_bad_spec_decode():
+    assert_error(run_args("--spec-decode", "x"), "--spec-decode")
+
+
+def test_etch_on_a_gpu():
+    line = assert_error(run_args("--etch"), "--etch")
+    assert "gpu" in line
+
+
+def test_etch_on_a_gpu_in_place():
+    assert_error(invoke("place", "--system", SYSTEM, "--model", MODEL, "--etch"), "--etch")
+
+
+@pytest.mark.parametrize("batches", ["0", "1,abc", "-1,2", ","])
+def test_bad_compare_batches(batches):
+    assert_error(invoke("compare", "--model", MODEL, "--systems", SYSTEM, "--batches", batches),
+                 "--batches")
+
+
+def test_place_without_system_or_check():
+    assert_error(invoke("place", "--model", MODEL), "--system")
+
+
+def test_engine_not_built_is_an_error_line():
+    assert_error(invoke("run", "--system", "wse3", "--model", MODEL, "--tokens", 4), "wafer")
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "--system", SYSTEM, "--model", MODEL, "--batch", "abc"],
+    ["run", "--system", SYSTEM, "--model", MODEL, "--context", "1k"],
+    ["run", "--model", MODEL],
+    ["run", "--system", SYSTEM, "--model", MODEL, "--no-such-option"],
+])
+def test_usage_errors_are_one_error_line(args):
+    """Values click itself rejects (type errors, missing or unknown options) follow the same
+    bad-input contract: exit 2 and one ``error:`` line."""
+    error_line(invoke(*args))
+
+
+# ---------------------------------------------------------------- fuzz
+
+
+FUZZ = settings(max_examples=50, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@FUZZ
+@given(data=st.one_of(st.binary(max_size=400), st.text(max_size=400)))
+def test_fuzz_random_preset_file(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("fuzz") / "fuzz.toml"
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data, encoding="utf-8", errors="surrogatepass")
+    assert_error(run_system(path), str(path))
+
+
+@FUZZ
+@given(data=st.one_of(st.binary(max_size=400), st.text(max_size=400)))
+def test_fuzz_random_config_json(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("fuzz")
+    path = folder / "config.json"
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data, encoding="utf-8", errors="surrogatepass")
+    assert_error(place_model(folder), str(path))
+
+
+_SAFE_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126,
+                                            blacklist_characters='"\\'), max_size=12)
+
+
+def _toml_value() -> st.SearchStrategy[str]:
+    """Random TOML values as source text."""
+    scalars = st.one_of(
+        st.integers(-10**12, 10**12).map(str),
+        st.floats(allow_nan=True, allow_infinity=True).map(
+            lambda x: "nan" if x != x else ("inf" if x == float("inf") else
+                                            "-inf" if x == float("-inf") else repr(x))),
+        st.booleans().map(lambda b: "true" if b else "false"),
+        _SAFE_TEXT.map(lambda s: f'"{s}"'),
+    )
+    return st.one_of(scalars, st.lists(scalars, max_size=3).map(lambda xs: f"[{', '.join(xs)}]"),
+                     scalars.map(lambda v: f"{{ value = {v} }}"))
+
+
+_GPU_PARAMS = [ln.split(" = ", 1)[0] for ln in base_toml().splitlines()
+               if " = { value = " in ln]
+
+
+@FUZZ
+@given(name=st.sampled_from(_GPU_PARAMS), value=_toml_value())
+def test_fuzz_preset_parameter_values(tmp_path_factory, name, value):
+    """One parameter of a valid preset set to a random TOML value: accepted or refused cleanly."""
+    path = tmp_path_factory.mktemp("fuzz") / "mutant.toml"
+    path.write_text(set_param_value(base_toml(), name, value), encoding="utf-8")
+    assert_ok_or_error(invoke("place", "--system", path, "--model", MODEL, "--units", 1))
+
+
+@FUZZ
+@given(key=st.sampled_from(["name", "kind", "description", "native_format"]),
+       value=_toml_value())
+def test_fuzz_preset_header_values(tmp_path_factory, key, value):
+    path = tmp_path_factory.mktemp("fuzz") / "mutant.toml"
+    path.write_text(set_preset_field(base_toml(), key, value), encoding="utf-8")
+    assert_ok_or_error(invoke("place", "--system", path, "--model", MODEL, "--units", 1))
+
+
+_JSON_VALUE = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 200),
+              st.floats(-1e6, 1e6, allow_nan=False), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=6)
+
+_CONFIG_KEYS = sorted(set(base_config()) | {
+    "head_dim", "layer_types", "sliding_window", "use_sliding_window", "max_window_layers",
+    "text_config", "num_local_experts", "num_experts_per_tok"})
+
+
+@FUZZ
+@given(key=st.sampled_from(_CONFIG_KEYS), value=_JSON_VALUE)
+def test_fuzz_config_field_values(tmp_path_factory, key, value):
+    """One field of a valid config.json set to a random JSON value: accepted or refused cleanly."""
+    cfg = base_config()
+    cfg[key] = value
+    folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
+    assert_ok_or_error(place_model(folder))
+
+
+@FUZZ
+@given(model_type=st.sampled_from(["mixtral", "qwen3_moe", "glm4_moe", "deepseek_v3", "gpt_oss",
+                                   "qwen2", "mistral"]),
+       key=st.sampled_from(["num_local_experts", "num_experts", "n_routed_experts",
+                            "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers",
+                            "decoder_sparse_step", "first_k_dense_replace", "moe_layer_freq",
+                            "kv_lora_rank", "sliding_window", "use_sliding_window",
+                            "max_window_layers", "text_config"]),
+       value=_JSON_VALUE)
+def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
+    """Family-specific fields (experts, MLA, sliding windows) with random values."""
+    cfg = base_config()
+    cfg.update(model_type=model_type, num_local_experts=8, num_experts=8, n_routed_experts=8,
+               num_experts_per_tok=2, moe_intermediate_size=1024, kv_lora_rank=512,
+               qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+    cfg[key] = value
+    folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
+    assert_ok_or_error(place_model(folder))
