@@ -17,11 +17,13 @@ def source_hash(folder: Path = CSRC) -> str:
     return digest.hexdigest()[:16]
 
 
+# Every header is a cdef fragment (no macros, no includes); together they are the module's API.
+HEADERS = sorted(CSRC.glob("*.h"))
 ffibuilder = FFI()
-ffibuilder.cdef((CSRC / "pyaccel_kernels.h").read_text())
+ffibuilder.cdef("\n".join(h.read_text() for h in HEADERS))
 ffibuilder.set_source(
     "pyaccel._ckernels",
-    '#include <stdint.h>\n#include "pyaccel_kernels.h"',
+    "#include <stdint.h>\n" + "".join(f'#include "{h.name}"\n' for h in HEADERS),
     sources=[str(p) for p in sorted(CSRC.glob("*.c"))],
     include_dirs=[str(CSRC)],
     define_macros=[("PYACCEL_SRC_HASH", f'"{source_hash()}"')],

@@ -83,11 +83,11 @@ def _progress(total: int, show: bool):
         yield lambda step: bar.update(task, completed=step + 1)
 
 
-def _run(system, model, units, work, sets, etch, show_progress):
+def _run(system, model, units, work, sets, etch, show_progress, functional=False):
     from .results import run
 
     with _progress(work.tokens, show_progress) as progress:
-        return run(model, system, units, work, sets, etch, progress)
+        return run(model, system, units, work, sets, etch, progress, functional)
 
 
 @app.command("run")
@@ -113,12 +113,8 @@ def run_cmd(
     from .results import run_record
 
     with _user_errors():
-        if functional:
-            from .errors import EngineNotBuiltError
-
-            raise EngineNotBuiltError("--functional: numerical emulation is not built yet")
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
-        result = _run(system, model, units, work, sets, etch, not as_json)
+        result = _run(system, model, units, work, sets, etch, not as_json, functional)
         rep = Report.from_trace(result.trace, what_if=False)
         if trace is not None:
             result.trace.to_perfetto(trace)

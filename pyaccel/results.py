@@ -62,9 +62,7 @@ def prepare(
     """Load model and system, check flags, and place; returns (model, system, workload,
     placement)."""
     cfg = load_model(model)
-    sysm = load_system(system, parse_units(units), sets)
-    if etch and sysm.kind != "asic":
-        raise ConfigError(f"--etch applies to asic systems; {sysm.name} is a {sysm.kind}")
+    sysm = load_system(system, parse_units(units), sets, etch)
     work = (workload or Workload()).resolved(sysm.spec.native_format)
     return cfg, sysm, work, place(cfg, sysm, work)
 
@@ -77,10 +75,12 @@ def run(
     sets: list[str] | None = None,
     etch: bool = False,
     progress=None,
+    functional: bool = False,
 ) -> Run:
-    """Load, place and emulate one case."""
+    """Load, place and emulate one case (``functional``: also run the numerics)."""
     cfg, sysm, work, plc = prepare(model, system, units, workload, sets, etch)
-    return Run(cfg, sysm, work, plc, emulate(cfg, sysm, plc, work, progress=progress))
+    trace = emulate(cfg, sysm, plc, work, functional=functional, progress=progress)
+    return Run(cfg, sysm, work, plc, trace)
 
 
 def run_record(result: Run, bottleneck: str) -> dict:
@@ -97,6 +97,7 @@ def run_record(result: Run, bottleneck: str) -> dict:
         "placement_reason": result.placement.reason,
         "assumptions": tr.assumptions,
         "left_out": tr.left_out,
+        **tr.functional,
     }
     return rec
 

@@ -84,7 +84,9 @@ class Trace:
 
     ``step_cycles[i]`` is the time between two consecutive tokens of one sequence at step ``i``
     (context ``context + i``); ``lower_bound_cycles[i]`` its lower bound. ``tokens_per_step`` is
-    how many tokens one step yields across the batch.
+    how many tokens one step yields across the batch. ``arrays`` holds per-PE / per-link detail
+    (heatmaps) that would be too large as events; ``functional`` the numerics metrics of a
+    ``functional=True`` run.
     """
 
     system: str
@@ -103,6 +105,8 @@ class Trace:
     left_out: list[str] = field(default_factory=list)
     resource_classes: tuple[str, ...] = ()
     meta: dict = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    functional: dict = field(default_factory=dict)
     inputs: Any = field(default=None, repr=False)
 
     @property

@@ -4,6 +4,7 @@ Every case runs the CLI in-process and checks the contract for bad input: exit s
 one line on stderr, starting with ``error:``, no traceback, and a message that names the file or
 field at fault.
 """
+
 from __future__ import annotations
 
 import copy
@@ -74,14 +75,16 @@ def base_toml() -> str:
 
 def base_config() -> dict:
     text = (resources.files("pyaccel.model") / "presets" / f"{MODEL}.json").read_text(
-        encoding="utf-8")
+        encoding="utf-8"
+    )
     return json.loads(text)
 
 
 def set_param_value(text: str, name: str, value: str) -> str:
     """Replace the ``value = ...`` of one ``[params]`` entry of a preset's TOML text."""
-    new, n = re.subn(rf"^({re.escape(name)} = \{{ value = )[^,]+,", rf"\g<1>{value},", text,
-                     flags=re.M)
+    new, n = re.subn(
+        rf"^({re.escape(name)} = \{{ value = )[^,]+,", rf"\g<1>{value},", text, flags=re.M
+    )
     assert n == 1, name
     return new
 
@@ -169,7 +172,7 @@ def test_toml_missing_preset_table(tmp_path):
 
 
 def test_toml_preset_is_not_a_table(tmp_path):
-    text = 'preset = "h100"\n' + base_toml().split("[preset]", 1)[1].split("[params]", 1)[1]
+    text = 'preset = "h100"\n[params]' + base_toml().split("[params]", 1)[1]
     path = write_toml(tmp_path, text)
     assert_error(run_system(path), str(path), "[preset]")
 
@@ -211,13 +214,14 @@ def test_toml_missing_params_table(tmp_path):
 
 def test_toml_params_not_a_table(tmp_path):
     head = base_toml().split("[params]")[0]
-    text = 'params = 5\n' + head
+    text = "params = 5\n" + head
     path = write_toml(tmp_path, text)
     assert_error(run_system(path), str(path), "params")
 
 
-@pytest.mark.parametrize("name", ["sm_count", "clock_hz", "hbm_capacity_bytes",
-                                  "runtime_reserved_bytes"])
+@pytest.mark.parametrize(
+    "name", ["sm_count", "clock_hz", "hbm_capacity_bytes", "runtime_reserved_bytes"]
+)
 def test_toml_missing_parameter(tmp_path, name):
     path = write_toml(tmp_path, drop_line(base_toml(), f"{name} = "))
     assert_error(run_system(path), str(path), name)
@@ -229,8 +233,9 @@ def test_toml_parameter_without_source_or_assumption(tmp_path):
 
 
 def test_toml_parameter_with_empty_source(tmp_path):
-    path = write_toml(tmp_path, set_param_entry(base_toml(), "sm_count",
-                                                '{ value = 132, source = "" }'))
+    path = write_toml(
+        tmp_path, set_param_entry(base_toml(), "sm_count", '{ value = 132, source = "" }')
+    )
     assert_error(run_system(path), str(path), "sm_count")
 
 
@@ -246,27 +251,30 @@ def test_toml_parameter_not_an_inline_table_with_value(tmp_path, entry):
     assert_error(run_system(path), str(path), "sm_count")
 
 
-@pytest.mark.parametrize("name, value", [
-    ("hbm_capacity_bytes", "-85045477376"),   # negative
-    ("clock_hz", "-1.98e9"),                  # negative
-    ("clock_hz", "0"),                        # zero where > 0 is required
-    ("hbm_achievable_bytes_per_s", "0.0"),
-    ("sm_count", "0"),
-    ("power_w", '"700"'),                     # non-numeric
-    ("power_w", '"fast"'),
-    ("nvlink_bytes_per_s", "[450e9]"),
-    ("hbm_peak_bytes_per_s", "{ x = 1 }"),
-    ("power_w", "true"),                      # bool
-    ("gpus_per_node", "false"),
-    ("hbm_peak_bytes_per_s", "inf"),          # non-finite
-    ("hbm_peak_bytes_per_s", "-inf"),
-    ("clock_hz", "nan"),
-    ("kernel_launch_s", "-1e-6"),             # negative where >= 0 is allowed
-    ("sm_count", "132.5"),                    # non-integer count
-    ("gpus_per_node", "8.5"),
-    ("hbm_capacity_bytes", "8.5e10"),
-    ("l2_bytes", "1.5"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("hbm_capacity_bytes", "-85045477376"),  # negative
+        ("clock_hz", "-1.98e9"),  # negative
+        ("clock_hz", "0"),  # zero where > 0 is required
+        ("hbm_achievable_bytes_per_s", "0.0"),
+        ("sm_count", "0"),
+        ("power_w", '"700"'),  # non-numeric
+        ("power_w", '"fast"'),
+        ("nvlink_bytes_per_s", "[450e9]"),
+        ("hbm_peak_bytes_per_s", "{ x = 1 }"),
+        ("power_w", "true"),  # bool
+        ("gpus_per_node", "false"),
+        ("hbm_peak_bytes_per_s", "inf"),  # non-finite
+        ("hbm_peak_bytes_per_s", "-inf"),
+        ("clock_hz", "nan"),
+        ("kernel_launch_s", "-1e-6"),  # negative where >= 0 is allowed
+        ("sm_count", "132.5"),  # non-integer count
+        ("gpus_per_node", "8.5"),
+        ("hbm_capacity_bytes", "85045477376.5"),
+        ("l2_bytes", "1.5"),
+    ],
+)
 def test_toml_bad_parameter_value(tmp_path, name, value):
     path = write_toml(tmp_path, set_param_value(base_toml(), name, value))
     assert_error(run_system(path), str(path), name)
@@ -337,14 +345,16 @@ def test_toml_json_file_given_as_system(tmp_path):
 def test_bad_toml_same_error_in_every_command(tmp_path, command):
     path = write_toml(tmp_path, set_param_value(base_toml(), "sm_count", "-1"))
     extra = ["--tokens", 4] if command != "place" else []
-    assert_error(invoke(command, "--system", path, "--model", MODEL, *extra),
-                 str(path), "sm_count")
+    assert_error(invoke(command, "--system", path, "--model", MODEL, *extra), str(path), "sm_count")
 
 
 def test_bad_toml_in_compare_systems(tmp_path):
     path = write_toml(tmp_path, set_param_value(base_toml(), "sm_count", "-1"))
-    assert_error(invoke("compare", "--model", MODEL, "--systems", f"h100,{path}", "--tokens", 4),
-                 str(path), "sm_count")
+    assert_error(
+        invoke("compare", "--model", MODEL, "--systems", f"h100,{path}", "--tokens", 4),
+        str(path),
+        "sm_count",
+    )
 
 
 # ---------------------------------------------------------------- model config.json
@@ -395,8 +405,17 @@ def test_config_unknown_model_type_lists_supported(tmp_path):
     assert_error(place_model(write_config(tmp_path, cfg)), "gpt2", "llama", "mixtral")
 
 
-@pytest.mark.parametrize("key", ["model_type", "num_hidden_layers", "hidden_size", "vocab_size",
-                                 "intermediate_size", "num_attention_heads"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "model_type",
+        "num_hidden_layers",
+        "hidden_size",
+        "vocab_size",
+        "intermediate_size",
+        "num_attention_heads",
+    ],
+)
 def test_config_missing_field(tmp_path, key):
     cfg = base_config()
     del cfg[key]
@@ -412,28 +431,31 @@ def test_config_null_field(tmp_path, key):
     assert_error(place_model(folder), str(folder / "config.json"), key)
 
 
-@pytest.mark.parametrize("key, value", [
-    ("num_hidden_layers", -32),
-    ("hidden_size", -4096),
-    ("vocab_size", -1),
-    ("intermediate_size", -14336),
-    ("num_key_value_heads", -8),
-    ("num_hidden_layers", 0),
-    ("hidden_size", 0),
-    ("num_attention_heads", 0),
-    ("vocab_size", 0),
-    ("num_hidden_layers", "32"),
-    ("hidden_size", "4096"),
-    ("vocab_size", "lots"),
-    ("intermediate_size", "14336"),
-    ("num_attention_heads", 32.0),
-    ("num_hidden_layers", 31.5),
-    ("hidden_size", True),
-    ("num_key_value_heads", [8]),
-    ("vocab_size", {"n": 128256}),
-    ("head_dim", -128),
-    ("max_position_embeddings", -1),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("num_hidden_layers", -32),
+        ("hidden_size", -4096),
+        ("vocab_size", -1),
+        ("intermediate_size", -14336),
+        ("num_key_value_heads", -8),
+        ("num_hidden_layers", 0),
+        ("hidden_size", 0),
+        ("num_attention_heads", 0),
+        ("vocab_size", 0),
+        ("num_hidden_layers", "32"),
+        ("hidden_size", "4096"),
+        ("vocab_size", "lots"),
+        ("intermediate_size", "14336"),
+        ("num_attention_heads", 32.0),
+        ("num_hidden_layers", 31.5),
+        ("hidden_size", True),
+        ("num_key_value_heads", [8]),
+        ("vocab_size", {"n": 128256}),
+        ("head_dim", -128),
+        ("max_position_embeddings", -1),
+    ],
+)
 def test_config_bad_field_value(tmp_path, key, value):
     cfg = base_config()
     cfg[key] = value
@@ -441,12 +463,15 @@ def test_config_bad_field_value(tmp_path, key, value):
     assert_error(place_model(folder), str(folder / "config.json"), key)
 
 
-@pytest.mark.parametrize("key, value", [
-    ("rope_theta", "fast"),
-    ("rope_theta", [500000.0]),
-    ("rms_norm_eps", "tiny"),
-    ("rms_norm_eps", {"eps": 1e-5}),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("rope_theta", "fast"),
+        ("rope_theta", [500000.0]),
+        ("rms_norm_eps", "tiny"),
+        ("rms_norm_eps", {"eps": 1e-5}),
+    ],
+)
 def test_config_bad_float_field(tmp_path, key, value):
     cfg = base_config()
     cfg[key] = value
@@ -459,18 +484,27 @@ def test_config_heads_not_divisible_by_kv_heads(tmp_path, heads, kv_heads):
     cfg = base_config()
     cfg["num_attention_heads"], cfg["num_key_value_heads"] = heads, kv_heads
     folder = write_config(tmp_path, cfg)
-    assert_error(place_model(folder), str(folder / "config.json"), "num_attention_heads",
-                 "num_key_value_heads", str(heads), str(kv_heads))
+    assert_error(
+        place_model(folder),
+        str(folder / "config.json"),
+        "num_attention_heads",
+        "num_key_value_heads",
+        str(heads),
+        str(kv_heads),
+    )
 
 
-@pytest.mark.parametrize("layer_types", [
-    ["full_attention"] * 31,
-    ["full_attention"] * 33,
-    [],
-    ["full_attention"] * 31 + ["global"],
-    "full_attention",
-    {"0": "full_attention"},
-])
+@pytest.mark.parametrize(
+    "layer_types",
+    [
+        ["full_attention"] * 31,
+        ["full_attention"] * 33,
+        [],
+        ["full_attention"] * 31 + ["global"],
+        "full_attention",
+        {"0": "full_attention"},
+    ],
+)
 def test_config_bad_layer_types(tmp_path, layer_types):
     cfg = base_config()
     cfg["layer_types"] = layer_types
@@ -587,8 +621,9 @@ def test_placement_path_is_a_directory(tmp_path):
     assert_error(invoke("place", "--check", tmp_path), str(tmp_path))
 
 
-@pytest.mark.parametrize("key", ["n_units", "layers", "capacity_bytes", "level_of", "system",
-                                 "model", "kind"])
+@pytest.mark.parametrize(
+    "key", ["n_units", "layers", "capacity_bytes", "level_of", "system", "model", "kind"]
+)
 def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
     doc = copy.deepcopy(placement_doc)
     del doc[key]
@@ -596,8 +631,18 @@ def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
     assert_error(result, str(path), key)
 
 
-@pytest.mark.parametrize("key", ["layer", "units", "weight_bytes", "kv_bytes", "buffer_bytes",
-                                 "need_weight_bytes", "need_kv_bytes"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "layer",
+        "units",
+        "weight_bytes",
+        "kv_bytes",
+        "buffer_bytes",
+        "need_weight_bytes",
+        "need_kv_bytes",
+    ],
+)
 def test_placement_missing_layer_field(tmp_path, placement_doc, key):
     doc = copy.deepcopy(placement_doc)
     del doc["layers"][3][key]
@@ -665,9 +710,17 @@ def test_placement_level_of_unknown_level(tmp_path, placement_doc):
     assert_error(result, str(path), "level_of", "kv")
 
 
-@pytest.mark.parametrize("key, value", [("layers", None), ("layers", 5), ("layers", [1, 2]),
-                                        ("capacity_bytes", [1]), ("level_of", "hbm"),
-                                        ("workload", "batch=1")])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("layers", None),
+        ("layers", 5),
+        ("layers", [1, 2]),
+        ("capacity_bytes", [1]),
+        ("level_of", "hbm"),
+        ("workload", "batch=1"),
+    ],
+)
 def test_placement_field_of_wrong_type(tmp_path, placement_doc, key, value):
     doc = copy.deepcopy(placement_doc)
     doc[key] = value
@@ -731,8 +784,9 @@ def test_placement_capacity_exceeded_on_second_unit(tmp_path, placement_doc):
     for slot in doc["layers"]:
         slot["units"] = [1]
     reserved = doc["reserved_bytes"]["hbm"]
-    used = reserved + sum(s["weight_bytes"][0] + s["kv_bytes"][0] + s["buffer_bytes"][0]
-                          for s in doc["layers"])
+    used = reserved + sum(
+        s["weight_bytes"][0] + s["kv_bytes"][0] + s["buffer_bytes"][0] for s in doc["layers"]
+    )
     cap = reserved + 1_000_000_000
     doc["capacity_bytes"]["hbm"] = cap
     path, result = check_doc(tmp_path, doc)
@@ -747,9 +801,10 @@ def test_placement_unknown_model(tmp_path, placement_doc):
     assert_error(result, "llama-9-1t", MODEL)
 
 
-@pytest.mark.parametrize("workload, needle", [({"batch": 0}, "batch"),
-                                              ({"context": -5}, "context"),
-                                              ({"weights": "int3"}, "int3")])
+@pytest.mark.parametrize(
+    "workload, needle",
+    [({"batch": 0}, "batch"), ({"context": -5}, "context"), ({"weights": "int3"}, "int3")],
+)
 def test_placement_bad_workload(tmp_path, placement_doc, workload, needle):
     doc = copy.deepcopy(placement_doc)
     doc["workload"].update(workload)
@@ -799,45 +854,60 @@ def test_bad_units(units):
     assert_error(run_args("--units", units), "--units")
 
 
-@pytest.mark.parametrize("option, value, needle", [
-    ("--batch", "0", "batch"),
-    ("--batch", "-2", "batch"),
-    ("--context", "-1", "context"),
-    ("--tokens", "0", "tokens"),
-])
+@pytest.mark.parametrize(
+    "option, value, needle",
+    [
+        ("--batch", "0", "batch"),
+        ("--batch", "-2", "batch"),
+        ("--context", "-1", "context"),
+        ("--tokens", "0", "tokens"),
+    ],
+)
 def test_bad_workload_numbers(option, value, needle):
     assert_error(run_args(option, value), needle)
 
 
-@pytest.mark.parametrize("option, value", [("--weights", "int3"), ("--weights", "bf17"),
-                                           ("--kv", "nonsense"), ("--kv", ""),
-                                           ("--expert-weights", "int2")])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--weights", "int3"),
+        ("--weights", "bf17"),
+        ("--kv", "nonsense"),
+        ("--kv", ""),
+        ("--expert-weights", "int2"),
+    ],
+)
 def test_bad_formats(option, value):
     line = assert_error(run_args(option, value), option)
     assert "bf16" in line and "int4" in line  # lists the known formats
 
 
-@pytest.mark.parametrize("item, needle", [
-    ("unknown_param=1", "unknown_param"),
-    ("hbm_capacity_bytes=abc", "hbm_capacity_bytes"),
-    ("hbm_capacity_bytes=-5", "hbm_capacity_bytes"),
-    ("hbm_capacity_bytes=", "hbm_capacity_bytes"),
-    ("sm_count=1.5", "sm_count"),
-    ("clock_hz=inf", "clock_hz"),
-    ("clock_hz=nan", "clock_hz"),
-    ("clock_hz=0", "clock_hz"),
-    ("hbm_achievable_bytes_per_s", "--set"),
-    ("=5", "--set"),
-    ("pe_sram_bytes=1", "pe_sram_bytes"),
-])
+@pytest.mark.parametrize(
+    "item, needle",
+    [
+        ("unknown_param=1", "unknown_param"),
+        ("hbm_capacity_bytes=abc", "hbm_capacity_bytes"),
+        ("hbm_capacity_bytes=-5", "hbm_capacity_bytes"),
+        ("hbm_capacity_bytes=", "hbm_capacity_bytes"),
+        ("sm_count=1.5", "sm_count"),
+        ("clock_hz=inf", "clock_hz"),
+        ("clock_hz=nan", "clock_hz"),
+        ("clock_hz=0", "clock_hz"),
+        ("hbm_achievable_bytes_per_s", "--set"),
+        ("=5", "--set"),
+        ("pe_sram_bytes=1", "pe_sram_bytes"),
+    ],
+)
 def test_bad_set(item, needle):
     assert_error(run_args("--set", item), needle)
 
 
 def test_bad_set_in_place_and_report():
     assert_error(invoke("place", "--system", SYSTEM, "--model", MODEL, "--set", "nope=1"), "nope")
-    assert_error(invoke("report", "--system", SYSTEM, "--model", MODEL, "--tokens", 4,
-                        "--set", "nope=1"), "nope")
+    assert_error(
+        invoke("report", "--system", SYSTEM, "--model", MODEL, "--tokens", 4, "--set", "nope=1"),
+        "nope",
+    )
 
 
 def test_bad_spec_decode():
@@ -855,8 +925,9 @@ def test_etch_on_a_gpu_in_place():
 
 @pytest.mark.parametrize("batches", ["0", "1,abc", "-1,2", ","])
 def test_bad_compare_batches(batches):
-    assert_error(invoke("compare", "--model", MODEL, "--systems", SYSTEM, "--batches", batches),
-                 "--batches")
+    assert_error(
+        invoke("compare", "--model", MODEL, "--systems", SYSTEM, "--batches", batches), "--batches"
+    )
 
 
 def test_place_without_system_or_check():
@@ -867,12 +938,15 @@ def test_engine_not_built_is_an_error_line():
     assert_error(invoke("run", "--system", "wse3", "--model", MODEL, "--tokens", 4), "wafer")
 
 
-@pytest.mark.parametrize("args", [
-    ["run", "--system", SYSTEM, "--model", MODEL, "--batch", "abc"],
-    ["run", "--system", SYSTEM, "--model", MODEL, "--context", "1k"],
-    ["run", "--model", MODEL],
-    ["run", "--system", SYSTEM, "--model", MODEL, "--no-such-option"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--system", SYSTEM, "--model", MODEL, "--batch", "abc"],
+        ["run", "--system", SYSTEM, "--model", MODEL, "--context", "1k"],
+        ["run", "--model", MODEL],
+        ["run", "--system", SYSTEM, "--model", MODEL, "--no-such-option"],
+    ],
+)
 def test_usage_errors_are_one_error_line(args):
     """Values click itself rejects (type errors, missing or unknown options) follow the same
     bad-input contract: exit 2 and one ``error:`` line."""
@@ -882,8 +956,11 @@ def test_usage_errors_are_one_error_line(args):
 # ---------------------------------------------------------------- fuzz
 
 
-FUZZ = settings(max_examples=50, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @FUZZ
@@ -909,26 +986,34 @@ def test_fuzz_random_config_json(tmp_path_factory, data):
     assert_error(place_model(folder), str(path))
 
 
-_SAFE_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126,
-                                            blacklist_characters='"\\'), max_size=12)
+_SAFE_TEXT = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters='"\\'),
+    max_size=12,
+)
 
 
 def _toml_value() -> st.SearchStrategy[str]:
     """Random TOML values as source text."""
     scalars = st.one_of(
-        st.integers(-10**12, 10**12).map(str),
+        st.integers(-(10**12), 10**12).map(str),
         st.floats(allow_nan=True, allow_infinity=True).map(
-            lambda x: "nan" if x != x else ("inf" if x == float("inf") else
-                                            "-inf" if x == float("-inf") else repr(x))),
+            lambda x: (
+                "nan"
+                if x != x
+                else ("inf" if x == float("inf") else "-inf" if x == float("-inf") else repr(x))
+            )
+        ),
         st.booleans().map(lambda b: "true" if b else "false"),
         _SAFE_TEXT.map(lambda s: f'"{s}"'),
     )
-    return st.one_of(scalars, st.lists(scalars, max_size=3).map(lambda xs: f"[{', '.join(xs)}]"),
-                     scalars.map(lambda v: f"{{ value = {v} }}"))
+    return st.one_of(
+        scalars,
+        st.lists(scalars, max_size=3).map(lambda xs: f"[{', '.join(xs)}]"),
+        scalars.map(lambda v: f"{{ value = {v} }}"),
+    )
 
 
-_GPU_PARAMS = [ln.split(" = ", 1)[0] for ln in base_toml().splitlines()
-               if " = { value = " in ln]
+_GPU_PARAMS = [ln.split(" = ", 1)[0] for ln in base_toml().splitlines() if " = { value = " in ln]
 
 
 @FUZZ
@@ -941,8 +1026,7 @@ def test_fuzz_preset_parameter_values(tmp_path_factory, name, value):
 
 
 @FUZZ
-@given(key=st.sampled_from(["name", "kind", "description", "native_format"]),
-       value=_toml_value())
+@given(key=st.sampled_from(["name", "kind", "description", "native_format"]), value=_toml_value())
 def test_fuzz_preset_header_values(tmp_path_factory, key, value):
     path = tmp_path_factory.mktemp("fuzz") / "mutant.toml"
     path.write_text(set_preset_field(base_toml(), key, value), encoding="utf-8")
@@ -950,15 +1034,32 @@ def test_fuzz_preset_header_values(tmp_path_factory, key, value):
 
 
 _JSON_VALUE = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-3, 200),
-              st.floats(-1e6, 1e6, allow_nan=False), st.text(max_size=10)),
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.text(max_size=5), inner, max_size=3)),
-    max_leaves=6)
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 200),
+        st.floats(-1e6, 1e6, allow_nan=False),
+        st.text(max_size=10),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
-_CONFIG_KEYS = sorted(set(base_config()) | {
-    "head_dim", "layer_types", "sliding_window", "use_sliding_window", "max_window_layers",
-    "text_config", "num_local_experts", "num_experts_per_tok"})
+_CONFIG_KEYS = sorted(
+    set(base_config())
+    | {
+        "head_dim",
+        "layer_types",
+        "sliding_window",
+        "use_sliding_window",
+        "max_window_layers",
+        "text_config",
+        "num_local_experts",
+        "num_experts_per_tok",
+    }
+)
 
 
 @FUZZ
@@ -972,20 +1073,45 @@ def test_fuzz_config_field_values(tmp_path_factory, key, value):
 
 
 @FUZZ
-@given(model_type=st.sampled_from(["mixtral", "qwen3_moe", "glm4_moe", "deepseek_v3", "gpt_oss",
-                                   "qwen2", "mistral"]),
-       key=st.sampled_from(["num_local_experts", "num_experts", "n_routed_experts",
-                            "num_experts_per_tok", "moe_intermediate_size", "mlp_only_layers",
-                            "decoder_sparse_step", "first_k_dense_replace", "moe_layer_freq",
-                            "kv_lora_rank", "sliding_window", "use_sliding_window",
-                            "max_window_layers", "text_config"]),
-       value=_JSON_VALUE)
+@given(
+    model_type=st.sampled_from(
+        ["mixtral", "qwen3_moe", "glm4_moe", "deepseek_v3", "gpt_oss", "qwen2", "mistral"]
+    ),
+    key=st.sampled_from(
+        [
+            "num_local_experts",
+            "num_experts",
+            "n_routed_experts",
+            "num_experts_per_tok",
+            "moe_intermediate_size",
+            "mlp_only_layers",
+            "decoder_sparse_step",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "kv_lora_rank",
+            "sliding_window",
+            "use_sliding_window",
+            "max_window_layers",
+            "text_config",
+        ]
+    ),
+    value=_JSON_VALUE,
+)
 def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
     """Family-specific fields (experts, MLA, sliding windows) with random values."""
     cfg = base_config()
-    cfg.update(model_type=model_type, num_local_experts=8, num_experts=8, n_routed_experts=8,
-               num_experts_per_tok=2, moe_intermediate_size=1024, kv_lora_rank=512,
-               qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+    cfg.update(
+        model_type=model_type,
+        num_local_experts=8,
+        num_experts=8,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=1024,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+    )
     cfg[key] = value
     folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
     assert_ok_or_error(place_model(folder))

@@ -152,10 +152,16 @@ def _number(key: str, raw: Any) -> float:
 
 
 def load_system(
-    name_or_path: str | Path, units: int | str = 1, overrides: list[str] | dict | None = None
+    name_or_path: str | Path,
+    units: int | str = 1,
+    overrides: list[str] | dict | None = None,
+    etch: bool = False,
 ) -> System:
-    """A :class:`System` of ``units`` machines (``"auto"``: resolved by :func:`pyaccel.place`)."""
+    """A :class:`System` of ``units`` machines (``"auto"``: resolved by :func:`pyaccel.place`);
+    ``etch`` applies to asic systems only."""
     spec = apply_overrides(load_spec(name_or_path), overrides)
     if units != "auto" and (isinstance(units, bool) or not isinstance(units, int) or units < 1):
         raise ConfigError(f"units must be a positive integer or 'auto', got {units!r}")
-    return System(spec, units)
+    if etch and spec.kind != "asic":
+        raise ConfigError(f"--etch applies to asic systems; {spec.name} is a {spec.kind}")
+    return System(spec, units, etch)

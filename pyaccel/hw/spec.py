@@ -172,10 +172,15 @@ class HardwareSpec:
 
 @dataclass(frozen=True)
 class System:
-    """``units`` identical machines of one spec (wafers, chips or GPUs); ``"auto"`` until placed."""
+    """``units`` identical machines of one spec (wafers, chips or GPUs); ``"auto"`` until placed.
+
+    ``etch`` (asic only): design dies of this kind for the requested model instead of running the
+    model the preset was etched with.
+    """
 
     spec: HardwareSpec
     units: int | str = 1
+    etch: bool = False
 
     @property
     def name(self) -> str:

@@ -3,6 +3,11 @@
 ``get(name)`` returns the fastest available backend's version; ``PYACCEL_BACKEND=c|numba|numpy``
 or ``backend=`` asks for one by name, and a missing one raises :class:`KernelBuildError` (no silent
 downgrade when a backend was named).
+
+Kernels of one topic live in modules named by backend prefix: ``reference*.py`` (NumPy twins, the
+specification), ``jit*.py`` (Numba, ``cache=True``) and ``ffi*.py`` (wrappers of the C module built
+from ``csrc/*.c``; each ``csrc/*.h`` is a cdef fragment). E.g. ``reference_mesh.py``,
+``jit_mesh.py``, ``ffi_mesh.py`` with ``csrc/mesh.c`` and ``csrc/mesh.h``.
 """
 
 from __future__ import annotations
@@ -13,26 +18,40 @@ from importlib import import_module
 from ..errors import PyaccelError
 
 BACKENDS = ("c", "numba", "numpy")
-_MODULES = {"c": "ffi", "numba": "jit", "numpy": "reference"}
+_PREFIX = {"c": "ffi", "numba": "jit", "numpy": "reference"}
 
 
 class KernelBuildError(PyaccelError):
     """A kernel backend that was asked for by name is not available."""
 
 
-def _module(backend: str):
-    if backend == "c":
-        mod = import_module(".ffi", __name__)
-        return mod if mod.available else None
-    try:
-        return import_module(f".{_MODULES[backend]}", __name__)
-    except ImportError:
-        return None
+def _modules(backend: str) -> list:
+    """Every importable module of a backend (none when its toolchain or C build is missing)."""
+    import pkgutil
+
+    if backend == "c" and not import_module(".ffi", __name__).available:
+        return []
+    prefix = _PREFIX[backend]
+    mods = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == prefix or info.name.startswith(prefix + "_"):
+            try:
+                mods.append(import_module(f".{info.name}", __name__))
+            except ImportError:
+                return []  # e.g. numba not installed: the whole backend is missing
+    return mods
+
+
+def _find(backend: str, name: str):
+    for mod in _modules(backend):
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    return None
 
 
 def available_backends() -> list[str]:
     """Backends that import on this machine, fastest first."""
-    return [b for b in BACKENDS if _module(b) is not None]
+    return [b for b in BACKENDS if _modules(b)]
 
 
 def get(name: str, backend: str | None = None):
@@ -40,13 +59,13 @@ def get(name: str, backend: str | None = None):
     wanted = backend or os.environ.get("PYACCEL_BACKEND") or "auto"
     if wanted == "auto":
         for b in BACKENDS:
-            mod = _module(b)
-            if mod is not None and hasattr(mod, name):
-                return getattr(mod, name)
+            fn = _find(b, name)
+            if fn is not None:
+                return fn
         raise KernelBuildError(f"no backend provides kernel '{name}'")
     if wanted not in BACKENDS:
         raise KernelBuildError(f"unknown kernel backend '{wanted}'; known: {', '.join(BACKENDS)}")
-    mod = _module(wanted)
-    if mod is None or not hasattr(mod, name):
+    fn = _find(wanted, name)
+    if fn is None:
         raise KernelBuildError(f"kernel '{name}' is not available from backend '{wanted}'")
-    return getattr(mod, name)
+    return fn

@@ -16,17 +16,21 @@ def place(model, system: System, workload, graph=None) -> Placement:
     from ..model.graph import build_graph
 
     graph = graph or build_graph(model, workload, native_format=system.spec.native_format)
-    if system.kind == "gpu":
-        from . import gpu
-
-        plc = (
-            gpu.place_auto(graph, system.spec)
-            if system.units == "auto"
-            else gpu.place_units(graph, system.spec, int(system.units))
-        )
+    placer = placer_module(system.kind)
+    if system.units == "auto":
+        plc = placer.place_auto(graph, system)
     else:
-        raise EngineNotBuiltError(
-            f"the {system.kind} placer and engine are not built yet (system {system.name})"
-        )
+        plc = placer.place_units(graph, system, int(system.units))
     plc.check(graph)
     return plc
+
+
+def placer_module(kind: str):
+    """The placer module ``pyaccel.place.<kind>``; kinds without one raise EngineNotBuiltError."""
+    from importlib import import_module
+    from importlib.util import find_spec
+
+    name = f"pyaccel.place.{kind}"
+    if find_spec(name) is None:
+        raise EngineNotBuiltError(f"the {kind} placer and engine are not built yet")
+    return import_module(name)

@@ -118,8 +118,9 @@ def _usable(spec: HardwareSpec) -> int:
     return int(spec.params.hbm_capacity_bytes) - int(spec.params.runtime_reserved_bytes)
 
 
-def place_auto(graph, spec: HardwareSpec) -> Placement:
+def place_auto(graph, system) -> Placement:
     """The fewest GPUs in a valid TP x PP layout that hold weights, KV cache and buffers."""
+    spec = system.spec
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     floor = max(1, -(-need // max(1, _usable(spec))))
     for units in range(floor, MAX_UNITS + 1):
@@ -145,9 +146,10 @@ def _heads_text(graph) -> str:
     return f"{cfg.n_heads} heads (MLA)" if cfg.attention == "mla" else f"{cfg.n_kv_heads} KV heads"
 
 
-def place_units(graph, spec: HardwareSpec, units: int) -> Placement:
+def place_units(graph, system, units: int) -> Placement:
     """The best layout on exactly ``units`` GPUs; raises with the bytes short and the unit
     count that would fit."""
+    spec = system.spec
     options = layouts(graph, spec, units)
     if not options:
         raise PlacementError(
@@ -161,7 +163,7 @@ def place_units(graph, spec: HardwareSpec, units: int) -> Placement:
         return Placement(**{**plc.__dict__, "reason": f"--units {units}: TP {t} x PP {p}"})
     tp, pp = options[0]
     failed = build(graph, spec, tp, pp)
-    fit = place_auto(graph, spec).n_units
+    fit = place_auto(graph, system).n_units
     try:
         failed.check()
     except PlacementError as exc:

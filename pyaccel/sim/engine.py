@@ -1,4 +1,21 @@
-"""``emulate()``: one entry point, one engine per machine kind, one Trace out (SPEC §2)."""
+"""``emulate()``: one entry point, one engine per machine kind, one Trace out (SPEC §2).
+
+An engine is the module ``pyaccel.sim.<kind>``; it provides
+
+- ``RESOURCES``: the resource classes its events use (SPEC §5 names);
+- ``WHAT_IF``: for each resource class, the spec parameters that double its rate (or halve its
+  latency) and the factor, so the report can re-emulate "twice as fast";
+- ``ASSUMPTIONS``: the engine's own named assumptions (strings ``name: reasoning``);
+- ``roofline_rates(spec, workload) -> dict``: peak rates for the lower bound (keys ``mem``,
+  ``mem_resource``, ``compute`` (a function op -> rate or 0), ``compute_resource``, ``link``,
+  ``link_resource``);
+- ``emulate(graph, system, placement, event_steps, progress) -> (EventLog, step_cycles, meta)``:
+  integer cycles per decode step, events for the steps in ``event_steps``; ``meta`` may carry
+  ``arrays`` (per-PE / per-link numpy arrays for heatmaps) and layout notes.
+
+Its placer is ``pyaccel.place.<kind>`` with ``place_auto(graph, system)`` and
+``place_units(graph, system, units)``.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +31,15 @@ from ..model.graph import DecodeGraph, build_graph
 from ..trace import Trace
 from ..workload import Workload
 
-ENGINES = {"gpu": "pyaccel.sim.gpu"}
-
 
 def engine_module(kind: str):
-    """The engine module of a machine kind; kinds without one raise EngineNotBuiltError."""
-    if kind not in ENGINES:
+    """The engine module ``pyaccel.sim.<kind>``; kinds without one raise EngineNotBuiltError."""
+    from importlib.util import find_spec
+
+    name = f"pyaccel.sim.{kind}"
+    if find_spec(name) is None:
         raise EngineNotBuiltError(f"the {kind} engine is not built yet")
-    return import_module(ENGINES[kind])
+    return import_module(name)
 
 
 def _graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:
@@ -50,8 +68,6 @@ def emulate(
 ) -> Trace:
     """Emulate ``workload.tokens`` decode steps of a model on ``system`` as ``placement`` lays it
     out; returns the :class:`Trace` (events for ``event_steps``, times for every step)."""
-    if functional:
-        raise EngineNotBuiltError("functional emulation (numerics) is not built yet")
     if workload is None:
         workload = Workload()
     graph = _graph(model_or_graph, system, workload)
@@ -62,6 +78,7 @@ def emulate(
         else frozenset(event_steps)
     )
     log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
+    arrays = meta.pop("arrays", {})
     work = graph.workload
     from .roofline import StepBounds
 
@@ -89,9 +106,23 @@ def emulate(
         left_out=list(graph.left_out),
         resource_classes=engine.RESOURCES,
         meta={**meta, "placement_reason": placement.reason},
+        arrays=arrays,
         inputs=(graph.model, system, placement, work),
     )
+    if functional:
+        trace.functional = _functional(graph, system, placement)
     return trace
+
+
+def _functional(graph, system, placement) -> dict:
+    """Numerics of the same graph through the placement (``pyaccel.numerics.execute``)."""
+    from importlib.util import find_spec
+
+    if find_spec("pyaccel.numerics.execute") is None:
+        raise EngineNotBuiltError("functional emulation (numerics) is not built yet")
+    from ..numerics import execute
+
+    return execute.functional_metrics(graph, system, placement)
 
 
 def what_if_system(system: System, resource: str) -> System:

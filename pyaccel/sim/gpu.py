@@ -123,42 +123,18 @@ class GpuCost:
             return self.rates["kv"]
         return 0.0  # vector ops: memory-bound (gpu.vector_ops_memory_bound)
 
-    def allreduce(self, layer, stage: int, n_bytes: int, name: str) -> Kernel:
-        """All-reduce of ``n_bytes`` over the stage's TP ranks via NVLink: the fixed small-message
-        latency plus the data each rank receives, one-shot ((t-1) peer buffers) or ring
-        (2(t-1)/t of the message), whichever is less (NCCL and vLLM pick by size)."""
+    def collective(self, kind: str, layer, stage: int, n_bytes: int, name: str) -> Kernel:
+        """A collective over the stage's TP ranks via NVLink: a launch, the fixed small-message
+        latency, then the data each rank receives. ``allreduce``: one-shot ((t-1) peer buffers)
+        or ring (2(t-1)/t of the message), whichever is less, as NCCL and vLLM pick by size;
+        ``allgather``: the (t-1)/t of a sharded tensor a rank lacks."""
         p, tp = self.p, self.tp
-        move = min(tp - 1, 2 * (tp - 1) / tp) * n_bytes / p.nvlink_bytes_per_s
-        return Kernel(
-            name,
-            "allreduce",
-            layer,
-            stage,
-            "nvlink",
-            cycles(p.kernel_launch_s, self.clock),
-            cycles(p.nvlink_latency_s, self.clock),
-            cycles(move, self.clock),
-            n_bytes,
-            0,
-        )
-
-    def allgather(self, layer, stage: int, n_bytes: int, name: str) -> Kernel:
-        """All-gather of an ``n_bytes`` tensor sharded over the TP ranks: each rank receives the
-        (t-1)/t it lacks over NVLink, after the fixed small-message latency."""
-        p, tp = self.p, self.tp
-        move = (tp - 1) / tp * n_bytes / p.nvlink_bytes_per_s
-        return Kernel(
-            name,
-            "allgather",
-            layer,
-            stage,
-            "nvlink",
-            cycles(p.kernel_launch_s, self.clock),
-            cycles(p.nvlink_latency_s, self.clock),
-            cycles(move, self.clock),
-            n_bytes,
-            0,
-        )
+        share = min(tp - 1, 2 * (tp - 1) / tp) if kind == "allreduce" else (tp - 1) / tp
+        move = share * n_bytes / p.nvlink_bytes_per_s
+        launch = cycles(p.kernel_launch_s, self.clock)
+        latency = cycles(p.nvlink_latency_s, self.clock)
+        return Kernel(name, kind, layer, stage, "nvlink", launch, latency,
+                      cycles(move, self.clock), n_bytes, 0)  # fmt: skip
 
     def transfer(self, layer, stage: int, n_bytes: int, internode: bool) -> Kernel:
         """Activations from one pipeline stage to the next (NVLink or the node network)."""
@@ -191,15 +167,16 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
         stage = stage_of[op.layer]
         if op.kind.endswith("residual"):  # fused into the next norm (gpu.fusion)
             if pending_reduce and tp > 1:
-                out.append(cost.allreduce(op.layer, stage, act, f"{op.name}.allreduce"))
+                out.append(
+                    cost.collective("allreduce", op.layer, stage, act, f"{op.name}.allreduce")
+                )
             pending_reduce = False
         else:
             out.append(cost.kernel(op, stage))
             pending_reduce |= op.split in ("row", "experts")
         if op.kind == "lm_head" and tp > 1:
-            out.append(
-                cost.allgather(op.layer, stage, ACT_BYTES * op.m * op.n, "lm_head.allgather")
-            )
+            logits = ACT_BYTES * op.m * op.n
+            out.append(cost.collective("allgather", op.layer, stage, logits, "lm_head.allgather"))
         nxt = graph.ops[i + 1] if i + 1 < len(graph.ops) else None
         if nxt is not None and stage_of[nxt.layer] != stage:
             internode = (stage * tp) // gpus_per_node != ((stage + 1) * tp) // gpus_per_node
