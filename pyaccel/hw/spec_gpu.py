@@ -1,0 +1,39 @@
+"""Parameters of the ``gpu`` machine kind (values and sources live in presets/*.toml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fields import _f, _i
+
+
+@dataclass(frozen=True)
+class GpuParams:
+    """A GPU with HBM, L2 and tensor cores; NVLink inside a node, a NIC per GPU across nodes."""
+
+    clock_hz: float = _f("SM boost clock; engine times are integer cycles of it (Hz)")
+    power_w: float = _f("board power per GPU (W)")
+    hbm_capacity_bytes: int = _i("usable HBM per GPU (bytes)")
+    hbm_peak_bytes_per_s: float = _f("datasheet HBM bandwidth (bytes/s); used by the lower bound")
+    hbm_achievable_bytes_per_s: float = _f("HBM bandwidth a copy microbenchmark reaches (bytes/s)")
+    l2_bytes: int = _i("L2 cache (bytes)")
+    sm_count: int = _i("streaming multiprocessors")
+    bf16_flops_per_s: float = _f("dense BF16/FP16 tensor-core peak (FLOP/s)")
+    fp8_flops_per_s: float = _f("dense FP8 tensor-core peak (FLOP/s)", strict=False)
+    fp4_flops_per_s: float = _f(
+        "dense FP4 tensor-core peak, 0 if not native (FLOP/s)", strict=False
+    )
+    int8_ops_per_s: float = _f("dense INT8 tensor-core peak, 0 if not native (OP/s)", strict=False)
+    kernel_launch_s: float = _f("cost of one kernel boundary inside a CUDA graph (s)", strict=False)
+    nvlink_bytes_per_s: float = _f("NVLink bandwidth per GPU per direction (bytes/s)")
+    nvlink_latency_s: float = _f(
+        "fixed latency of a small all-reduce inside a node (s)", strict=False
+    )
+    gpus_per_node: int = _i("GPUs joined by NVLink in one node")
+    internode_bytes_per_s: float = _f(
+        "network bandwidth per GPU per direction across nodes (bytes/s)"
+    )
+    internode_latency_s: float = _f("one-way small-message latency across nodes (s)", strict=False)
+    runtime_reserved_bytes: int = _i(
+        "HBM per GPU kept by the runtime (context, workspaces) (bytes)", strict=False
+    )

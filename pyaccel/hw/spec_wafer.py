@@ -1,0 +1,35 @@
+"""Parameters of the ``wafer`` machine kind (values and sources live in presets/*.toml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fields import _f, _i
+
+
+@dataclass(frozen=True)
+class WaferParams:
+    """A wafer-scale 2-D mesh of PEs with private SRAM (Cerebras WSE), several joined by I/O."""
+
+    clock_hz: float = _f("PE and fabric clock (Hz)")
+    power_w: float = _f("system power per wafer (CS box) (W)")
+    fabric_width_pes: int = _i("PE columns of the fabric")
+    fabric_height_pes: int = _i("PE rows of the fabric")
+    usable_width_pes: int = _i("PE columns available to a program (fabric minus I/O halo)")
+    usable_height_pes: int = _i("PE rows available to a program")
+    pe_sram_bytes: int = _i("SRAM per PE (bytes)")
+    pe_code_bytes: int = _i("SRAM per PE taken by code (bytes)", strict=False)
+    pe_buffer_bytes: int = _i(
+        "SRAM per PE kept for activation and message buffers (bytes)", strict=False
+    )
+    fmac_fp16_per_cycle: int = _i("FP16 fused multiply-accumulates per PE per cycle")
+    sram_read_bytes_per_cycle: int = _i("SRAM read bandwidth per PE (bytes/cycle)")
+    sram_write_bytes_per_cycle: int = _i("SRAM write bandwidth per PE (bytes/cycle)")
+    link_bytes_per_cycle: int = _i("fabric link width per direction (bytes/cycle)")
+    hop_latency_cycles: int = _i("cycles for a wavelet to cross one router hop")
+    message_overhead_cycles: int = _i("cycles to start a message / activate a task", strict=False)
+    colours: int = _i("routable virtual channels (colours) per router")
+    system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
+    system_io_latency_s: float = _f(
+        "latency of one wafer-to-wafer hop through the switch (s)", strict=False
+    )
