@@ -359,34 +359,20 @@ def compare_cmd(
 
 def _print_compare(records: list[dict]) -> None:
     t = Table(title=f"{records[0]['model']}" if records else "compare")
-    for col in (
-        "system",
-        "units",
-        "batch",
-        "tok/s per user",
-        "tok/s total",
-        "step",
-        "bottleneck",
-        "J/token",
-        "note",
-    ):
-        t.add_column(col)
+    cols = ("system", "units", "batch", "tok/s/user", "tok/s", "step", "bottleneck", "J/token")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("system", "bottleneck") else "right")
+    for r in records:
+        if "error" not in r:
+            t.add_row(r["system"], str(r["units"]), str(r["batch"]),
+                      f"{r['tokens_per_s_per_user']:,.1f}", f"{r['tokens_per_s']:,.1f}",
+                      fmt_seconds(r["step_time_s"]), r["bottleneck"],
+                      f"{r['joules_per_token']:.3g}")  # fmt: skip
+    out.print(t)
     for r in records:
         if "error" in r:
-            t.add_row(r["system"], "-", str(r["batch"]), "-", "-", "-", "-", "-", r["error"])
-        else:
-            t.add_row(
-                r["system"],
-                str(r["units"]),
-                str(r["batch"]),
-                f"{r['tokens_per_s_per_user']:,.1f}",
-                f"{r['tokens_per_s']:,.1f}",
-                fmt_seconds(r["step_time_s"]),
-                r["bottleneck"],
-                f"{r['joules_per_token']:.3g}",
-                json.dumps(r["layout"]),
-            )
-    out.print(t)
+            out.print(f"{r['system']} (batch {r['batch']}): {r['error']}", markup=False,
+                      highlight=False)  # fmt: skip
 
 
 @app.command("systems")
