@@ -130,3 +130,15 @@ def test_kv_cache_grows_units_needed():
     small = _place("llama-3.1-70b", "h100", "auto", batch=1, context=1024)[1]
     big = _place("llama-3.1-70b", "h100", "auto", batch=64, context=32768)[1]
     assert big.n_units > small.n_units
+
+
+def test_kv_beyond_capacity_says_how_many_users_and_tokens_fit():
+    cfg = pa.load_model("llama-3.1-8b")
+    work = pa.Workload(batch=64, context=131072, tokens=128)
+    with pytest.raises(pa.CapacityError) as exc:
+        pa.place(cfg, pa.load_system("h100", units=1), work)
+    msg = str(exc.value)
+    # KV per token: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 128 KiB; a 131,200-token user
+    # takes 17.2 GB, so 3 fit beside the 16.1 GB of weights in 85.0 - 11.8 GB of usable HBM.
+    assert "at 131200 tokens per user 3 user(s) fit" in msg
+    assert "--units" in msg

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 def split_even(total: int, parts: int) -> list[int]:
@@ -48,3 +48,31 @@ def _assign(weights: Sequence[int], cap: int, parts: int) -> list[int]:
         out.append(stage)
         acc += w
     return out
+
+
+def largest_fitting(fits: Callable[[int], bool], high: int) -> int:
+    """The largest ``n`` in ``0..high`` with ``fits(n)``, for a ``fits`` that is true up to some
+    point and false after it (0 when even ``fits(1)`` is false)."""
+    lo, hi = 0, high
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def kv_capacity_message(fits: Callable[[int, int], bool], batch: int, max_len: int) -> str | None:
+    """When the weights fit but the KV cache does not: how many users fit at this length, and how
+    many tokens per user at this batch. ``fits(batch, tokens_per_user)``; None if even one user of
+    one token does not fit (then the weights are what does not fit)."""
+    if not fits(1, 1):
+        return None
+    users = largest_fitting(lambda b: fits(b, max_len), batch)
+    tokens = largest_fitting(lambda n: fits(batch, n), max_len)
+    return (
+        f"the KV cache of {batch} user(s) x {max_len} tokens does not fit: at "
+        f"{max_len} tokens per user {users} user(s) fit; at batch {batch} each user fits "
+        f"{tokens} tokens (context + generated)"
+    )

@@ -7,10 +7,10 @@ Pipeline stages are contiguous layer blocks balanced by resident bytes.
 
 from __future__ import annotations
 
-from ..errors import PlacementError
+from ..errors import CapacityError, PlacementError
 from ..hw.spec import HardwareSpec
 from ..units import fmt_bytes
-from .common import contiguous_partition, split_even
+from .common import contiguous_partition, kv_capacity_message, split_even
 from .placement import LayerSlot, Placement
 
 MAX_UNITS = 4096
@@ -164,11 +164,29 @@ def place_units(graph, system, units: int) -> Placement:
     tp, pp = options[0]
     failed = build(graph, spec, tp, pp)
     fit = place_auto(graph, system).n_units
+    kv = _kv_message(graph, spec, units)
     try:
         failed.check()
     except PlacementError as exc:
-        raise PlacementError(
-            f"{graph.model.name} does not fit on {units} {spec.name} "
-            f"(TP {tp} x PP {pp}): {exc}; --units {fit} would fit"
-        ) from None
+        text = (f"{graph.model.name} does not fit on {units} {spec.name} (TP {tp} x PP {pp}): "
+                f"{exc}; --units {fit} would fit")  # fmt: skip
+        if kv:
+            raise CapacityError(f"{text}; {kv}") from None
+        raise PlacementError(text) from None
     raise AssertionError("unreachable: a layout with shortfalls passed check()")
+
+
+def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
+    """How many users or tokens fit on ``units`` GPUs when only the KV cache is too big."""
+    from dataclasses import replace
+
+    from ..model.graph import build_graph
+
+    work = graph.workload
+
+    def fits(batch: int, max_len: int) -> bool:
+        context = max(0, max_len - work.tokens)
+        trial = replace(work, batch=batch, context=context, tokens=max_len - context)
+        return best_for(build_graph(graph.model, trial, 0, work.weights), spec, units) is not None
+
+    return kv_capacity_message(fits, work.batch, work.max_len)
