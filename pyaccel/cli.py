@@ -19,13 +19,43 @@ from .errors import PyaccelError
 from .units import fmt_bytes, fmt_seconds
 from .workload import Workload
 
+try:  # typer >= 0.2x vendors click; older typer uses the click package
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import NoArgsIsHelpError, UsageError
+
+
+class _OneLineErrors(typer.core.TyperGroup):
+    """Click's usage errors (bad option values, unknown options, missing options) as one
+    ``error:`` line and exit status 2, like every other input error (SPEC §7)."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as exc:
+            out.print(exc.ctx.get_help() if exc.ctx is not None else "", markup=False)
+            rv = 0
+        except UsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
+            rv = 2
+        except typer.Abort:
+            err.print("error: aborted", markup=False, highlight=False)
+            rv = 1
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
     help="Emulate LLM decode on wafer-scale, LPU, hardwired-ASIC and GPU machines.",
 )
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False)
+err = Console(stderr=True, emoji=False, highlight=False)
 
 System = Annotated[str, typer.Option("--system", help="preset name or TOML file")]
 Model = Annotated[str, typer.Option("--model", help="preset name or folder with config.json")]
@@ -186,12 +216,14 @@ def report_cmd(
 
 
 def _print_report(rep) -> None:
+    from .report import fmt_ratio
+
     s = rep.summary
     out.print(
         f"[bold]{s['model']} on {s['units']} x {s['system']}[/bold]: "
         f"{s['tokens_per_s_per_user']:,.1f} tok/s per user, {s['tokens_per_s']:,.1f} "
         f"total; step {fmt_seconds(s['step_time_s'])}, lower bound "
-        f"{fmt_seconds(s['lower_bound_step_time_s'])} (x{rep.bound_ratio:.2f}); "
+        f"{fmt_seconds(s['lower_bound_step_time_s'])} (x{fmt_ratio(rep.bound_ratio)}); "
         f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})"
     )
     t = Table(title="time by resource class (first recorded step)")
@@ -208,7 +240,7 @@ def _print_report(rep) -> None:
             row["kind"],
             fmt_seconds(row["emulated_s"]),
             fmt_seconds(row["bound_s"]),
-            f"{row['ratio']:.2f}",
+            fmt_ratio(row["ratio"]),
             row["bound_resource"],
         )
     out.print(t)
@@ -361,7 +393,8 @@ def _print_compare(records: list[dict]) -> None:
     t = Table(title=f"{records[0]['model']}" if records else "compare")
     cols = ("system", "units", "batch", "tok/s/user", "tok/s", "step", "bottleneck", "J/token")
     for col in cols:
-        t.add_column(col, justify="left" if col in ("system", "bottleneck") else "right")
+        t.add_column(col, no_wrap=True,
+                     justify="left" if col in ("system", "bottleneck") else "right")  # fmt: skip
     for r in records:
         if "error" not in r:
             t.add_row(r["system"], str(r["units"]), str(r["batch"]),
@@ -398,7 +431,8 @@ def systems_cmd(as_json: Json = False) -> None:
             )
             return
         t = Table(title="systems")
-        for col in ("name", "kind", "native format", "power/unit", "assumptions", "description"):
+        t.add_column("name", no_wrap=True, min_width=max(len(s.name) for s in specs))
+        for col in ("kind", "native format", "power/unit", "assumptions", "description"):
             t.add_column(col)
         for s in specs:
             t.add_row(
@@ -438,7 +472,8 @@ def models_cmd(as_json: Json = False) -> None:
             _print_json(rows)
             return
         t = Table(title="models")
-        for col in ("name", "type", "params", "layers", "hidden", "attention", "experts"):
+        t.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
+        for col in ("type", "params", "layers", "hidden", "attention", "experts"):
             t.add_column(col)
         for r in rows:
             experts = f"{r['experts']} (top {r['top_k']})" if r["experts"] else "-"

@@ -14,6 +14,11 @@ from . import kernels
 from .units import fmt_seconds
 
 
+def fmt_ratio(ratio: float | None) -> str:
+    """A ratio for tables: two decimals, or ``-`` where there is no bound to divide by."""
+    return "-" if ratio is None else f"{ratio:.2f}"
+
+
 def union_cycles(starts: np.ndarray, durations: np.ndarray) -> int:
     """Cycles covered by the union of events (overlapping events count once)."""
     if len(starts) == 0:
@@ -47,7 +52,7 @@ class Report:
     by_layer: dict[str, dict[str, float]]
     bottleneck: str
     bottleneck_share: float
-    bound_ratio: float
+    bound_ratio: float | None
     what_if: list[dict] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
@@ -71,7 +76,7 @@ class Report:
             bottleneck_share=by_res.get(bottleneck, 0.0) / step_s if step_s else 0.0,
             bound_ratio=trace.step_time_s / trace.lower_bound_step_time_s
             if trace.lower_bound_step_time_s
-            else float("inf"),
+            else None,
             assumptions=list(trace.assumptions),
             left_out=list(trace.left_out),
             meta=dict(trace.meta),
@@ -82,7 +87,7 @@ class Report:
 
     def to_json(self) -> str:
         """The report as JSON text."""
-        return json.dumps(self.as_dict(), indent=1, default=_jsonable)
+        return json.dumps(self.as_dict(), indent=1, default=_jsonable, allow_nan=False)
 
     def as_dict(self) -> dict:
         """The report as plain data."""
@@ -109,7 +114,7 @@ class Report:
             f"- tokens/s per user: {s['tokens_per_s_per_user']:.1f}; total: "
             f"{s['tokens_per_s']:.1f}; step {fmt_seconds(s['step_time_s'])} "
             f"(lower bound {fmt_seconds(s['lower_bound_step_time_s'])}, ratio "
-            f"{self.bound_ratio:.2f})",
+            f"{fmt_ratio(self.bound_ratio)})",
             f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
             "",
             "| resource | time | share |",
@@ -126,7 +131,7 @@ class Report:
         for row in self.by_kind:
             lines.append(
                 f"| {row['kind']} | {fmt_seconds(row['emulated_s'])} | "
-                f"{fmt_seconds(row['bound_s'])} | {row['ratio']:.2f} | "
+                f"{fmt_seconds(row['bound_s'])} | {fmt_ratio(row['ratio'])} | "
                 f"{row['bound_resource']} |"
             )
         if self.what_if:
@@ -176,7 +181,7 @@ def _by_kind(trace, step: int) -> list[dict]:
                 "kind": kind,
                 "emulated_s": t,
                 "bound_s": bound,
-                "ratio": t / bound if bound else float("inf"),
+                "ratio": t / bound if bound else None,  # no bound: a fixed latency or free op
                 "bound_resource": max(res, key=res.get) if res else "fixed_latency",
             }
         )

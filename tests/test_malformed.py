@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from importlib import resources
 from pathlib import Path
@@ -83,7 +84,7 @@ def base_config() -> dict:
 def set_param_value(text: str, name: str, value: str) -> str:
     """Replace the ``value = ...`` of one ``[params]`` entry of a preset's TOML text."""
     new, n = re.subn(
-        rf"^({re.escape(name)} = \{{ value = )[^,]+,", rf"\g<1>{value},", text, flags=re.M
+        rf"^({re.escape(name)} = \{{ value = )[^,]+,", rf"\g<1>{value},", text, flags=re.MULTILINE
     )
     assert n == 1, name
     return new
@@ -91,7 +92,7 @@ def set_param_value(text: str, name: str, value: str) -> str:
 
 def set_param_entry(text: str, name: str, entry: str) -> str:
     """Replace the whole right-hand side of one ``[params]`` line."""
-    new, n = re.subn(rf"^{re.escape(name)} = .*$", f"{name} = {entry}", text, flags=re.M)
+    new, n = re.subn(rf"^{re.escape(name)} = .*$", f"{name} = {entry}", text, flags=re.MULTILINE)
     assert n == 1, name
     return new
 
@@ -104,7 +105,7 @@ def drop_line(text: str, prefix: str) -> str:
 
 
 def set_preset_field(text: str, key: str, value: str) -> str:
-    new, n = re.subn(rf'^{key} = ".*"$', f"{key} = {value}", text, flags=re.M)
+    new, n = re.subn(rf'^{key} = ".*"$', f"{key} = {value}", text, flags=re.MULTILINE)
     assert n == 1, key
     return new
 
@@ -391,7 +392,7 @@ def test_config_not_an_object(tmp_path, doc):
     assert_error(place_model(folder), str(folder / "config.json"), "object")
 
 
-@pytest.mark.parametrize("model_type", ["gpt2", "Llama", "", 7, None])
+@pytest.mark.parametrize("model_type", ["gpt2", "Llama", "", 7, None, [], ["llama"], {"x": 1}])
 def test_config_unknown_model_type(tmp_path, model_type):
     cfg = base_config()
     cfg["model_type"] = model_type
@@ -534,6 +535,20 @@ def test_config_mla_missing_lora_rank(tmp_path):
     assert_error(place_model(folder), str(folder / "config.json"), "kv_lora_rank")
 
 
+@pytest.mark.parametrize("value", [True, 5, [[1]], {"a": [2]}])
+def test_config_bad_mlp_only_layers(tmp_path, value):
+    cfg = base_config()
+    cfg.update(
+        model_type="qwen3_moe",
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=1024,
+        mlp_only_layers=value,
+    )
+    folder = write_config(tmp_path, cfg)
+    assert_error(place_model(folder), str(folder / "config.json"), "mlp_only_layers")
+
+
 def test_config_folder_without_config_json(tmp_path):
     folder = tmp_path / "empty-model"
     folder.mkdir()
@@ -586,7 +601,7 @@ def layer_index(doc: dict, key) -> int:
 
 
 def test_placement_valid_file_checks(tmp_path, placement_doc):
-    path, result = check_doc(tmp_path, placement_doc)
+    _path, result = check_doc(tmp_path, placement_doc)
     assert result.exit_code == 0, result.output
 
 
@@ -732,7 +747,7 @@ def test_placement_field_of_wrong_type(tmp_path, placement_doc, key, value):
 def test_placement_layer_missing_vs_model(tmp_path, placement_doc, layer):
     doc = copy.deepcopy(placement_doc)
     del doc["layers"][layer_index(doc, layer)]
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     line = assert_error(result, MODEL, "missing")
     assert repr(layer) in line or str(layer) in line
 
@@ -742,14 +757,14 @@ def test_placement_unknown_layer(tmp_path, placement_doc):
     extra = copy.deepcopy(doc["layers"][layer_index(doc, 5)])
     extra["layer"] = 99
     doc["layers"].append(extra)
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, "99")
 
 
 def test_placement_layer_placed_twice(tmp_path, placement_doc):
     doc = copy.deepcopy(placement_doc)
     doc["layers"].append(copy.deepcopy(doc["layers"][layer_index(doc, 5)]))
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, "5", "more than once")
 
 
@@ -757,7 +772,7 @@ def test_placement_weight_bytes_below_need(tmp_path, placement_doc):
     doc = copy.deepcopy(placement_doc)
     slot = doc["layers"][layer_index(doc, 4)]
     slot["weight_bytes"] = [slot["need_weight_bytes"] // 2]
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, "layer 4", f"{slot['need_weight_bytes']:,}")
 
 
@@ -765,7 +780,7 @@ def test_placement_need_bytes_disagree_with_model(tmp_path, placement_doc):
     doc = copy.deepcopy(placement_doc)
     slot = doc["layers"][layer_index(doc, 4)]
     slot["need_weight_bytes"] += 1
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, "layer 4")
 
 
@@ -773,7 +788,7 @@ def test_placement_capacity_exceeded_names_unit_and_bytes(tmp_path, placement_do
     doc = copy.deepcopy(placement_doc)
     cap = 10_000_000_000
     doc["capacity_bytes"]["hbm"] = cap
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, "unit 0", f"{cap:,}", "hbm")
 
 
@@ -789,7 +804,7 @@ def test_placement_capacity_exceeded_on_second_unit(tmp_path, placement_doc):
     )
     cap = reserved + 1_000_000_000
     doc["capacity_bytes"]["hbm"] = cap
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     line = assert_error(result, "unit 1", f"{cap:,}", f"{used:,}")
     assert "unit 0" not in line
 
@@ -797,7 +812,7 @@ def test_placement_capacity_exceeded_on_second_unit(tmp_path, placement_doc):
 def test_placement_unknown_model(tmp_path, placement_doc):
     doc = copy.deepcopy(placement_doc)
     doc["model"] = "llama-9-1t"
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, "llama-9-1t", MODEL)
 
 
@@ -808,15 +823,15 @@ def test_placement_unknown_model(tmp_path, placement_doc):
 def test_placement_bad_workload(tmp_path, placement_doc, workload, needle):
     doc = copy.deepcopy(placement_doc)
     doc["workload"].update(workload)
-    path, result = check_doc(tmp_path, doc)
+    _path, result = check_doc(tmp_path, doc)
     assert_error(result, needle)
 
 
-def test_placement_file_name_starting_with_brace(tmp_path, placement_doc):
+def test_placement_file_name_starting_with_brace(tmp_path, placement_doc, monkeypatch):
     """A file is read as a file whatever its name (the API also takes JSON text)."""
-    path = tmp_path / "{placement}.json"
-    path.write_text(json.dumps(placement_doc), encoding="utf-8")
-    result = invoke("place", "--check", path)
+    monkeypatch.chdir(tmp_path)
+    Path("{placement}.json").write_text(json.dumps(placement_doc), encoding="utf-8")
+    result = invoke("place", "--check", "{placement}.json")
     assert result.exit_code == 0, result.output
 
 
@@ -902,6 +917,14 @@ def test_bad_set(item, needle):
     assert_error(run_args("--set", item), needle)
 
 
+@pytest.mark.parametrize(
+    "item", ["hbm_achievable_bytes_per_s=1e-3", "kernel_launch_s=1e7", "clock_hz=1e-3"]
+)
+def test_extreme_but_valid_set_values_do_not_crash(item):
+    """Values that pass validation either run or are refused by one error line."""
+    assert_ok_or_error(run_args("--units", 1, "--tokens", 2, "--set", item, "--json"))
+
+
 def test_bad_set_in_place_and_report():
     assert_error(invoke("place", "--system", SYSTEM, "--model", MODEL, "--set", "nope=1"), "nope")
     assert_error(
@@ -959,6 +982,7 @@ def test_usage_errors_are_one_error_line(args):
 FUZZ = settings(
     max_examples=50,
     deadline=None,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -999,7 +1023,7 @@ def _toml_value() -> st.SearchStrategy[str]:
         st.floats(allow_nan=True, allow_infinity=True).map(
             lambda x: (
                 "nan"
-                if x != x
+                if math.isnan(x)
                 else ("inf" if x == float("inf") else "-inf" if x == float("-inf") else repr(x))
             )
         ),

@@ -110,6 +110,35 @@ def _positive(cfg: dict, key: str, where: str, default: int | None = None) -> in
     return value
 
 
+def _real(cfg: dict, key: str, where: str, default: float) -> float:
+    """A positive finite real field (``rope_theta``, ``rms_norm_eps``); absent or null: default."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0 < value < float("inf"))
+    ):
+        raise ConfigError(f"{where}: field '{key}' must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _layer_list(cfg: dict, key: str, n_layers: int, where: str) -> set[int]:
+    """A list of layer indices (e.g. ``mlp_only_layers``); absent or null: empty."""
+    value = cfg.get(key)
+    if value is None:
+        return set()
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers for i in value
+    ):
+        raise ConfigError(
+            f"{where}: field '{key}' must be a list of layer indices 0..{n_layers - 1}, "
+            f"got {value!r}"
+        )
+    return set(value)
+
+
 def _layer_types(cfg: dict, n_layers: int, where: str) -> tuple[str, ...]:
     types = cfg.get("layer_types")
     if types is None:
@@ -132,10 +161,10 @@ def _moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
             dense_layers=(),
         )
     if mt == "gpt_oss":
-        top_k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
+        top_key = "num_experts_per_tok" if "num_experts_per_tok" in cfg else "experts_per_token"
         return dict(
             n_experts=_positive(cfg, "num_local_experts", where),
-            top_k=_positive({"top_k": top_k}, "top_k", where),
+            top_k=_positive(cfg, top_key, where),
             expert_ffn=_positive(cfg, "intermediate_size", where),
             dense_layers=(),
             expert_bias=True,
@@ -143,7 +172,7 @@ def _moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
         )
     if mt == "qwen3_moe":
         step = _positive(cfg, "decoder_sparse_step", where, 1)
-        only = set(cfg.get("mlp_only_layers") or [])
+        only = _layer_list(cfg, "mlp_only_layers", n_layers, where)
         dense = tuple(i for i in range(n_layers) if i in only or (i + 1) % step != 0)
         return dict(
             n_experts=_positive(cfg, "num_experts", where),
@@ -197,7 +226,7 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
     if isinstance(cfg.get("text_config"), dict):  # Kimi K2.5/K2.6, multimodal wrappers
         cfg = {**cfg, **cfg["text_config"]}
     mt = _need(cfg, "model_type", where)
-    if mt not in SUPPORTED_TYPES:
+    if not isinstance(mt, str) or mt not in SUPPORTED_TYPES:
         raise ConfigError(
             f"{where}: unsupported model_type '{mt}'; supported: "
             f"{', '.join(sorted(SUPPORTED_TYPES))}"
@@ -217,8 +246,8 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         vocab=_positive(cfg, "vocab_size", where),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         max_position=_int(cfg, "max_position_embeddings", where, 0),
-        rope_theta=float(cfg.get("rope_theta") or 10000.0),
-        norm_eps=float(cfg.get("rms_norm_eps") or 1e-5),
+        rope_theta=_real(cfg, "rope_theta", where, 10000.0),
+        norm_eps=_real(cfg, "rms_norm_eps", where, 1e-5),
         hidden_act=str(cfg.get("hidden_act") or "silu"),
         layer_types=_layer_types(cfg, n_layers, where),
         source=where,

@@ -132,7 +132,8 @@ class Placement:
     def from_json(cls, text_or_path: str | Path) -> "Placement":
         """A placement from JSON text or a file; malformed input raises :class:`ConfigError`."""
         where, text = "placement JSON", str(text_or_path)
-        if not text.lstrip().startswith("{"):
+        is_text = not isinstance(text_or_path, Path) and text.lstrip().startswith("{")
+        if not is_text or _is_file(text):
             where = text
             try:
                 text = Path(text).read_text(encoding="utf-8")
@@ -143,6 +144,13 @@ class Placement:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
         return _from_dict(data, where)
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except OSError:  # e.g. a JSON text too long to be a file name
+        return False
 
 
 def _from_dict(data: Any, where: str) -> Placement:
@@ -194,11 +202,12 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
     for cat in CATEGORIES:
         if plc.level_of.get(cat) not in plc.capacity_bytes:
             raise ConfigError(f"{where}: level_of['{cat}'] must name a level of capacity_bytes")
-    for level, cap in {**plc.capacity_bytes, **plc.reserved_bytes}.items():
-        if not _is_count(cap):
-            raise ConfigError(
-                f"{where}: bytes for level '{level}' must be a non-negative integer, got {cap!r}"
-            )
+    for name in ("capacity_bytes", "reserved_bytes"):
+        for level, n in getattr(plc, name).items():
+            if not _is_count(n):
+                raise ConfigError(
+                    f"{where}: {name} for level '{level}' must be a non-negative integer, got {n!r}"
+                )
     for s in plc.layers:
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")

@@ -79,6 +79,7 @@ def emulate(
     )
     log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
     arrays = meta.pop("arrays", {})
+    _check_cycles(steps, system)
     work = graph.workload
     from .roofline import StepBounds
 
@@ -123,6 +124,22 @@ def _functional(graph, system, placement) -> dict:
     from ..numerics import execute
 
     return execute.functional_metrics(graph, system, placement)
+
+
+def _check_cycles(steps: list[int], system: System) -> None:
+    """Step times must be positive and fit int64 cycles; parameters set far outside physical
+    ranges (e.g. ``--set clock_hz=1e-3``) can break either, and say so here."""
+    clock = system.spec.clock_hz
+    if min(steps) <= 0:
+        raise ConfigError(
+            f"{system.name}: a decode step rounds to 0 cycles at clock_hz={clock:g}; the clock "
+            "is too slow to resolve the step (check --set values)"
+        )
+    if sum(steps) >= 2**62:  # the run's timeline (event start cycles) must fit int64
+        raise ConfigError(
+            f"{system.name}: the run takes {sum(steps):.3g} cycles at clock_hz={clock:g}, "
+            "beyond the int64 cycle range (check --set values)"
+        )
 
 
 def what_if_system(system: System, resource: str) -> System:
