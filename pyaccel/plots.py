@@ -111,3 +111,33 @@ def compare_plot(records: list[dict], path: Path) -> Path:
     ax.set_title(f"{records[0]['model'] if records else ''}: latency vs throughput (labels: batch)")
     ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def wafer_heatmap(trace, path: Path) -> Path:
+    """Wafer heatmaps of one pass: cycles each PE's links were reserved (``link_busy_cycles``)
+    and resident SRAM bytes per PE (``sram_bytes``), wafers side by side (wafer engine only)."""
+    import numpy as np
+
+    plt = _figure()
+    busy, sram = trace.arrays["link_busy_cycles"], trace.arrays["sram_bytes"]
+    n_units = busy.shape[0]
+    gap = max(1, busy.shape[2] // 50)
+
+    def strip(arr):
+        pad = np.full((arr.shape[1], gap), np.nan)
+        parts = []
+        for u in range(n_units):
+            parts += [arr[u].astype(float), pad]
+        return np.hstack(parts[:-1])
+
+    fig, axes = plt.subplots(1, 2, figsize=(min(24, 7 + 3.2 * n_units), 4.5))
+    for ax, data, title, unit in (
+        (axes[0], strip(busy), "mesh link busy per PE", "cycles per pass"),
+        (axes[1], strip(sram) / 1024, "resident SRAM per PE", "KiB"),
+    ):
+        im = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="viridis")
+        ax.set_title(f"{trace.model} on {n_units} x {trace.system}: {title}", fontsize=8)
+        ax.set_xlabel("PE x (wafers left to right)")
+        ax.set_ylabel("PE y")
+        fig.colorbar(im, ax=ax, label=unit)
+    return _save(fig, path)

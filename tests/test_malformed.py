@@ -957,7 +957,19 @@ def test_place_without_system_or_check():
     assert_error(invoke("place", "--model", MODEL), "--system")
 
 
-def test_engine_not_built_is_an_error_line():
+def test_engine_not_built_is_an_error_line(monkeypatch):
+    """A kind whose placer/engine module is missing (e.g. a plug-in not installed) is an error
+    line naming the kind, not a traceback."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        if name in ("pyaccel.place.wafer", "pyaccel.sim.wafer"):
+            return None
+        return real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     assert_error(invoke("run", "--system", "wse3", "--model", MODEL, "--tokens", 4), "wafer")
 
 

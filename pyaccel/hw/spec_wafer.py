@@ -29,6 +29,20 @@ class WaferParams:
     hop_latency_cycles: int = _i("cycles for a wavelet to cross one router hop")
     message_overhead_cycles: int = _i("cycles to start a message / activate a task", strict=False)
     colours: int = _i("routable virtual channels (colours) per router")
+    stream_add_latency_cycles: int = _i(
+        "cycles a PE adds to a streaming reduction (receive, add own element, forward)",
+        strict=False,
+    )
+    dsd_issue_cycles: int = _i(
+        "cycles to issue one vector (DSD) instruction on a PE, before its elements flow",
+        strict=False,
+    )
+    fabric_bytes_per_elem: int = _i(
+        "link bytes one 16-bit activation element occupies in a wavelet (bytes)"
+    )
+    exp_cycles_per_elem: int = _i(
+        "PE cycles per element for exp() in softmax (cycles)", strict=False
+    )
     system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
     system_io_latency_s: float = _f(
         "latency of one wafer-to-wafer hop through the switch (s)", strict=False

@@ -1,0 +1,291 @@
+"""Wafer placer (WSE-2/WSE-3): layer regions pipelined across the wafer, or WaferLLM's whole-grid
+interleave; contiguous layer blocks per wafer when one wafer is not enough.
+
+Capacity: every PE keeps ``pe_code_bytes + pe_buffer_bytes`` for code and buffers (the preset's
+named assumptions), so a wafer's level ``sram`` holds ``usable PEs x pe_sram_bytes`` with that
+reservation on every usable PE. A region must also hold, on its fullest PE, the weight tiles of
+its ops and its share of the KV cache at ``batch x (context + tokens)`` (``RegionCoster.pe_bytes``).
+
+``auto`` strategy: the candidates that fit (interleave on the smallest grid that holds the
+block and on the whole wafer, layer regions at a few sizes from the smallest that holds each
+layer up to 8x that) are emulated for one step at the workload's context, and the fastest is kept.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import PlacementError
+from ..units import fmt_bytes
+from .common import contiguous_partition
+from .placement import LayerSlot, Placement
+
+MAX_UNITS = 256
+REGION_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+
+
+def _budget(p) -> int:
+    """Bytes per PE left for weights and KV cache after code and buffers."""
+    return int(p.pe_sram_bytes) - int(p.pe_code_bytes) - int(p.pe_buffer_bytes)
+
+
+def _usable(p) -> tuple[int, int]:
+    return int(p.usable_width_pes), int(p.usable_height_pes)
+
+
+class _Fitter:
+    """Per-PE fit of a set of layer keys on a ``w x h`` region."""
+
+    def __init__(self, graph, system):
+        from ..sim.wafer_cost import RegionCoster
+
+        self.graph, self.p = graph, system.spec.params
+        self.coster = RegionCoster(system.spec, graph)
+        self.budget = _budget(self.p)
+
+    def pe_use(self, keys, w: int, h: int) -> int:
+        """Bytes on the fullest PE of the region (weights + KV)."""
+        ops = [op for k in keys for op in self.graph.ops_of(k)]
+        wb, kv = self.coster.pe_bytes(ops, w, h)
+        return wb + kv
+
+    def fits(self, keys, w: int, h: int) -> bool:
+        return self.pe_use(keys, w, h) <= self.budget
+
+    def min_pes(self, keys) -> int:
+        need = sum(sum(self.graph.resident_bytes(k)) for k in keys)
+        return max(1, math.ceil(need / max(1, self.budget)))
+
+
+def _interleave(fit: _Fitter, keys) -> tuple[int, int] | None:
+    """The smallest grid (square first, then full-width rectangles) whose PEs hold every key."""
+    wid, hgt = _usable(fit.p)
+    side = min(wid, hgt)
+    start = max(1, math.isqrt(fit.min_pes(keys)))
+    for n in range(start, side + 1):
+        if fit.fits(keys, n, n):
+            return n, n
+    wide = wid >= hgt
+    for n in range(side + 1, max(wid, hgt) + 1):
+        w, h = (n, side) if wide else (side, n)
+        if fit.fits(keys, w, h):
+            return w, h
+    return None
+
+
+def _layer_regions(fit: _Fitter, keys, scale: float) -> dict | None:
+    """Each key its own rectangle in vertical strips (serpentine, so consecutive regions are
+    vertical neighbours except at a strip change); ``scale`` x the fewest PEs that hold it."""
+    wid, hgt = _usable(fit.p)
+    needs = {k: fit.min_pes([k]) for k in keys}
+    typical = sorted(needs.values())[len(needs) // 2]
+    strip = max(1, min(wid, round(math.sqrt(scale * typical))))
+    out, sx, y, n_strip = {}, 0, 0, 0
+    for k in keys:
+        w, h = _shape(fit, k, scale * needs[k], strip, hgt)
+        if w is None:
+            return None
+        if w > strip or y + h > hgt:  # close the current strip
+            if y > 0:
+                sx, y, n_strip = sx + strip, 0, n_strip + 1
+        if sx + w > wid:
+            return None
+        if w > strip:  # a region spanning several strips owns them
+            out[k] = (sx, 0, w, h)
+            sx, n_strip = sx + w, n_strip + 1
+            continue
+        y0 = y if n_strip % 2 == 0 else hgt - y - h  # serpentine
+        out[k] = (sx, y0, w, h)
+        y += h
+    return out
+
+
+def _shape(fit: _Fitter, key, want: float, strip: int, hgt: int):
+    """(w, h) of one key's region: ``strip`` wide (or several strips when taller than the
+    wafer), grown until its fullest PE holds its tiles and KV share; (None, None) if it cannot."""
+    wid = _usable(fit.p)[0]
+    w = strip * max(1, math.ceil(want / (strip * hgt)))
+    h = math.ceil(want / w)
+    while not fit.fits([key], w, h):
+        if h < hgt:
+            h = min(hgt, h + max(1, h // 16))
+        elif w + strip <= wid:
+            w, h = w + strip, math.ceil(want / (w + strip))
+        else:
+            return None, None
+    return w, h
+
+
+def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot:
+    need_w, need_kv = graph.resident_bytes(key)
+    return LayerSlot(
+        key,
+        (wafer,),
+        (need_w,),
+        (need_kv,),
+        (0,),
+        need_w,
+        need_kv,
+        {"strategy": strategy, "wafer": wafer, "rect": list(rect), **extra},
+    )
+
+
+def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+    p = system.spec.params
+    wid, hgt = _usable(p)
+    pes = wid * hgt
+    w = graph.workload
+    return Placement(
+        system=system.spec.name,
+        kind="wafer",
+        model=graph.model.name,
+        n_units=units,
+        capacity_bytes={"sram": pes * int(p.pe_sram_bytes)},
+        level_of=dict.fromkeys(("weights", "kv", "buffers"), "sram"),
+        reserved_bytes={"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
+        layers=tuple(slots),
+        layout=layout,
+        workload=dict(
+            batch=w.batch,
+            context=w.context,
+            tokens=w.tokens,
+            weights=w.weights,
+            expert_weights=w.expert_weights,
+            kv=w.kv,
+        ),  # fmt: skip
+        reason=reason,
+    )
+
+
+def _blocks(graph, units: int) -> list[list]:
+    keys = list(graph.layer_keys)
+    sizes = [sum(graph.resident_bytes(k)) for k in keys]
+    stage = contiguous_partition(sizes, units)
+    return [[k for k, s in zip(keys, stage) if s == u] for u in range(units)]
+
+
+def candidates(graph, system, units: int) -> list[Placement]:
+    """Every strategy/size that fits on exactly ``units`` wafers (contiguous layer blocks)."""
+    fit = _Fitter(graph, system)
+    blocks = _blocks(graph, units)
+    if any(not b for b in blocks):
+        return []
+    out = []
+    smallest = [_interleave(fit, b) for b in blocks]
+    if all(g is not None for g in smallest):
+        full = [_usable(fit.p)] * units
+        # the smallest grid has the shortest lines, the whole wafer the smallest tiles
+        for grids in (smallest, full) if full != smallest else (smallest,):
+            slots = [
+                _slot(graph, k, u, (0, 0, *grids[u]), "interleave", {"grid": list(grids[u])})
+                for u, b in enumerate(blocks)
+                for k in b
+            ]
+            layout = {"strategy": "interleave", "wafers": units, "grids": [list(g) for g in grids]}
+            out.append(_placement(graph, system, units, slots, layout))
+    for scale in REGION_SCALES:
+        rects = [_layer_regions(fit, b, scale) for b in blocks]
+        if any(r is None for r in rects):
+            break
+        slots = [
+            _slot(graph, k, u, rects[u][k], "layer_regions", {"scale": scale})
+            for u, b in enumerate(blocks)
+            for k in b
+        ]
+        out.append(_placement(graph, system, units, slots,
+                              {"strategy": "layer_regions", "wafers": units,
+                               "region_scale": scale}))  # fmt: skip
+    return [plc for plc in out if not plc.shortfalls()]
+
+
+def best_for(graph, system, units: int):
+    """(fastest placement on ``units`` wafers or None, [(strategy, scale, cycles)] tried)."""
+    from ..sim.wafer import step_cycles_at
+
+    tried = []
+    best = None
+    for plc in candidates(graph, system, units):
+        t = step_cycles_at(graph, system, plc, graph.context)
+        grids = plc.layout.get("grids")
+        tried.append((plc.layout["strategy"], plc.layout.get("region_scale"),
+                      grids[0] if grids else None, t))  # fmt: skip
+        if best is None or t < best[0]:
+            best = (t, plc)
+    return (best[1] if best else None), tried
+
+
+def _why(graph, system, units: int, plc: Placement, tried) -> str:
+    p = system.spec.params
+    wid, hgt = _usable(p)
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    per = wid * hgt * _budget(p)
+    opts = "; ".join(
+        f"{s}{'' if sc is None else f' x{sc:g}'}{'' if g is None else f' {g[0]}x{g[1]}'}: "
+        f"{t:,} cycles"
+        for s, sc, g, t in tried
+    )
+    return (
+        f"{graph.model.name} needs {fmt_bytes(need)} resident; one {system.spec.name} holds "
+        f"{fmt_bytes(per)} in {wid}x{hgt} PEs x {_budget(p):,} B (48 KiB minus code and "
+        f"buffers); {units} wafer(s) with contiguous layer blocks; strategies that fit, one "
+        f"step each: {opts}; kept {plc.layout['strategy']}"
+    )
+
+
+def place_auto(graph, system) -> Placement:
+    """The fewest wafers that hold the model; on them the faster strategy that fits."""
+    p = system.spec.params
+    wid, hgt = _usable(p)
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    per_wafer = wid * hgt * _budget(p)
+    floor = max(1, math.ceil(need / per_wafer))
+    fit = _Fitter(graph, system)
+    big = max(graph.layer_keys, key=lambda k: sum(graph.resident_bytes(k)))
+    if not fit.fits([big], wid, hgt):
+        raise PlacementError(
+            f"{graph.model.name} layer {big} alone needs "
+            f"{fmt_bytes(sum(graph.resident_bytes(big)))}, and its tiles overfill the PEs of a "
+            f"whole {system.spec.name} ({fmt_bytes(per_wafer)} for weights and KV); a layer "
+            "split across wafers is not modelled (a smaller format, e.g. --expert-weights int4, "
+            "may fit)"
+        )
+    for units in range(floor, MAX_UNITS + 1):
+        plc, tried = best_for(graph, system, units)
+        if plc is not None:
+            return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
+    raise PlacementError(
+        f"{graph.model.name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
+    )
+
+
+def place_units(graph, system, units: int) -> Placement:
+    """The faster strategy on exactly ``units`` wafers; raises with the wafer and bytes short
+    and the ``--units`` that would fit."""
+    plc, tried = best_for(graph, system, units)
+    if plc is not None:
+        return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
+    fit_units = place_auto(graph, system).n_units
+    blocks = _blocks(graph, units)
+    wid, hgt = _usable(system.spec.params)
+    slots = [
+        _slot(graph, k, u, (0, 0, wid, hgt), "interleave", {"grid": [wid, hgt]})
+        for u, b in enumerate(blocks)
+        for k in b
+    ]
+    failed = _placement(graph, system, units, slots, {"strategy": "interleave"})
+    try:
+        failed.check()
+    except PlacementError as exc:
+        raise PlacementError(
+            f"{graph.model.name} does not fit on {units} {system.spec.name} wafer(s): {exc}; "
+            f"--units {fit_units} would fit"
+        ) from None
+    fit = _Fitter(graph, system)
+    worst = max(range(len(blocks)), key=lambda u: fit.pe_use(blocks[u], wid, hgt))
+    use = fit.pe_use(blocks[worst], wid, hgt)
+    raise PlacementError(
+        f"{graph.model.name} does not fit on {units} {system.spec.name} wafer(s): wafer "
+        f"{worst}'s fullest PE needs {use:,} B of tiles and KV cache over its whole {wid}x{hgt} "
+        f"grid, {use - fit.budget:,} B more than the {fit.budget:,} B left per PE after code "
+        f"and buffers; --units {fit_units} would fit"
+    )

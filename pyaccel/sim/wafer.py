@@ -1,0 +1,327 @@
+"""Wafer-scale SRAM mesh engine (Cerebras WSE-2/WSE-3, several CS systems joined by their I/O).
+
+Weights live in the PEs' SRAM, tiled 2-D over the PE rectangle (region) of their layer (layer
+regions) or of the whole wafer's grid (WaferLLM's interleave). Every op is a per-PE task (FMAC
+lanes, 2x64-bit read + 1x64-bit write SRAM ports, DSD issue) followed by a mesh collective
+simulated link by link (``wafer_mesh``): MeshGEMV all-reduces as WaferLLM's two-level streaming
+chains, multicast broadcasts, point-to-point query shifts, each wavelet 32 bits per link per
+cycle, one cycle per hop, a start overhead per message and links reserved first come first served.
+Between regions the hidden vector is handed off over the mesh; between wafers over the system
+I/O. Time per step: the pass through all regions, or with several micro-batches in flight the
+pipeline interval (``pipeline_step_cycles``).
+
+What does not depend on the context (every op but attention) is costed once per distinct
+(op shape, region shape); attention is re-costed per step only when its tokens per PE change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..model.graph import ACT_BYTES, attention_op, build_graph
+from ..units import cycles
+from .pipeline import micro_batches, pipeline_step_cycles
+from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
+
+RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
+# Doubling a class's rate: factors keep integer fields integral (x2), except fixed latencies
+# (x0.5), which the engine floors (a 1-cycle add latency becomes 0, 2-cycle issue becomes 1).
+WHAT_IF = {
+    "pe_compute": (("fmac_fp16_per_cycle",), 2),
+    "pe_sram": (("sram_read_bytes_per_cycle", "sram_write_bytes_per_cycle"), 2),
+    "mesh_link": (("link_bytes_per_cycle",), 2),
+    "wafer_io": (("system_io_bytes_per_s",), 2.0),
+    "fixed_latency": (
+        (
+            "message_overhead_cycles",
+            "dsd_issue_cycles",
+            "stream_add_latency_cycles",
+            "system_io_latency_s",
+        ),
+        0.5,
+    ),
+}
+ASSUMPTIONS = (
+    "wafer.meshgemv: weights tiled 2-D over a region; the input slice replicated along one axis, "
+    "partial sums all-reduced along the other (WaferLLM MeshGEMV); consecutive matmuls "
+    "alternate axes so no transposes are needed",
+    "wafer.tree_groups: all-reduces use WaferLLM's two-level streaming chains with about "
+    "sqrt(line) groups (its configs: 15 groups at P=240 ... 24 at P=720); one level if fewer "
+    "than 10 colours",
+    "wafer.symmetric_lines: every row (column) of a region runs the same collective on its own "
+    "links, so the line with the largest tiles is simulated and stands for all (exact for the "
+    "slowest line under XY routing)",
+    "wafer.ops_in_order: ops of a layer run one after another (no overlap of one op's "
+    "collective with the next op's local work)",
+    "wafer.accumulate_fp16: partial sums are 16-bit in SRAM (@fmach), so each FMAC reads the "
+    "weight and the accumulator and writes the accumulator",
+    "wafer.gqa_layout: q/k/v rows are ordered by KV group so a group's heads share a segment "
+    "of the B axis; query slices are shifted inside it before the scores",
+    "wafer.embed_row_middle: the sampled token's embedding row sits, on average, at the middle "
+    "of the embed region's B axis and is multicast from there",
+    "wafer.moe_expert_regions: each routed expert owns a band of its layer's region; the step's "
+    "active experts (the graph's expected distinct count, tokens spread evenly over them) run "
+    "at once on their bands, then the top-k outputs are combined by an all-reduce along B",
+    "wafer.region_handoff: the hidden vector moves between regions as one hop (vertical "
+    "neighbours) or one region width (side by side) and is then multicast along B; between "
+    "wafers it crosses the system I/O after the hops to and from the wafer edge",
+)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A PE rectangle on one wafer."""
+
+    wafer: int
+    x0: int
+    y0: int
+    w: int
+    h: int
+
+    @classmethod
+    def of(cls, slot) -> "Region":
+        """The region recorded in a placement slot (``region["rect"]`` and ``["wafer"]``)."""
+        x0, y0, w, h = (int(v) for v in slot.region["rect"])
+        return cls(int(slot.region.get("wafer", slot.units[0])), x0, y0, w, h)
+
+
+@dataclass
+class Entry:
+    """One op (or hand-off) of a pass: where it runs and its cost."""
+
+    layer: object
+    name: str
+    kind: str
+    unit: int
+    stage: int
+    cost: OpCost
+    n_bytes: int = 0
+    flops: int = 0
+    region: Region | None = None
+
+
+class WaferPass:
+    """The ops of one micro-batch's pass through every region, costed on ``system``."""
+
+    def __init__(self, graph, system, placement):
+        self.graph, self.spec = graph, system.spec
+        self.coster = RegionCoster(self.spec, graph)
+        self.regions = {s.layer: Region.of(s) for s in placement.layers}
+        order = []
+        for key in graph.layer_keys:
+            if self.regions[key] not in order:
+                order.append(self.regions[key])
+        self.stage_regions = order
+        self.stage_of = {k: order.index(r) for k, r in self.regions.items()}
+        self.entries, self.attention = self._build()
+
+    @property
+    def n_stages(self) -> int:
+        """Distinct regions the pass visits (pipeline stages)."""
+        return len(self.stage_regions)
+
+    def _build(self):
+        graph, entries, attn = self.graph, [], []
+        keys = graph.layer_keys
+        entries += self._handoff(keys[-1], keys[0], loopback=True)
+        for i, key in enumerate(keys):
+            reg, axis = self.regions[key], 0
+            for op in graph.ops_of(key):
+                cost, new_axis = self.coster.op_cost(op, reg.w, reg.h, axis)
+                if op.kind == "attention":
+                    attn.append((len(entries), axis))
+                entries.append(
+                    Entry(
+                        op.layer,
+                        op.name,
+                        op.kind,
+                        reg.wafer,
+                        self.stage_of[key],
+                        cost,
+                        op.mem_bytes,
+                        op.flops,
+                        reg,
+                    )  # fmt: skip
+                )
+                axis = new_axis
+            if i + 1 < len(keys):
+                entries += self._handoff(key, keys[i + 1])
+        return entries, attn
+
+    def _handoff(self, src_key, dst_key, loopback: bool = False) -> list[Entry]:
+        """The hidden vector (or, looping back, the sampled token) from one region to the next."""
+        a, b = self.regions[src_key], self.regions[dst_key]
+        if a == b:
+            return []
+        c, p = self.coster.c, self.spec.params
+        m = self.graph.workload.batch
+        elems = m if loopback else m * _ceil(self.graph.model.hidden, b.w)
+        cost = OpCost()
+        stage = self.stage_of[dst_key]
+        name = "token_loopback" if loopback else f"handoff_{src_key}_{dst_key}"
+        if a.wafer != b.wafer:
+            out_hops = int(p.usable_width_pes) - (a.x0 + a.w)
+            n_bytes = m * (1 if loopback else self.graph.model.hidden) * ACT_BYTES
+            io = cycles(p.system_io_latency_s + n_bytes / p.system_io_bytes_per_s, p.clock_hz)
+            out_cost = OpCost()
+            multicast(out_cost, c, 1, 0, elems, 0, 0, lead=max(1, out_hops))
+            cost.parts += out_cost.parts
+            cost.parts.append(("wafer_io", io))
+            lead = max(1, b.x0)
+            cost.transfers += 1
+        elif a.y0 + a.h == b.y0 or b.y0 + b.h == a.y0:
+            lead = 1 + abs(a.x0 - b.x0)
+        else:
+            lead = abs(a.x0 - b.x0) + abs(a.y0 - b.y0)
+        multicast(cost, c, b.h, 0, elems * max(1, _ceil(b.w, b.h)), 0, 1, lead=max(1, lead))
+        return [Entry(dst_key, name, "handoff", b.wafer, stage, cost, 0, 0, b)]
+
+    def at_context(self, context: int) -> list[Entry]:
+        """The pass with attention re-costed for ``context`` cached tokens."""
+        out = list(self.entries)
+        graph = self.graph
+        for idx, axis in self.attention:
+            e = out[idx]
+            op = attention_op(graph.model, graph.workload, e.layer, context)
+            cost, _ = self.coster.op_cost(op, e.region.w, e.region.h, axis)
+            out[idx] = replace(e, cost=cost, n_bytes=op.mem_bytes, flops=op.flops)
+        return out
+
+    def stage_cycles(self, entries: list[Entry]) -> list[int]:
+        """Cycles each stage spends on one micro-batch."""
+        out = [0] * self.n_stages
+        for e in entries:
+            out[e.stage] += e.cost.cycles
+        return out
+
+
+def _micro_graph(graph, n_stages: int):
+    work = graph.workload
+    n_micro, mb = micro_batches(work.batch, n_stages)
+    if mb != work.batch:
+        graph = build_graph(graph.model, replace(work, batch=mb), graph.context,
+                            work.weights)  # fmt: skip
+    return graph, n_micro
+
+
+def pass_for(graph, system, placement):
+    """(pass, micro-batches in flight) for a placement: the graph is cut into micro-batches
+    when the batch can fill several stages."""
+    n_stages = len({Region.of(s) for s in placement.layers})
+    micro, n_micro = _micro_graph(graph, n_stages)
+    return WaferPass(micro, system, placement), n_micro
+
+
+def step_cycles_at(graph, system, placement, context: int) -> int:
+    """One step's cycles at ``context`` (used by the placer to compare strategies)."""
+    wp, n_micro = pass_for(graph, system, placement)
+    return pipeline_step_cycles(wp.stage_cycles(wp.at_context(context)), n_micro)
+
+
+def _emit(log, step: int, t0: int, entries: list[Entry]) -> int:
+    t = t0
+    for e in entries:
+        first = True
+        for resource, n in e.cost.parts:
+            if n <= 0:
+                continue
+            label = e.name if first else f"{e.name}.{resource}"
+            t = log.add(step, e.layer, label, e.kind, e.unit, resource, t, n,
+                        e.n_bytes if first else 0, e.flops if first else 0)  # fmt: skip
+            first = False
+    return t
+
+
+def _arrays(wp: WaferPass, entries: list[Entry], n_units: int, p) -> dict:
+    """Per-PE heatmaps (units x height x width): reserved link cycles in one pass and resident
+    SRAM bytes (code and buffers on every usable PE, plus each region's tiles and KV share)."""
+    hgt, wid = int(p.usable_height_pes), int(p.usable_width_pes)
+    busy = np.zeros((n_units, hgt, wid), dtype=np.int32)
+    sram = np.full((n_units, hgt, wid), int(p.pe_code_bytes) + int(p.pe_buffer_bytes),
+                   dtype=np.int32)  # fmt: skip
+    lines: dict = {}  # region -> (busy per x position, busy per y position)
+    for e in entries:
+        r = e.region
+        if r is None:
+            continue
+        acc = lines.setdefault(r, (np.zeros(r.w, dtype=np.int64), np.zeros(r.h, dtype=np.int64)))
+        for axis, n in ((0, r.w), (1, r.h)):
+            vec = e.cost.busy.get((axis, n))
+            if vec is not None:  # lines of a whole region (expert bands are left out)
+                acc[axis][:] += vec
+    for r, (a, b) in lines.items():
+        busy[r.wafer, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += a[None, :] + b[:, None]
+    keys_of: dict = {}
+    for key, reg in wp.regions.items():
+        keys_of.setdefault(reg, []).append(key)
+    for r, keys in keys_of.items():
+        ops = [op for k in keys for op in wp.graph.ops_of(k)]
+        w_b, kv_b = wp.coster.pe_bytes(ops, r.w, r.h)
+        sram[r.wafer, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += w_b + kv_b
+    return {"link_busy_cycles": busy, "sram_bytes": sram}
+
+
+def emulate(graph, system, placement, event_steps, progress=None):
+    """Emulate ``graph.workload.tokens`` decode steps on wafers (see the module docstring).
+
+    Returns (event log, step cycles, meta with layout notes and heatmap ``arrays``)."""
+    from ..trace import EventLog
+
+    work = graph.workload
+    wp, n_micro = pass_for(graph, system, placement)
+    log, steps, t0 = EventLog(), [], 0
+    meta: dict = {}
+    last_ctx, last = None, None
+    # attention costs change only when some region's tokens per PE do (ceil(context / width))
+    widths = sorted({wp.entries[i].region.w for i, _ in wp.attention})
+    for step in range(work.tokens):
+        ctx = work.context + step
+        key = tuple(-(-(ctx + 1) // w) for w in widths)
+        if key != last_ctx or step in event_steps or step == 0:
+            entries = wp.at_context(ctx)
+            last = pipeline_step_cycles(wp.stage_cycles(entries), n_micro)
+            last_ctx = key
+        steps.append(last)
+        if step in event_steps:
+            _emit(log, step, t0, entries)
+            if "transfers" not in meta:
+                meta["transfers"] = {
+                    "step": step,
+                    "collectives": sum(e.cost.transfers for e in entries),
+                    "messages": sum(e.cost.messages for e in entries),
+                }
+        if step == 0:
+            meta["arrays"] = _arrays(wp, entries, placement.n_units, system.spec.params)
+        t0 += last
+        if progress:
+            progress(step)
+    meta.update(
+        strategy=placement.layout.get("strategy"),
+        stages=wp.n_stages,
+        micro_batches=n_micro,
+        micro_batch_size=wp.graph.workload.batch,
+    )
+    return log, steps, meta
+
+
+def roofline_rates(spec, work) -> dict:
+    """Peak rates for the lower bound: the SRAM read bandwidth and FMAC rate of every usable PE
+    of a wafer, and the system I/O for cross-wafer traffic (bandwidth only, by design)."""
+    p = spec.params
+    pes = int(p.usable_width_pes) * int(p.usable_height_pes)
+    mem = pes * float(p.sram_read_bytes_per_cycle) * p.clock_hz
+    flops = pes * float(p.fmac_fp16_per_cycle) * 2 * p.clock_hz
+
+    def compute(op) -> float:
+        return flops if op.op_class in ("matmul", "attention", "router") else 0.0
+
+    return {
+        "mem": mem,
+        "mem_resource": "pe_sram",
+        "compute": compute,
+        "compute_resource": "pe_compute",
+        "link": float(p.system_io_bytes_per_s),
+        "link_resource": "wafer_io",
+    }

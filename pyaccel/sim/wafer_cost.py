@@ -1,0 +1,414 @@
+"""Cost of each decode-graph op on one wafer region, from simulated PE tasks and mesh collectives.
+
+A region is a ``w x h`` PE rectangle; axis A runs along x (w PEs), axis B along y (h PEs). The
+hidden vector enters every layer distributed along A and replicated along B. A weight matmul is
+a MeshGEMV: each PE multiplies its 2-D weight tile by its slice of the input, then the partial
+sums are all-reduced along the input's axis, which leaves the output distributed along the other
+axis (so consecutive matmuls alternate axes, as WaferLLM does, with no transposes).
+
+Each op's time is its PEs' local task (FMAC lanes, SRAM ports, DSD issue) followed by its mesh
+collective, simulated link by link on the line with the largest tiles (all lines run the same
+collective on their own links, so that line is the slowest one exactly). The split into
+resource classes comes from re-simulating with the per-message overhead set to zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from ..numerics.formats import get_format
+from .wafer_mesh import (
+    ONE_LEVEL_COLOURS,
+    TWO_LEVEL_COLOURS,
+    line_allreduce,
+    line_flows,
+    line_multicast,
+)
+
+ACC_BYTES = 2  # partial sums kept as 16-bit in SRAM (WaferLLM's @fmach accumulates in FP16)
+
+
+def _ceil(a, b) -> int:
+    return -(-int(a) // int(b)) if b else 0
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The spec's wafer parameters as integer cycles and bytes (what-if factors may leave
+    halves: they are floored explicitly, so a halved 1-cycle latency becomes 0)."""
+
+    lanes: int
+    rd_bw: int
+    wr_bw: int
+    link_bytes: int
+    hop: int
+    overhead: int
+    pass_lat: int
+    issue: int
+    elem_bytes: int
+    exp_cycles: int
+    two_level: bool
+
+    @classmethod
+    def of(cls, params) -> "Costs":
+        """Costs from a WaferParams (colours decide the all-reduce scheme)."""
+
+        def i(name: str) -> int:
+            return int(math.floor(getattr(params, name)))
+
+        colours = i("colours")
+        if colours < ONE_LEVEL_COLOURS:
+            raise ConfigError(
+                f"colours = {colours}: the mesh collectives need at least {ONE_LEVEL_COLOURS} "
+                "routable colours per router"
+            )
+        return cls(
+            lanes=max(1, i("fmac_fp16_per_cycle")),
+            rd_bw=max(1, i("sram_read_bytes_per_cycle")),
+            wr_bw=max(1, i("sram_write_bytes_per_cycle")),
+            link_bytes=max(1, i("link_bytes_per_cycle")),
+            hop=i("hop_latency_cycles"),
+            overhead=i("message_overhead_cycles"),
+            pass_lat=i("stream_add_latency_cycles"),
+            issue=i("dsd_issue_cycles"),
+            elem_bytes=max(1, i("fabric_bytes_per_elem")),
+            exp_cycles=i("exp_cycles_per_elem"),
+            two_level=colours >= TWO_LEVEL_COLOURS,
+        )
+
+    def wavelets(self, elems: int) -> int:
+        """Wavelets (link cycles) to carry ``elems`` 16-bit elements over one link."""
+        return max(1, _ceil(elems * self.elem_bytes, self.link_bytes))
+
+
+@dataclass
+class Local:
+    """One PE task: cycles by resource (FMAC lanes, SRAM ports, DSD issue)."""
+
+    compute: int = 0
+    sram: int = 0
+    issue: int = 0
+
+    @property
+    def body(self) -> int:
+        """Cycles of the task's vector work (lanes and ports overlap)."""
+        return max(self.compute, self.sram)
+
+    @property
+    def cycles(self) -> int:
+        """Whole task: DSD issue plus vector work."""
+        return self.body + self.issue
+
+    @property
+    def resource(self) -> str:
+        """The resource class that bounds the vector work."""
+        return "pe_sram" if self.sram > self.compute else "pe_compute"
+
+    def __add__(self, other: "Local") -> "Local":
+        return Local(self.compute + other.compute, self.sram + other.sram,
+                     self.issue + other.issue)  # fmt: skip
+
+
+def local(c: Costs, fmacs=0, lane_ops=0, rd=0, wr=0, issues=0) -> Local:
+    """A PE task doing ``fmacs`` fused multiply-adds and ``lane_ops`` other lane operations,
+    reading ``rd`` and writing ``wr`` SRAM bytes, issuing ``issues`` DSD instructions."""
+    return Local(
+        _ceil(fmacs, c.lanes) + _ceil(lane_ops, c.lanes),
+        max(_ceil(rd, c.rd_bw), _ceil(wr, c.wr_bw)),
+        issues * c.issue,
+    )
+
+
+@dataclass
+class OpCost:
+    """An op on one region: cycles per resource class in the order they happen, the collectives
+    it simulated, and per-line link use for the heatmap (``busy[axis]`` per position)."""
+
+    parts: list = field(default_factory=list)  # [(resource, cycles)]
+    transfers: int = 0
+    messages: int = 0
+    busy: dict = field(default_factory=dict)  # (axis, length) -> busy cycles per position
+
+    @property
+    def cycles(self) -> int:
+        """Total cycles of the op."""
+        return sum(n for _, n in self.parts)
+
+    def add_local(self, task: Local) -> None:
+        """Append a PE task (vector work, then its DSD issue as fixed latency)."""
+        if task.body:
+            self.parts.append((task.resource, task.body))
+        if task.issue:
+            self.parts.append(("fixed_latency", task.issue))
+
+    def add_comm(self, total: int, no_overhead: int, setup: int, busy=None, axis=None,
+                 messages=0) -> None:  # fmt: skip
+        """Append a simulated collective whose run took ``total`` cycles (``no_overhead`` with
+        zero start overheads) after PE work of ``setup`` cycles already counted."""
+        link = max(0, no_overhead - setup)
+        fixed = max(0, total - max(no_overhead, setup))
+        if fixed:
+            self.parts.append(("fixed_latency", fixed))
+        self.parts.append(("mesh_link", link))
+        self.transfers += 1
+        self.messages += messages
+        if busy is not None:  # keyed by (axis, line length): expert bands are shorter lines
+            key = (axis, len(busy))
+            prev = self.busy.get(key)
+            self.busy[key] = busy if prev is None else prev + busy
+
+
+def allreduce(cost: OpCost, c: Costs, n: int, seg: int, elems: int, task: Local, axis: int,
+              broadcast: bool = True) -> None:  # fmt: skip
+    """Local task then an all-reduce (or reduce) of ``elems`` per PE along a line of ``n``: every
+    PE starts its send after its task plus the message start overhead. With colours for both,
+    the faster of the two-level and the one-level chain scheme is used (as a compiler picks)."""
+    cost.add_local(task)
+    nwav, work, seg = c.wavelets(elems), task.cycles, max(1, seg)
+    best = None
+    for two_level in (True, False) if c.two_level else (False,):
+        tail = (c.hop, c.pass_lat, two_level, broadcast)
+        total, busy, msgs = line_allreduce(n, seg, nwav, work + c.overhead, c.overhead, *tail)
+        if best is None or total < best[0]:
+            bare = line_allreduce(n, seg, nwav, work, 0, *tail)[0]
+            best = (total, bare, busy, msgs)
+    total, bare, busy, msgs = best
+    cost.add_comm(total, bare, work, busy, axis, msgs)
+
+
+def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int, axis: int,
+              lead: int = 0) -> None:  # fmt: skip
+    """A multicast of ``elems`` per PE from ``root`` over a line of ``n`` (after ``lead`` hops
+    from a neighbouring region or the wafer edge)."""
+    nwav = c.wavelets(elems)
+    total, busy, msgs = line_multicast(n, root, nwav, setup + c.overhead, c.overhead, c.hop, lead)
+    bare = line_multicast(n, root, nwav, setup, 0, c.hop, lead)[0]
+    cost.add_comm(total, bare, setup, busy, axis, msgs)
+
+
+class RegionCoster:
+    """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis)."""
+
+    def __init__(self, spec, graph):
+        self.c = Costs.of(spec.params)
+        self.model = graph.model
+        self.work = graph.workload
+        self.kv_bytes = get_format(self.work.kv).tensor_bytes(1, 4096, "kv") / 4096
+        self._memo: dict = {}
+
+    # -- per-PE resident bytes (the placer's budget) -------------------------------------
+    def pe_bytes(self, ops, w: int, h: int) -> tuple[int, int]:
+        """(weight bytes, KV bytes) the fullest PE of a ``w x h`` region keeps for ``ops``."""
+        weights = kv = 0
+        axis = 0
+        lens = (w, h)
+        for op in ops:
+            la = lens[axis]
+            if op.op_class in ("matmul", "router"):
+                red, out = lens[axis], lens[1 - axis]
+                if op.kind.startswith("experts_"):
+                    sw, sh, _ = self.expert_regions(w, h)
+                    red, out = (sw, sh)[axis], (sw, sh)[1 - axis]
+                    tile = _ceil(op.n, out) * _ceil(op.k, red)
+                    one = op.resident_weight_bytes / max(1, self.model.n_experts)
+                    weights += math.ceil(one * tile / max(1, op.n * op.k))
+                    axis = 1 - axis
+                    continue
+                tile = _ceil(op.n, out) * _ceil(op.k, red)
+                weights += _ceil(op.resident_weight_bytes * tile, max(1, op.n * op.k))
+                if op.kind != "router":
+                    axis = 1 - axis
+            elif op.op_class == "embedding":
+                weights += _ceil(op.k, h) * _ceil(op.n, w) * 2
+            elif op.kind == "attention":
+                kv += self.kv_pe_bytes(op, w, h)
+                weights += _ceil(op.resident_weight_bytes, w * h)
+            elif op.resident_weight_bytes:
+                weights += _ceil(op.resident_weight_bytes, la)
+        return weights, kv
+
+    def kv_pe_bytes(self, op, w: int, h: int) -> int:
+        """KV-cache bytes of one attention op on the fullest PE: tokens along A, features along
+        B, for every sequence of the batch."""
+        elems = self.model.kv_elems_per_token_layer
+        b = self.work.batch
+        length = round(op.resident_kv_bytes / max(1e-9, b * elems * self.kv_bytes))
+        return math.ceil(_ceil(length, w) * _ceil(elems, h) * b * self.kv_bytes)
+
+    # -- op costs -------------------------------------------------------------------------
+    def op_cost(self, op, w: int, h: int, axis: int) -> tuple[OpCost, int]:
+        """(cost, axis after the op) of ``op`` on a ``w x h`` region whose input lies along
+        ``axis`` (0 = A/x, 1 = B/y)."""
+        if op.kind == "attention":  # depends on the context only through tokens per PE
+            key = ("attention", op.m, op.n, _ceil(op.k, w), w, h, axis)
+        else:
+            key = (op.kind, op.op_class, op.split, op.m, op.n, op.k, op.flops, op.weight_bytes,
+                   op.act_bytes, w, h, axis)  # fmt: skip
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._cost(op, w, h, axis)
+        return hit
+
+    def _cost(self, op, w, h, axis):
+        lens = (w, h)
+        if op.op_class in ("matmul", "router"):
+            return self._gemv(op, lens, axis), axis if op.kind == "router" else 1 - axis
+        if op.kind == "attention":
+            return self._attention(op, lens), axis
+        if op.op_class == "norm":
+            return self._norm(op, lens, axis), axis
+        if op.op_class == "embedding":
+            return self._embed(op, lens), 0
+        if op.op_class == "sampling":
+            return self._sampling(op, lens, axis), axis
+        return self._elementwise(op, lens, axis), axis
+
+    def _gemv(self, op, lens, axis) -> OpCost:
+        c, m = self.c, op.m
+        red, out = lens[axis], lens[1 - axis]
+        if op.kind.startswith("experts_"):
+            return self._experts_gemv(op, lens, axis)
+        k_pe, n_pe = _ceil(op.k, red), _ceil(op.n, out)
+        fmacs = m * k_pe * n_pe
+        wbytes = _ceil(op.weight_bytes * k_pe * n_pe, max(1, op.n * op.k)) * m
+        task = local(c, fmacs=fmacs, rd=wbytes + ACC_BYTES * fmacs, wr=ACC_BYTES * fmacs,
+                     issues=m * k_pe)  # fmt: skip
+        cost = OpCost()
+        allreduce(cost, c, red, red, m * n_pe, task, axis)
+        return cost
+
+    def expert_regions(self, w: int, h: int) -> tuple[int, int, int]:
+        """(sub-region width, height, columns of sub-regions): each routed expert owns a band of
+        the layer's region, ``min(h, E)`` bands along B, and more columns when E > h."""
+        e = max(1, self.model.n_experts)
+        rows = min(h, e)
+        cols = -(-e // rows)
+        return max(1, w // cols), max(1, h // rows), cols
+
+    def _experts_gemv(self, op, lens, axis) -> OpCost:
+        """A routed-expert matmul: the step's active experts (the graph's expected distinct
+        count) run at once, each on its own sub-region with the tokens routed to it; the
+        gate/up projection first multicasts the input to sub-regions narrower than the region,
+        the down projection is followed by the top-k combine (an all-reduce along B of the
+        region, where the experts' bands lie)."""
+        c, cfg = self.c, self.model
+        sw, sh, cols = self.expert_regions(*lens)
+        red, out = (sw, sh)[axis], (sw, sh)[1 - axis]
+        one = op.resident_weight_bytes / max(1, cfg.n_experts)
+        active = max(1.0, op.weight_bytes / max(1e-9, one))
+        m_e = max(1, math.ceil(op.m / active))  # tokens per active expert
+        k_pe, n_pe = _ceil(op.k, red), _ceil(op.n, out)
+        fmacs = m_e * k_pe * n_pe
+        wbytes = math.ceil(one * k_pe * n_pe / max(1, op.n * op.k)) * m_e
+        task = local(c, fmacs=fmacs, rd=wbytes + ACC_BYTES * fmacs, wr=ACC_BYTES * fmacs,
+                     issues=m_e * k_pe)  # fmt: skip
+        cost = OpCost()
+        batch = max(1, op.m // max(1, cfg.top_k))
+        if op.kind.endswith("gate_up_proj") and cols > 1:
+            multicast(cost, c, lens[0], 0, batch * _ceil(cfg.hidden, sw), 0, 0)
+        allreduce(cost, c, red, red, m_e * n_pe, task, axis)
+        if op.kind.endswith("down_proj"):
+            scale = local(c, lane_ops=batch * _ceil(cfg.hidden, sw), rd=2 * batch * sw)
+            allreduce(cost, c, lens[1], lens[1], batch * _ceil(cfg.hidden, sw), scale, 1)
+        return cost
+
+    def _norm(self, op, lens, axis) -> OpCost:
+        c, m, n = self.c, op.m, lens[axis]
+        w_pe = _ceil(op.n, n)
+        pre = local(c, fmacs=m * w_pe, rd=2 * m * w_pe, issues=m)
+        cost = OpCost()
+        segs = 1
+        if op.split == "heads":  # per-head norms (qk_norm): one segment per head
+            segs = self.model.n_heads + self.model.n_kv_heads
+        allreduce(cost, c, n, max(1, n // segs), m, pre, axis)
+        cost.add_local(local(c, lane_ops=2 * m * w_pe, rd=4 * m * w_pe, wr=2 * m * w_pe,
+                             issues=2 * m))  # fmt: skip
+        return cost
+
+    def _elementwise(self, op, lens, axis) -> OpCost:
+        c, m, n = self.c, op.m, lens[axis]
+        if op.kind.startswith("experts_"):  # on each active expert's band, its tokens only
+            sw, sh, _ = self.expert_regions(*lens)
+            n = (sw, sh)[axis]
+            active = min(self.model.n_experts, max(1, op.m))
+            m = max(1, math.ceil(op.m / active))
+        w_pe = _ceil(op.n, n)
+        reads = max(1, op.act_bytes // max(1, 2 * op.m * op.n) - 1)
+        flops_per = op.flops // max(1, op.m * op.n)  # per element (op.m tokens in the graph)
+        cost = OpCost()
+        cost.add_local(local(c, lane_ops=m * w_pe * flops_per, rd=2 * reads * m * w_pe,
+                             wr=2 * m * w_pe, issues=reads))  # fmt: skip
+        cost.parts.append(("fixed_latency", c.overhead))  # the task's activation
+        return cost
+
+    def _embed(self, op, lens) -> OpCost:
+        """Row lookup: the token's row is spread along A on one line of B (taken at the middle
+        of B, the mean distance: wafer.embed_row_middle); it is multicast along B."""
+        c, m = self.c, op.m
+        w, h = lens
+        chunk = m * _ceil(op.n, w)
+        cost = OpCost()
+        task = local(c, rd=2 * chunk, wr=2 * chunk, issues=m)
+        cost.add_local(task)
+        multicast(cost, c, h, h // 2, chunk, 0, 1)
+        return cost
+
+    def _sampling(self, op, lens, axis) -> OpCost:
+        """Arg-max: each PE scans its logits, then (value, index) pairs are reduced to one PE
+        along the logits' axis (no broadcast back)."""
+        c, m, n = self.c, op.m, lens[axis]
+        v_pe = _ceil(op.k, n)
+        task = local(c, lane_ops=m * v_pe, rd=2 * m * v_pe, issues=m)
+        cost = OpCost()
+        allreduce(cost, c, n, n, 2 * m, task, axis, broadcast=False)
+        return cost
+
+    def _attention(self, op, lens) -> OpCost:
+        """Attention over the KV cache of one layer on a ``w x h`` region: tokens along A
+        (``ceil(context / w)`` per PE), K/V features along B, each KV head on its own segment of
+        B with its group's query heads (q/k/v rows of the QKV output are ordered by KV group).
+
+        Phases: (0) GQA: each PE gets the query slices of the other heads of its group (a shift
+        inside the segment); (1) partial scores, all-reduced along B per segment; (2) max and
+        (3) exp-sum all-reduced along A; (4) P.V partials all-reduced along A."""
+        c, m, cfg = self.c, op.m, self.model
+        w, h = lens
+        mla = cfg.attention == "mla"
+        kvh = 1 if mla else cfg.n_kv_heads
+        group = cfg.n_heads // kvh
+        k_width = cfg.kv_elems_per_token_layer if mla else cfg.kv_elems_per_token_layer // 2
+        tok_pe = _ceil(op.k, w)
+        d_pe = _ceil(k_width, h)
+        seg = max(1, h // kvh)
+        cost = OpCost()
+        if group > 1 and not mla and seg > 1:
+            q_elems = m * _ceil(op.n, h)
+            step = max(1, seg // group)
+            flows = tuple(
+                (lo + j, lo + (j + s * step) % (min(h, lo + seg) - lo))
+                for lo in range(0, h, seg)
+                for j in range(min(h, lo + seg) - lo)
+                for s in range(1, group)
+                if (j + s * step) % (min(h, lo + seg) - lo) != j
+            )
+            if flows:
+                nwav = c.wavelets(q_elems)
+                total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop)
+                bare = line_flows(h, flows, nwav, 0, c.hop)[0]
+                cost.add_comm(total, bare, 0, busy, 1, msgs)
+        kvb = self.kv_bytes
+        fm = m * group * tok_pe * d_pe
+        score = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
+                      issues=m * group * d_pe)  # fmt: skip
+        allreduce(cost, c, h, seg, m * group * tok_pe, score, 1)
+        soft_max = local(c, lane_ops=m * group * tok_pe, rd=2 * m * group * tok_pe, issues=m)
+        allreduce(cost, c, w, w, m * group, soft_max, 0)
+        expo = local(c, lane_ops=m * group * tok_pe * (c.exp_cycles * c.lanes),
+                     rd=2 * m * group * tok_pe, wr=2 * m * group * tok_pe, issues=m)  # fmt: skip
+        allreduce(cost, c, w, w, m * group, expo, 0)
+        pv = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
+                   issues=m * group * tok_pe)  # fmt: skip
+        allreduce(cost, c, w, w, m * group * d_pe, pv, 0)
+        return cost

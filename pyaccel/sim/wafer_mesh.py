@@ -1,0 +1,261 @@
+"""Wafer mesh building blocks: task lists, lines and grids of PEs, and the collectives of a
+MeshGEMV decode (WaferLLM's two-level chain all-reduce, multicast broadcast, point-to-point
+flows), all simulated link by link by the ``mesh_run`` kernel.
+
+Units: integer cycles, wavelets (one wavelet per link per cycle per direction). A *line* is one
+row or column of a region: in a MeshGEMV every row (or column) runs the same collective on its
+own links with the same tile sizes, so simulating the line with the largest tiles is exact for
+the slowest line (XY routing keeps the flows of different lines on different links).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .. import kernels
+
+# Colours one WaferLLM two-level all-reduce needs per router (mechanisms.md C.4: 4 phase-1,
+# 4 phase-2, 2 broadcast); a single-level chain all-reduce (one group) needs 6.
+TWO_LEVEL_COLOURS = 10
+ONE_LEVEL_COLOURS = 6
+
+
+@dataclass(frozen=True)
+class MeshResult:
+    """Arrival cycles of every task's first and last wavelet and the cycles each link was
+    reserved."""
+
+    head: np.ndarray
+    tail: np.ndarray
+    link_busy: np.ndarray
+
+    @property
+    def cycles(self) -> int:
+        """When the last wavelet of the whole task list has arrived (cycles)."""
+        return int(self.tail.max()) if len(self.tail) else 0
+
+
+class Tasks:
+    """A task list for ``mesh_run`` (see :mod:`pyaccel.kernels.reference_mesh`): each task on a
+    PE (or a router forward, ``pe=-1``), with its setup cycles, streaming flag, message length in
+    wavelets, dependencies (earlier task ids) and path (link ids)."""
+
+    def __init__(self) -> None:
+        self.pe: list[int] = []
+        self.setup: list[int] = []
+        self.stream: list[int] = []
+        self.nwav: list[int] = []
+        self.deps: list[list[int]] = []
+        self.paths: list[list[int]] = []
+
+    def __len__(self) -> int:
+        return len(self.pe)
+
+    def add(self, pe, setup=0, stream=False, nwav=0, deps=(), path=()) -> int:
+        """Append one task; returns its id."""
+        if path and nwav < 1:
+            raise ValueError("a message needs at least one wavelet")
+        self.pe.append(int(pe))
+        self.setup.append(int(setup))
+        self.stream.append(1 if stream else 0)
+        self.nwav.append(int(nwav))
+        self.deps.append([int(d) for d in deps])
+        self.paths.append([int(link) for link in path])
+        return len(self.pe) - 1
+
+    @property
+    def n_messages(self) -> int:
+        """Tasks that move data over at least one link (message hops, router forwards)."""
+        return sum(1 for p in self.paths if p)
+
+    def run(self, link_lat: np.ndarray, n_pes: int, pass_lat: int, backend=None) -> MeshResult:
+        """Simulate the list with the fastest (or the named) kernel backend."""
+        dep_ptr = np.cumsum([0] + [len(d) for d in self.deps], dtype=np.int64)
+        path_ptr = np.cumsum([0] + [len(p) for p in self.paths], dtype=np.int64)
+        dep_idx = np.fromiter((d for ds in self.deps for d in ds), dtype=np.int64)
+        path_link = np.fromiter((x for p in self.paths for x in p), dtype=np.int64)
+        fn = kernels.get("mesh_run", backend)
+        head, tail, busy = fn(
+            np.array(self.pe, dtype=np.int64),
+            np.array(self.setup, dtype=np.int64),
+            np.array(self.stream, dtype=np.int64),
+            np.array(self.nwav, dtype=np.int64),
+            dep_ptr,
+            dep_idx,
+            path_ptr,
+            path_link,
+            np.ascontiguousarray(link_lat, dtype=np.int64),
+            int(n_pes),
+            int(pass_lat),
+        )
+        return MeshResult(head, tail, busy)
+
+
+class Line:
+    """``n`` PEs in a row: link ``2i`` goes i -> i+1, ``2i+1`` goes i+1 -> i (hop latency each),
+    link ``2n + i`` is the ramp from the router into PE i (no latency, one wavelet per cycle)."""
+
+    def __init__(self, n: int, hop: int):
+        self.n = n
+        self.link_lat = np.array([hop] * (2 * n) + [0] * n, dtype=np.int64)
+
+    def route(self, a: int, b: int) -> list[int]:
+        """Mesh links from PE a to PE b (no ramp)."""
+        if b >= a:
+            return [2 * i for i in range(a, b)]
+        return [2 * i + 1 for i in range(a - 1, b - 1, -1)]
+
+    def path(self, a: int, b: int) -> list[int]:
+        """Links from PE a into PE b, ramp included."""
+        return self.route(a, b) + [2 * self.n + b]
+
+
+class Grid:
+    """A ``w x h`` mesh with XY routing: each PE has links east, west, north, south (to its
+    neighbour, hop latency) and a ramp in (no latency); PE id = y * w + x."""
+
+    E, W, N, S, RAMP = range(5)
+
+    def __init__(self, w: int, h: int, hop: int):
+        self.w, self.h = w, h
+        lat = np.full(5 * w * h, hop, dtype=np.int64)
+        lat[self.RAMP :: 5] = 0
+        self.link_lat = lat
+
+    def link(self, x: int, y: int, d: int) -> int:
+        """The link leaving PE (x, y) in direction ``d`` (or its ramp)."""
+        return (y * self.w + x) * 5 + d
+
+    def pe(self, x: int, y: int) -> int:
+        """PE id of (x, y)."""
+        return y * self.w + x
+
+    def route(self, src: tuple[int, int], dst: tuple[int, int]) -> list[int]:
+        """XY route: along x first, then y (no ramp)."""
+        (x, y), (x1, y1) = src, dst
+        out = []
+        while x != x1:
+            out.append(self.link(x, y, self.E if x1 > x else self.W))
+            x += 1 if x1 > x else -1
+        while y != y1:
+            out.append(self.link(x, y, self.S if y1 > y else self.N))
+            y += 1 if y1 > y else -1
+        return out
+
+    def path(self, src, dst) -> list[int]:
+        """XY route from ``src`` into the PE at ``dst`` (ramp included)."""
+        return self.route(src, dst) + [self.link(dst[0], dst[1], self.RAMP)]
+
+
+def tree_groups(n: int) -> int:
+    """Groups of WaferLLM's two-level all-reduce over a line of ``n`` PEs: about sqrt(n) (its
+    shipped configs use 15 for P=240 ... 24 for P=720; named assumption wafer.tree_groups)."""
+    return max(1, min(n, round(math.sqrt(n))))
+
+
+def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, overhead: int,
+              groups: int, broadcast: bool = True) -> None:  # fmt: skip
+    """WaferLLM's ``two_tree_allreduce`` over PEs ``lo..hi-1`` of ``line``: ``groups`` groups,
+    two streaming chains into each group's middle PE, two chains of group roots into the middle
+    root, then (``broadcast``) a multicast of the sum back over the segment. Every PE first runs
+    ``setup`` cycles (its local compute and the task start)."""
+    size = hi - lo
+    if size == 1:
+        tk.add(lo, setup)
+        return
+    g = max(1, min(groups, size))
+    bounds = [lo + (size * k) // g for k in range(g + 1)]
+    roots, into = [], []
+    for g0, g1 in zip(bounds, bounds[1:]):
+        r = g0 + (g1 - g0) // 2
+        deps = []
+        for chain in (range(g0, r), range(g1 - 1, r, -1)):
+            prev = None
+            for j in chain:
+                step = 1 if j < r else -1
+                prev = tk.add(j, setup, True, nwav, [] if prev is None else [prev],
+                              line.path(j, j + step))  # fmt: skip
+            if prev is not None:
+                deps.append(prev)
+        roots.append(r)
+        into.append(deps)
+    c = len(roots) // 2
+    final_deps = list(into[c])
+    for order in (range(0, c), range(len(roots) - 1, c, -1)):
+        prev = None
+        for k in order:
+            nxt = k + 1 if k < c else k - 1
+            deps = into[k] + ([] if prev is None else [prev])
+            prev = tk.add(roots[k], setup, True, nwav, deps, line.path(roots[k], roots[nxt]))
+        if prev is not None:
+            final_deps.append(prev)
+    final = tk.add(roots[c], setup, True, 0, final_deps)
+    if broadcast:
+        multicast(tk, line, roots[c], lo, hi, nwav, overhead, [final])
+
+
+def multicast(tk: Tasks, line: Line, root: int, lo: int, hi: int, nwav: int, setup: int,
+              deps=()) -> None:  # fmt: skip
+    """``root`` sends ``nwav`` wavelets once; routers copy them to their PE and onward in both
+    directions until ``lo`` and ``hi - 1`` (a multicast route: tx = {RAMP, onward})."""
+    send = tk.add(root, setup, True, 0, deps)
+    for stop, step in ((lo, -1), (hi - 1, 1)):
+        prev, j = send, root
+        while j != stop:
+            prev = tk.add(-1, 0, False, nwav, [prev], line.route(j, j + step))
+            j += step
+
+
+@lru_cache(maxsize=4096)
+def line_allreduce(n: int, seg: int, nwav: int, setup: int, overhead: int, hop: int,
+                   pass_lat: int, two_level: bool, broadcast: bool = True):  # fmt: skip
+    """Cycles and per-link busy cycles of an all-reduce (or reduce) over a line of ``n`` PEs cut
+    into independent segments of ``seg`` PEs (heads of an attention op, or one segment)."""
+    line, tk = Line(n, hop), Tasks()
+    for lo in range(0, n, seg):
+        hi = min(n, lo + seg)
+        g = tree_groups(hi - lo) if two_level else 1
+        allreduce(tk, line, lo, hi, nwav, setup, overhead, g, broadcast)
+    res = tk.run(line.link_lat, n, pass_lat)
+    return res.cycles, _line_busy(res.link_busy, n), tk.n_messages
+
+
+@lru_cache(maxsize=4096)
+def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop: int,
+                   lead: int = 0):  # fmt: skip
+    """Cycles of a multicast from PE ``root`` over a line of ``n`` PEs. With ``lead`` > 0 the
+    data first comes from a sender ``lead`` hops before PE 0 of the line (a hand-off from a
+    neighbouring region or the wafer edge) into the root, which then multicasts it."""
+    line, tk = Line(n + lead, hop), Tasks()
+    deps, first = [], setup
+    if lead:
+        deps = [tk.add(0, setup, False, nwav, [], line.path(0, lead + root))]
+        first = overhead
+    multicast(tk, line, lead + root, lead, lead + n, nwav, first, deps)
+    res = tk.run(line.link_lat, n + lead, 0)
+    return res.cycles, _line_busy(res.link_busy, n + lead)[lead:], tk.n_messages
+
+
+@lru_cache(maxsize=4096)
+def line_flows(n: int, flows: tuple[tuple[int, int], ...], nwav: int, setup: int, hop: int):
+    """Cycles of point-to-point messages ``(src, dst)`` of ``nwav`` wavelets on a line of ``n``
+    PEs, all sent after ``setup`` cycles, sharing links first come first served."""
+    line, tk = Line(n, hop), Tasks()
+    for src, dst in flows:
+        tk.add(src, setup, False, nwav, [], line.path(src, dst))
+    res = tk.run(line.link_lat, n, 0)
+    return res.cycles, _line_busy(res.link_busy, n), tk.n_messages
+
+
+def _line_busy(busy: np.ndarray, n: int) -> np.ndarray:
+    """Busy cycles per PE position of a line: both directions of the link leaving it, plus its
+    ramp."""
+    out = np.zeros(n, dtype=np.int64)
+    out += busy[0 : 2 * n : 2][:n]
+    out += busy[1 : 2 * n : 2][:n]
+    out += busy[2 * n : 3 * n]
+    return out
