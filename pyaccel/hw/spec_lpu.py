@@ -28,3 +28,8 @@ class LpuParams:
     chips_per_node: int = _i("chips fully connected in one node")
     global_links: int = _i("links per chip leaving its node")
     chips_per_rack: int = _i("active chips per rack")
+    local_links_per_peer: int = _i("C2C links joining each pair of chips in a node")
+    mxm_operand_bytes: int = _i("bytes per weight element as installed in the MXM (1 int8, 2 fp16)")
+    mxm_latency_cycles: int = _i("cycles from an MXM's last input vector to its result leaving")
+    vxm_latency_cycles: int = _i("cycles of one pass through a VXM ALU chain")
+    sxm_latency_cycles: int = _i("cycles of one SXM shift/transpose pass")

@@ -1,0 +1,43 @@
+"""LPU engine speed (pytest-benchmark): one decode step of Llama-2-70B over 576 chips, warm
+(goal <= 2 s), the kernels on a realistic program, and the published-speed check beside it."""
+
+import pyaccel as pa
+from pyaccel.model.graph import build_graph
+from pyaccel.sim.lpu import LpuSim
+
+PUBLISHED_TOK_S = 300  # bench/published.csv: Groq, llama-2-70b, 576 chips, 4k context (a check)
+
+
+def _case(tokens=1):
+    model = pa.load_model("llama-2-70b")
+    system = pa.load_system("groq-tsp", units=576)
+    work = pa.Workload(context=4096, tokens=tokens, weights="int8")
+    return model, system, work, pa.place(model, system, work)
+
+
+def test_one_step_576_chips(benchmark):
+    model, system, work, plc = _case()
+    pa.emulate(model, system, plc, work)  # warm: numba cache, imports
+    tr = benchmark(pa.emulate, model, system, plc, work)
+    ratio = tr.tokens_per_s_per_user / PUBLISHED_TOK_S
+    benchmark.extra_info.update(
+        tokens_per_s_per_user=tr.tokens_per_s_per_user, published=PUBLISHED_TOK_S, ratio=ratio
+    )
+
+
+def test_128_token_trace_576_chips(benchmark):
+    model, system, work, plc = _case(tokens=128)
+    pa.emulate(model, system, plc, work)
+    benchmark.pedantic(pa.emulate, args=(model, system, plc, work), rounds=2, iterations=1)
+
+
+def test_list_schedule_one_stage(benchmark):
+    model, system, work, plc = _case()
+    graph = build_graph(model, work, native_format="int8")
+    sim = LpuSim(graph, system, plc)
+    plans, _ = sim.stage_plans(graph, 5)
+    from pyaccel.sim.lpu import _compile
+
+    prog = _compile(sim.chip, sim.net, 8, plans)
+    prog.schedule()
+    benchmark(prog.schedule)

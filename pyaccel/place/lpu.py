@@ -1,0 +1,172 @@
+"""LPU placer: each pipeline stage is a tensor-parallel group of ``tp`` chips inside one node
+(``tp`` divides the node's chips); stages are contiguous layer blocks balanced by resident bytes
+and laid node after node across racks. Inside a chip, a layer's shard occupies a contiguous
+range of MEM slices (recorded in the slot's region).
+
+Capacity is one level, ``sram`` (220 MiB per chip), holding weights, KV cache and activation
+buffers; there is no runtime reservation (no caches, no OS: the compiler owns every byte).
+"""
+
+from __future__ import annotations
+
+from ..errors import CapacityError, PlacementError
+from ..model.graph import ACT_BYTES
+from ..units import fmt_bytes
+from .common import contiguous_partition, split_even
+from .placement import LayerSlot, Placement
+
+
+def tp_candidates(spec) -> list[int]:
+    """Tensor-parallel widths: divisors of the chips in a node, widest first."""
+    node = int(spec.params.chips_per_node)
+    return [t for t in range(node, 0, -1) if node % t == 0]
+
+
+def _buffer_bytes(graph, layer) -> int:
+    """Activation buffers a layer keeps on each chip: the widest activation of its ops, in and
+    out, double-buffered (lpu.activation_buffers)."""
+    widest = max((max(op.n, op.k) for op in graph.ops_of(layer) if op.kind != "sampling"),
+                 default=0)  # fmt: skip
+    if layer == "head":
+        widest = max(widest, graph.model.vocab)
+    return 4 * ACT_BYTES * graph.workload.batch * widest
+
+
+def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> LayerSlot:
+    tp = len(chips)
+    w, kv = [0] * tp, [0] * tp
+    for op in graph.ops_of(layer):
+        # norms (replicated) are copied to every chip; everything else is sharded, the embedding
+        # table by vocabulary rows
+        repl = op.split == "replicate" and op.kind != "embed"
+        parts = (
+            [op.resident_weight_bytes] * tp if repl else split_even(op.resident_weight_bytes, tp)
+        )
+        for i, b in enumerate(parts):
+            w[i] += b
+        for i, b in enumerate(split_even(op.resident_kv_bytes, tp)):
+            kv[i] += b
+    buf = _buffer_bytes(graph, layer)
+    need_w, need_kv = graph.resident_bytes(layer)
+    slice_bytes = int(spec.params.sram_bytes) // int(spec.params.mem_slices)
+    first = used[0] // slice_bytes
+    used[0] += max(w) + max(kv) + buf
+    last = max(first, (used[0] - 1) // slice_bytes)
+    region = {
+        "stage": stage,
+        "node": chips[0] // int(spec.params.chips_per_node),
+        "tp": tp,
+        "chips": [chips[0], chips[-1]],
+        "mem_slices": [first, last],
+    }
+    return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
+
+
+def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
+    """Layers over ``units // tp`` stages of ``tp`` chips (at most one stage per layer key; any
+    chips left over stay idle)."""
+    keys = graph.layer_keys
+    n_stages = max(1, min(units // tp, len(keys)))
+    sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, k) for k in keys]
+    stage_of = contiguous_partition(sizes, n_stages)
+    slots, used = [], {}
+    for k, s in zip(keys, stage_of):
+        chips = list(range(s * tp, s * tp + tp))
+        slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0])))
+    return Placement(
+        system=spec.name,
+        kind="lpu",
+        model=graph.model.name,
+        n_units=units,
+        capacity_bytes={"sram": int(spec.params.sram_bytes)},
+        level_of=dict.fromkeys(("weights", "kv", "buffers"), "sram"),
+        reserved_bytes={"sram": 0},
+        layers=tuple(slots),
+        layout={"tp": tp, "pp": max(stage_of) + 1, "idle_chips": units - (max(stage_of) + 1) * tp},
+        workload=_workload_dict(graph),
+        reason=reason,
+    )
+
+
+def _workload_dict(graph) -> dict:
+    w = graph.workload
+    return dict(batch=w.batch, context=w.context, tokens=w.tokens, weights=w.weights,
+                expert_weights=w.expert_weights, kv=w.kv)  # fmt: skip
+
+
+def best_for(graph, spec, units: int) -> Placement | None:
+    """The widest tensor-parallel layout on ``units`` chips that fits, or None."""
+    for tp in tp_candidates(spec):
+        if tp > units:
+            continue
+        plc = build(graph, spec, tp, units)
+        if not plc.shortfalls():
+            return plc
+    return None
+
+
+def _need(graph) -> int:
+    return graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+
+
+def place_auto(graph, system) -> Placement:
+    """The fewest chips that hold weights, KV cache and buffers."""
+    spec = system.spec
+    cap = int(spec.params.sram_bytes)
+    floor = max(1, -(-_need(graph) // cap))
+    # only whole stages of tp chips matter, and no layout has more stages than layer keys
+    widest = tp_candidates(spec)[0]
+    most = widest * len(graph.layer_keys)
+    sizes = sorted({t * g for t in tp_candidates(spec) for g in range(1, len(graph.layer_keys) + 1)
+                    if t * g >= floor})  # fmt: skip
+    for units in sizes:
+        plc = best_for(graph, spec, units)
+        if plc is None:
+            continue
+        t, pp = plc.layout["tp"], plc.layout["pp"]
+        why = (
+            f"{graph.model.name} needs {fmt_bytes(_need(graph))} resident (weights "
+            f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
+            f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} chip holds "
+            f"{fmt_bytes(cap)} of SRAM, so at least {floor}. Each pipeline stage is a "
+            f"tensor-parallel group of {t} chip(s) inside one node and holds whole layers "
+            f"(plus activation buffers and norms copied to every chip): {pp} stage(s) x {t} = "
+            f"{pp * t} chips is the fewest that fits"
+            + (f" ({units - pp * t} idle)" if units > pp * t else "")
+        )
+        return Placement(**{**plc.__dict__, "reason": why})
+    failed = build(graph, spec, widest, most)
+    unit, _, used, have = max(failed.shortfalls(), key=lambda x: x[2] - x[3])
+    kv = graph.total_resident_kv_bytes
+    raise CapacityError(
+        f"{graph.model.name} does not fit on any {spec.name} layout: with one layer per stage "
+        f"of {widest} chips ({most} chips) chip {unit} still needs {fmt_bytes(used)} of "
+        f"{fmt_bytes(have)} (short {fmt_bytes(used - have)}); the KV cache of batch "
+        f"{graph.workload.batch} x {graph.workload.max_len} tokens is {fmt_bytes(kv)}: "
+        f"reduce the batch or context"
+    )
+
+
+def place_units(graph, system, units: int) -> Placement:
+    """The widest layout on exactly ``units`` chips; raises with the chip, the bytes short and
+    the ``--units`` that would fit."""
+    spec = system.spec
+    plc = best_for(graph, spec, units)
+    if plc is not None:
+        t, pp = plc.layout["tp"], plc.layout["pp"]
+        idle = plc.layout["idle_chips"]
+        note = f"; {idle} chip(s) idle" if idle else ""
+        return Placement(
+            **{**plc.__dict__, "reason": f"--units {units}: TP {t} x {pp} stage(s){note}"}
+        )
+    t = next(t for t in tp_candidates(spec) if t <= units)
+    failed = build(graph, spec, t, units)
+    fit = place_auto(graph, system).n_units
+    try:
+        failed.check()
+    except PlacementError as exc:
+        raise PlacementError(
+            f"{graph.model.name} does not fit on {units} {spec.name} chips (TP {t} x "
+            f"{failed.layout['pp']} stages): {exc}; --units {fit} would fit"
+        ) from None
+    raise AssertionError("unreachable: a layout with shortfalls passed check()")

@@ -1,0 +1,368 @@
+"""LPU engine (Groq TSP): per-chip compiler-fixed schedules over MEM/MXM/VXM/SXM slices and
+explicit C2C transfer schedules, for layers tensor-parallel inside a node and pipelined across
+nodes.
+
+Each pipeline stage's chips run the same program (the stage's ops on a 1/tp shard). The program
+is compiled from the graph's ops into instructions (:mod:`pyaccel.sim.lpu_program`) and list-
+scheduled with resource reservation; its length is the stage's time. Collectives and the hop to
+the next stage are transfer schedules on the C2C links (:mod:`pyaccel.sim.lpu_net`). Programs are
+cached by what they depend on (the shard shapes, and for attention the numbers of KV blocks and
+score vectors), so a step re-schedules only when the context crosses a block boundary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.graph import ACT_BYTES
+from .lpu_net import Network
+from .lpu_program import ChipModel, Program
+from .pipeline import micro_batches, pipeline_step_cycles
+
+RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "fixed_latency")
+# What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
+# fields become floats here; the engine floors counts and rounds latencies up.
+WHAT_IF = {
+    "lpu_mem": (("weight_install_streams", "streams_per_direction"), 2.0),
+    "lpu_mxm": (("mxm_planes",), 2.0),
+    "lpu_vxm": (("vxm_alus_per_lane",), 2.0),
+    "lpu_sxm": (("sxm_latency_cycles",), 0.5),
+    "c2c_link": (("c2c_bytes_per_s",), 2.0),
+    "fixed_latency": (
+        ("c2c_latency_s", "mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles"),
+        0.5,
+    ),
+}
+ASSUMPTIONS = (
+    "lpu.static_order: every functional slice and C2C link executes its instructions in the "
+    "compiler's list order (in-order queues, no back-filling), so times are max-plus in the "
+    "durations: a slower part never speeds a step",
+    "lpu.stream_transit: a hand-off between functional slices crosses mem_slices/2 slice hops "
+    "(one per cycle, a hemisphere's MEM between the central VXM and the MXM/SXM at its edge) "
+    "plus one cycle per superlane of instruction ripple",
+    "lpu.double_buffered_weights: each MXM plane holds two weight blocks, so a block may install "
+    "while the one before it computes (LW buffer + IW, mechanisms.md A.1)",
+    "lpu.cross_lane_reduce: norms and softmax reduce across lanes by SXM transposes of "
+    "superlane-wide blocks plus VXM adds, each round a stream round trip",
+    "lpu.attention_kv_installed: attention installs the shard's K then V cache into the MXM as "
+    "weights and streams the query group through it (the cheaper of the two weight-stationary "
+    "orientations at decode)",
+    "lpu.tp_in_node: a stage's chips are one tensor-parallel group inside a node; all-reduce "
+    "after row-split projections (one-shot or reduce-scatter+all-gather, the faster), the "
+    "embedding row broadcast from its owner, the sampled maxima all-gathered",
+    "lpu.stage_hops: activations pass to the next stage over parallel global ports (the node's "
+    "ports shared over its rack peers) and are relayed to the stage's chips cut-through; the "
+    "sampled token returns to the first stage the same way",
+    "lpu.layer_order: ops run in graph order; only weight installs run ahead of their op",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# op plans: the integer quantities each op's instructions depend on (hashable, cache keys)
+
+
+def _read_elems(op) -> int:
+    """Weight elements an op reads per step (scales excluded), from its bytes and format."""
+    if op.params and op.resident_weight_bytes:
+        bpe = op.resident_weight_bytes / op.params
+        return int(round(op.weight_bytes / bpe))
+    return op.n * op.k
+
+
+def _share(x: int, tp: int, sharded: bool) -> int:
+    return -(-x // tp) if sharded and tp > 1 else x
+
+
+def _op_plan(op, cfg, tp: int) -> tuple:
+    """The instruction patterns of one graph op on one chip of a ``tp``-wide group."""
+    m = op.m
+    sharded = op.split != "replicate"
+    if op.kind == "embed":
+        row = ACT_BYTES * m * op.n
+        return (("memio", row), ("broadcast", row))
+    if op.op_class == "norm":
+        w = _share(op.n, tp, sharded) * m
+        return (("reduce", w), ("vector", w, 2))
+    if op.op_class in ("matmul", "router"):
+        steps = [("gemv", _share(_read_elems(op), tp, sharded), m)]
+        if tp > 1 and op.split in ("row", "experts"):
+            out = op.n if op.split == "row" else cfg.hidden
+            steps.append(("allreduce", ACT_BYTES * m * out))
+        return tuple(steps)
+    if op.op_class == "attention":
+        return _attention_plan(op, cfg, tp)
+    if op.kind == "sampling":
+        return (("reduce", _share(op.k, tp, True) * m), ("allgather", 8 * m))
+    width = _share(op.n, tp, sharded) * m
+    per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
+    return (("vector", width, per_elem),)
+
+
+def _attention_plan(op, cfg, tp: int) -> tuple:
+    """Write the new K/V, install K and stream the query group (scores), softmax (max reduce,
+    exp, sum reduce, scale), install V and stream the probabilities (weighted sum)."""
+    b = op.m
+    mla = cfg.attention == "mla"
+    heads = -(-cfg.n_heads // tp)
+    kv_heads = 1 if mla else -(-cfg.n_kv_heads // tp)
+    group = max(1, -(-heads // kv_heads))
+    per_tok = cfg.kv_elems_per_token_layer  # K+V elements of one token (all KV heads)
+    kv_share = 1 if mla else max(1, min(tp, cfg.n_kv_heads))
+    attended = op.k
+    kv_elems = -(-b * attended * per_tok // kv_share)
+    write = -(-op.kv_write_bytes // kv_share)
+    scores = b * heads * attended
+    steps = [("memio", write)]
+    if op.weight_bytes:  # MLA absorbed up-projections
+        steps.append(("gemv", _share(_read_elems(op), tp, True), b * group))
+    steps += [
+        ("gemv", -(-kv_elems // 2), group),
+        ("reduce", scores),
+        ("vector", scores, 2),
+        ("reduce", scores),
+        ("vector", scores, 1),
+        ("gemv", -(-kv_elems // 2), group),
+    ]
+    return tuple(steps)
+
+
+def _canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
+    """A plan step reduced to the integers its instructions use (block counts, VXM cycles), so
+    that steps whose context differs by less than a block share one compiled program."""
+    kind = st[0]
+    if kind == "gemv":
+        return ("gemv", max(1, -(-st[1] // chip.block_weights)), st[2])
+    vecs = max(1, -(-st[1] // chip.elems_per_vector))
+    if kind == "vector":
+        return ("vector", max(1, -(-vecs * max(1, st[2]) // chip.alus)))
+    if kind == "reduce":
+        return ("reduce", max(1, -(-vecs // chip.alus)))
+    if kind == "memio":
+        return ("memio", -(-st[1] // chip.vector_bytes) * chip.vector_bytes)
+    return st
+
+
+def _compile(chip: ChipModel, net: Network, tp: int, plans: tuple) -> Program:
+    """A program from canonical op plans; each op's first pattern takes the previous op's
+    output."""
+    prog = Program(chip)
+    cur = None
+    for i, steps in enumerate(plans):
+        prog.begin_op(None, str(i), "")
+        for st in steps:
+            cur = _emit(prog, chip, net, tp, st, cur)
+    return prog
+
+
+def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur):
+    kind = st[0]
+    if kind == "gemv":
+        return prog.gemv(st[1], st[2], cur)
+    if kind == "vector":
+        return prog.vector(st[1], cur)
+    if kind == "reduce":
+        return prog.reduce(st[1], cur)
+    if kind == "memio":
+        return prog.memio(st[1], cur)
+    vecs = -(-st[1] // chip.vector_bytes)
+    if kind == "allreduce":
+        red = max(1, -(-vecs // tp // chip.alus)) + chip.vxm_latency
+        return prog.collective(net.allreduce(tp, st[1], red), cur)
+    if kind == "allgather":
+        return prog.collective(net.allgather(tp, st[1]), cur)
+    if kind == "broadcast":
+        return prog.collective(net.broadcast(tp, st[1]), cur)
+    raise AssertionError(f"unknown plan step {kind}")
+
+
+# ---------------------------------------------------------------------------------------------
+# stages
+
+
+def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
+    """(chips, layer keys) of every pipeline stage, in order."""
+    out: dict[int, tuple] = {}
+    for s in placement.layers:
+        st = int(s.region.get("stage", 0))
+        if st not in out:
+            out[st] = (tuple(s.units), [])
+        out[st][1].append(s.layer)
+    return [out[k] for k in sorted(out)]
+
+
+class LpuSim:
+    """Caches of compiled and scheduled stage programs for one system and graph."""
+
+    def __init__(self, graph, system, placement, backend: str | None = None):
+        p = system.spec.params
+        self.graph, self.p, self.backend = graph, p, backend
+        self.chip = ChipModel.from_params(p)
+        self.net = Network(p, system.spec.clock_hz)
+        self.stages = stages_of(placement)
+        self.node_size = int(p.chips_per_node)
+        self.n_link_slots = self.node_size - 1 + int(p.global_links)
+        self._sched: dict = {}
+        self.hops = [self._hop(i) for i in range(len(self.stages))]
+
+    def _hop(self, i: int):
+        """The transfer after stage ``i``: activations to the next stage, or the sampled token
+        back to the first stage (none when one stage holds everything)."""
+        n = len(self.stages)
+        if n == 1:
+            return None
+        nxt = (i + 1) % n
+        a, b = self.stages[i][0], self.stages[nxt][0]
+        same = a[0] // self.node_size == b[0] // self.node_size
+        batch = self.graph.workload.batch
+        n_bytes = ACT_BYTES * batch * self.graph.model.hidden if nxt else 4 * batch
+        return self.net.stage_hop(len(a), len(b), n_bytes, same)
+
+    def stage_plans(self, graph, i: int) -> tuple[tuple, list]:
+        """(plans, ops) of stage ``i`` in ``graph`` (the step's context)."""
+        chips, layers = self.stages[i]
+        ops = [op for key in layers for op in graph.ops_of(key)]
+        tp = len(chips)
+        plans = tuple(
+            tuple(_canonical(self.chip, tp, st) for st in _op_plan(op, graph.model, tp))
+            for op in ops
+        )
+        return plans, ops
+
+    def scheduled(self, plans: tuple, tp: int):
+        """The scheduled program of a stage's plans (cached)."""
+        key = (tp, plans)
+        hit = self._sched.get(key)
+        if hit is None:
+            prog = _compile(self.chip, self.net, tp, plans)
+            hit = prog.schedule(self.backend)
+            self._sched[key] = hit
+        return hit
+
+    def stage_cycles(self, graph) -> tuple[list[int], list]:
+        """Cycles of every stage (its program plus its outgoing hop) and the schedules."""
+        cycles, scheds = [], []
+        for i, (chips, _) in enumerate(self.stages):
+            plans, ops = self.stage_plans(graph, i)
+            sch = self.scheduled(plans, len(chips))
+            hop = self.hops[i]
+            # the hop leaves through the C2C ports at the chip edge and lands on the next
+            # stage's VXM: stream transit at both ends
+            cycles.append(sch.cycles + (hop.cycles + 2 * self.chip.transit if hop else 0))
+            scheds.append((sch, ops))
+        return cycles, scheds
+
+
+def roofline_rates(spec, work) -> dict:
+    """Peak rates for the lower bound: SRAM = every MEM slice reading one vector per cycle,
+    MXM = all planes' MACs in the operand format, link = all of a chip's C2C links."""
+    p = spec.params
+    clock = spec.clock_hz
+    mem = float(p.mem_slices) * float(p.vector_bytes) * clock
+    side = float(p.mxm_dim) / max(1.0, float(p.mxm_operand_bytes))
+    mxm = 2.0 * float(p.mxm_planes) * side * side * clock
+
+    def compute(op) -> float:
+        return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
+
+    return {
+        "mem": mem,
+        "mem_resource": "lpu_mem",
+        "compute": compute,
+        "compute_resource": "lpu_mxm",
+        "link": float(p.c2c_bytes_per_s) * float(p.c2c_links),
+        "link_resource": "c2c_link",
+    }
+
+
+def _emit_events(log, step: int, t0: int, sim: LpuSim, scheds, stage_c) -> np.ndarray:
+    """Events of one step: per op per chip per resource class, plus stage hops; returns the
+    bytes each chip sent over C2C links, in all and per link slot (0..6 node peers, then the
+    global ports)."""
+    n_chips = max(c for chips, _ in sim.stages for c in chips) + 1
+    sent = np.zeros(n_chips, dtype=np.int64)
+    links = np.zeros((n_chips, sim.n_link_slots), dtype=np.int64)
+    t = t0
+    for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages)):
+        spans = sch.op_events()
+        for o, res, s, d, nb in spans:
+            op = ops[o]
+            for c in chips:
+                log.add(step, op.layer, op.name, op.kind, c, res, t + s, d, nb)
+        for coll in sch.program.collectives.values():
+            for rank, c in enumerate(chips):
+                if rank < len(coll.send_bytes):
+                    sent[c] += coll.send_bytes[rank]
+            for rank, slot, nb in coll.slot_bytes:
+                links[chips[rank], slot] += nb
+        hop = sim.hops[i]
+        if hop is not None:
+            nxt = sim.stages[(i + 1) % len(sim.stages)][0]
+            end = t + sch.cycles
+            both = list(chips) + list(nxt)
+            for rank, slot, nb in hop.slot_bytes:
+                links[both[rank], slot] += nb
+            for rank, c in enumerate(both):
+                if rank < len(hop.send_bytes) and hop.send_bytes[rank]:
+                    sent[c] += hop.send_bytes[rank]
+                    log.add(step, ops[-1].layer, f"stage{i}.hop", "stage_hop", c, "c2c_link",
+                            end + hop.send_start[rank],
+                            max(1, hop.send_end[rank] - hop.send_start[rank]),
+                            hop.send_bytes[rank])  # fmt: skip
+            lat_s = end + max(hop.send_end)
+            log.add(step, ops[-1].layer, f"stage{i}.hop", "stage_hop", chips[0],
+                    "fixed_latency", lat_s, max(0, end + hop.cycles - lat_s))  # fmt: skip
+        t += stage_c[i]
+    return sent, links
+
+
+def emulate(graph, system, placement, event_steps, progress=None):
+    """Emulate ``graph.workload.tokens`` decode steps on LPU chips; returns (event log, step
+    cycles, layout notes)."""
+    from dataclasses import replace
+
+    from ..model.graph import build_graph
+    from ..trace import EventLog
+
+    work = graph.workload
+    n_stages = len(stages_of(placement))
+    n_micro, mb = micro_batches(work.batch, n_stages)
+    if mb != work.batch:
+        work = replace(work, batch=mb)
+        graph = build_graph(graph.model, work, graph.context, system.spec.native_format)
+    sim = LpuSim(graph, system, placement)
+    log, steps, t0 = EventLog(), [], 0
+    sent = links = None
+    for step in range(work.tokens):
+        g = graph.at_context(work.context + step)
+        stage_c, scheds = sim.stage_cycles(g)
+        step_c = pipeline_step_cycles(stage_c, n_micro)
+        if step in event_steps:
+            sent, links = _emit_events(log, step, t0, sim, scheds, stage_c)
+        steps.append(int(step_c))
+        t0 += step_c
+        if progress:
+            progress(step)
+    meta = dict(
+        tp=int(placement.layout.get("tp", 1)),
+        stages=n_stages,
+        micro_batches=n_micro,
+        micro_batch_size=mb,
+        programs_compiled=len(sim._sched),
+        install_cycles_per_block=sim.chip.install_cycles,
+        stream_transit_cycles=sim.chip.transit,
+        c2c_hop_cycles=sim.net.latency,
+        stage_hop_ports=sim.net.hop_ports,
+    )
+    if sent is not None:
+        # per-link detail as arrays (heatmaps), not events: bytes per chip and link slot
+        meta["arrays"] = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
+    return log, steps, meta
+
+
+def step_cycles(graph, system, placement, context: int | None = None) -> int:
+    """Cycles of one step at ``context`` (default the graph's), batch as in the graph."""
+    sim = LpuSim(graph, system, placement)
+    g = graph.at_context(graph.context if context is None else context)
+    stage_c, _ = sim.stage_cycles(g)
+    n_micro, _ = micro_batches(graph.workload.batch, len(sim.stages))
+    return int(pipeline_step_cycles(stage_c, n_micro))

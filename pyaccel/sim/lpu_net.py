@@ -1,0 +1,252 @@
+"""C2C network of an LPU system: explicit, compiler-ordered transfer schedules (no contention
+surprises) for the collectives of a tensor-parallel group and the hops between pipeline stages.
+
+Topology (named assumptions in the preset): chips of a node are fully connected with
+``local_links_per_peer`` links per pair; the node's remaining links form ``global_links`` ports per
+chip into a Dragonfly whose groups are racks of ``chips_per_rack`` active chips. Consecutive
+pipeline stages sit on nodes joined directly by global ports: a node's ``global_links x
+chips_per_node`` ports reach its ``nodes_per_rack - 1`` rack peers (and, for the rack's boundary
+node, the next rack) with an equal share each. Every transfer pays its serialisation on its link
+(bytes / link rate) and one hop latency (``c2c_latency_s``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..kernels import get as get_kernel
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """A transfer list in the compiler's order: link ids, bytes, dependencies (CSR), cut-through
+    flags, the sending chip of each transfer (within the schedule's chips) and per-link rates."""
+
+    link: np.ndarray
+    n_bytes: np.ndarray
+    cut: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    sender: np.ndarray
+    link_bpc: np.ndarray
+    link_lat: np.ndarray
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A scheduled collective: total cycles, and per sending chip the cycles it starts and stops
+    sending and the bytes it sends (for the trace's c2c_link events)."""
+
+    kind: str
+    cycles: int
+    n_bytes: int
+    send_start: tuple[int, ...]
+    send_end: tuple[int, ...]
+    send_bytes: tuple[int, ...]
+    n_transfers: int
+    slot_bytes: tuple = ()  # (sending chip, link slot, bytes) of every real transfer
+
+
+def _memo(method):
+    """Cache a Network method's result per instance and arguments (schedules are pure)."""
+
+    def wrapper(self, *args):
+        key = (method.__name__, args)
+        if key not in self._memo:
+            self._memo[key] = method(self, *args)
+        return self._memo[key]
+
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
+
+
+def _peer(i: int, j: int) -> int:
+    """Link slot of chip ``i`` toward node peer ``j`` (slots 0..6 for the 7 other chips)."""
+    return j if j < i else j - 1
+
+
+class _Builder:
+    def __init__(self):
+        self.link, self.n_bytes, self.cut, self.deps, self.sender = [], [], [], [], []
+        self.slot: list[int] = []
+        self.bpc, self.lat = [], []
+
+    def new_link(self, bpc: float, lat: int) -> int:
+        self.bpc.append(bpc)
+        self.lat.append(lat)
+        return len(self.bpc) - 1
+
+    def send(self, link: int, n_bytes: int, sender: int, deps=(), cut=False, slot=-1) -> int:
+        """Append a transfer; ``slot`` is the sender's physical link (0..6 node peers, 7.. global
+        ports; -1 for the chip's own VXM)."""
+        self.link.append(link)
+        self.n_bytes.append(int(n_bytes))
+        self.cut.append(bool(cut))
+        self.deps.append(list(deps))
+        self.sender.append(sender)
+        self.slot.append(slot)
+        return len(self.link) - 1
+
+    def build(self) -> Transfers:
+        ptr = np.zeros(len(self.deps) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(d) for d in self.deps])
+        idx = np.array([j for d in self.deps for j in d], dtype=np.int64)
+        return Transfers(
+            np.array(self.link, dtype=np.int64),
+            np.array(self.n_bytes, dtype=np.int64),
+            np.array(self.cut, dtype=np.bool_),
+            ptr,
+            idx,
+            np.array(self.sender, dtype=np.int64),
+            np.array(self.bpc, dtype=np.float64),
+            np.array(self.lat, dtype=np.int64),
+        )
+
+
+def schedule(tr: Transfers, vector_bytes: int, backend: str | None = None):
+    """(start, end, arrive) of every transfer (the hot loop; NumPy twin in reference_lpu)."""
+    fn = get_kernel("lpu_link_schedule", backend)
+    return fn(
+        tr.link, tr.n_bytes, tr.cut, tr.dep_ptr, tr.dep_idx, tr.link_bpc, tr.link_lat, vector_bytes
+    )
+
+
+class Network:
+    """Link rates and latencies of one system (cycles of its clock) and the transfer schedules
+    of the collectives its tensor-parallel groups and pipeline stages need."""
+
+    def __init__(self, params, clock_hz: float):
+        p = params
+        self.vector_bytes = int(p.vector_bytes)
+        self.latency = math.ceil(float(p.c2c_latency_s) * clock_hz)
+        node = int(p.chips_per_node)
+        per_peer = int(p.local_links_per_peer)
+        spare = int(p.c2c_links) - per_peer * (node - 1)
+        if spare <= 0 or int(p.global_links) < 1:
+            raise ConfigError(
+                f"lpu topology: {int(p.c2c_links)} C2C links cannot give {per_peer} link(s) to "
+                f"each of {node - 1} node peers and still feed {int(p.global_links)} global ports"
+            )
+        self.local_bpc = per_peer * float(p.c2c_bytes_per_s) / clock_hz
+        self.global_bpc = spare * float(p.c2c_bytes_per_s) / int(p.global_links) / clock_hz
+        nodes_per_rack = max(1, int(p.chips_per_rack) // node)
+        node_ports = int(p.global_links) * node
+        # ports joining two nodes: the node's global ports shared over its rack peers (one rack
+        # of one node still reaches the next rack over all its ports)
+        self.hop_ports = max(1, node_ports // max(1, nodes_per_rack - 1))
+        self.chips_per_node = node
+        self.global_links = int(p.global_links)
+        self._memo: dict = {}
+
+    # ---- collectives inside one tensor-parallel group (fully connected chips of a node) ----
+
+    @_memo
+    def allreduce(self, tp: int, n_bytes: int, reduce_cycles: int) -> Collective:
+        """All-reduce of ``n_bytes`` partial sums over ``tp`` chips: the faster of one-shot
+        (every chip sends its whole partial to every peer) and reduce-scatter + all-gather
+        (chunks of n/tp; each chip reduces its chunk and sends it back to every peer), as a
+        compiler would pick by message size. ``reduce_cycles``: VXM cycles to sum the partials
+        of one n/tp chunk (one-shot sums tp chunks' worth)."""
+        if tp <= 1:
+            return Collective("allreduce", 0, n_bytes, (0,), (0,), (0,), 0)
+        one = self._one_shot(tp, n_bytes, reduce_cycles)
+        two = self._rs_ag(tp, n_bytes, reduce_cycles)
+        return one if one.cycles <= two.cycles else two
+
+    def _one_shot(self, tp: int, n_bytes: int, reduce_cycles: int) -> Collective:
+        b = _Builder()
+        links = {(i, j): b.new_link(self.local_bpc, self.latency) for i in range(tp)
+                 for j in range(tp) if i != j}  # fmt: skip
+        vxm = [b.new_link(1.0, 0) for _ in range(tp)]
+        into = {j: [] for j in range(tp)}
+        for i in range(tp):
+            for j in range(tp):
+                if i != j:
+                    into[j].append(b.send(links[i, j], n_bytes, i, slot=_peer(i, j)))
+        for j in range(tp):  # each chip sums the tp partials it now holds
+            b.send(vxm[j], max(1, reduce_cycles * tp), j, into[j])
+        return self._finish("allreduce", b, tp, n_bytes, skip_links=set(vxm))
+
+    def _rs_ag(self, tp: int, n_bytes: int, reduce_cycles: int) -> Collective:
+        b = _Builder()
+        links = {(i, j): b.new_link(self.local_bpc, self.latency) for i in range(tp)
+                 for j in range(tp) if i != j}  # fmt: skip
+        # the chip's own VXM reducing its chunk, as a 1 B/cycle "link" with no hop latency
+        vxm = [b.new_link(1.0, 0) for _ in range(tp)]
+        chunk = -(-n_bytes // tp)
+        into = {j: [] for j in range(tp)}
+        for i in range(tp):
+            for j in range(tp):
+                if i != j:
+                    into[j].append(b.send(links[i, j], chunk, i, slot=_peer(i, j)))
+        reduced = [b.send(vxm[j], max(1, reduce_cycles), j, into[j]) for j in range(tp)]
+        for j in range(tp):
+            for i in range(tp):
+                if i != j:
+                    b.send(links[j, i], chunk, j, [reduced[j]], slot=_peer(j, i))
+        return self._finish("allreduce", b, tp, n_bytes, skip_links=set(vxm))
+
+    @_memo
+    def allgather(self, tp: int, n_bytes_per_chip: int) -> Collective:
+        """Every chip sends its ``n_bytes_per_chip`` to every peer (direct, fully connected)."""
+        if tp <= 1:
+            return Collective("allgather", 0, n_bytes_per_chip, (0,), (0,), (0,), 0)
+        b = _Builder()
+        for i in range(tp):
+            for j in range(tp):
+                if i != j:
+                    b.send(b.new_link(self.local_bpc, self.latency), n_bytes_per_chip, i,
+                           slot=_peer(i, j))  # fmt: skip
+        return self._finish("allgather", b, tp, n_bytes_per_chip * tp)
+
+    @_memo
+    def broadcast(self, tp: int, n_bytes: int) -> Collective:
+        """Chip 0 of the group sends ``n_bytes`` to each peer over its own link to it."""
+        if tp <= 1:
+            return Collective("broadcast", 0, n_bytes, (0,), (0,), (0,), 0)
+        b = _Builder()
+        for j in range(1, tp):
+            b.send(b.new_link(self.local_bpc, self.latency), n_bytes, 0, slot=_peer(0, j))
+        return self._finish("broadcast", b, tp, n_bytes)
+
+    # ---- hops between pipeline stages ----
+
+    @_memo
+    def stage_hop(self, tp_from: int, tp_to: int, n_bytes: int, same_node: bool) -> Collective:
+        """Activations from one stage (every chip holds them after its all-reduce) to the next:
+        split over ``ports`` parallel paths (global ports between nodes, or local links inside
+        one node), each landing on one chip of the next stage, which relays its part to the
+        stage's other chips (cut-through over local links): two hops per byte."""
+        b = _Builder()
+        bpc = self.local_bpc if same_node else self.global_bpc
+        ports = max(1, min(tp_from, tp_to, self.hop_ports if not same_node else tp_from))
+        chunk = -(-n_bytes // ports)
+        for r in range(ports):
+            port = _peer(r, r + 1) if same_node else self.chips_per_node - 1 + r % self.global_links
+            first = b.send(b.new_link(bpc, self.latency), chunk, r, slot=port)
+            for j in range(tp_to):
+                if j != r:
+                    link = b.new_link(self.local_bpc, self.latency)
+                    b.send(link, chunk, tp_from + r, [first], cut=True, slot=_peer(r, j))
+        return self._finish("stage_hop", b, tp_from + tp_to, n_bytes)
+
+    def _finish(self, kind, b: _Builder, n_chips: int, n_bytes: int, skip_links=()):
+        tr = b.build()
+        start, end, arrive = schedule(tr, self.vector_bytes)
+        cycles = int(arrive.max()) if len(arrive) else 0
+        s0, s1, sb = [cycles] * n_chips, [0] * n_chips, [0] * n_chips
+        for i in range(len(tr.link)):
+            if int(tr.link[i]) in skip_links:
+                continue
+            c = int(tr.sender[i])
+            s0[c] = min(s0[c], int(start[i]))
+            s1[c] = max(s1[c], int(end[i]))
+            sb[c] += int(tr.n_bytes[i])
+        s0 = [a if bb else 0 for a, bb in zip(s0, sb)]
+        slots = tuple((c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes) if k >= 0)
+        n = len(tr.link)
+        return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots)

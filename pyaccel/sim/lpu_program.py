@@ -1,0 +1,283 @@
+"""Compile one chip's share of a pipeline stage into TSP instructions and list-schedule them.
+
+Resources of one chip (each a functional slice with its own in-order instruction queue):
+
+- ``install[p]`` (class ``lpu_mem``): MEM reads streamed into MXM plane ``p``'s weight buffer,
+  ``wi`` vectors per cycle (``weight_install_streams``, capped by the streams of a direction
+  shared by the hemisphere's planes and by the MEM slices that can read a vector per cycle);
+- ``mxm[p]`` (``lpu_mxm``): the plane computing, one activation vector per cycle; weight-stationary
+  with two weight buffers, so block ``j+2`` may install while block ``j`` computes;
+- ``vxm`` (``lpu_vxm``): 16 ALUs per lane, a chain of ``c`` ALU ops on ``v`` vectors occupies
+  ceil(v c / 16) cycles;
+- ``sxm`` (``lpu_sxm``): shifts/transposes for cross-lane reductions;
+- ``memio`` (``lpu_mem``): activation and KV-cache vectors written to MEM.
+
+Data handed from one functional slice to another crosses ``transit`` cycles of stream
+(``mem_slices / 2`` slice hops across a hemisphere, one per cycle, plus the ``superlanes``-cycle
+ripple of the instruction down the superlanes). Collectives are pure delays whose length the
+network's transfer schedule gives (:mod:`pyaccel.sim.lpu_net`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels import get as get_kernel
+from ..model.graph import ACT_BYTES
+
+CLASS_OF_KIND = {"install": "lpu_mem", "mxm": "lpu_mxm", "vxm": "lpu_vxm", "sxm": "lpu_sxm",
+                 "memio": "lpu_mem", "c2c": "c2c_link", "delay": "fixed_latency"}  # fmt: skip
+
+
+def _ceil(x: float) -> int:
+    return int(math.ceil(x - 1e-9)) if x > 0 else 0
+
+
+@dataclass(frozen=True)
+class ChipModel:
+    """Timing constants of one chip derived from its parameters (integer cycles)."""
+
+    planes: int
+    block_weights: int  # weights held by one plane's block in the operand format
+    install_cycles: int  # cycles to install one block
+    mxm_latency: int
+    vxm_latency: int
+    sxm_latency: int
+    transit: int
+    alus: int
+    elems_per_vector: int
+    vector_bytes: int
+    reduce_rounds: int
+    memio_vectors_per_cycle: int
+    operand_bytes: int
+
+    @classmethod
+    def from_params(cls, p) -> "ChipModel":
+        """Derive the constants; what-if factors may have made integer fields fractional, so
+        counts round down and latencies round up."""
+        planes = max(1, int(p.mxm_planes))
+        op_bytes = max(1, int(p.mxm_operand_bytes))
+        side = max(1, int(p.mxm_dim) // op_bytes)
+        vec = int(p.vector_bytes)
+        # install vectors per cycle per plane: its own streams, a hemisphere's streams shared by
+        # its planes, and MEM slices each reading one vector per cycle
+        per_hemi = max(1, planes // 2)
+        wi = min(
+            float(p.weight_install_streams),
+            float(p.streams_per_direction) / per_hemi,
+            float(p.mem_slices) / planes,
+        )
+        install = _ceil(side * side * op_bytes / (wi * vec))
+        lanes = max(2, vec // max(1, int(p.superlanes)))  # lanes of one superlane
+        elems = max(1, vec // ACT_BYTES)
+        rounds, span = 0, 1
+        while span < elems:  # transposes of lanes x lanes blocks until one lane holds the sum
+            span *= lanes
+            rounds += 1
+        return cls(
+            planes=planes,
+            block_weights=side * side,
+            install_cycles=max(1, install),
+            mxm_latency=_ceil(float(p.mxm_latency_cycles)),
+            vxm_latency=_ceil(float(p.vxm_latency_cycles)),
+            sxm_latency=_ceil(float(p.sxm_latency_cycles)),
+            transit=int(p.mem_slices) // 2 + int(p.superlanes),
+            alus=max(1, int(p.vxm_alus_per_lane)),
+            elems_per_vector=elems,
+            vector_bytes=vec,
+            reduce_rounds=rounds,
+            memio_vectors_per_cycle=max(1, int(p.streams_per_direction)),
+            operand_bytes=op_bytes,
+        )
+
+    @property
+    def n_resources(self) -> int:
+        """install[0..P), mxm[0..P), vxm, sxm, memio."""
+        return 2 * self.planes + 3
+
+
+class Program:
+    """Instructions of one chip in the compiler's list order; ``op`` indexes ``op_names``."""
+
+    def __init__(self, chip: ChipModel):
+        self.chip = chip
+        self.res: list[int] = []
+        self.kind: list[str] = []
+        self.dur: list[int] = []
+        self.lat: list[int] = []
+        self.deps: list[list[int]] = []
+        self.op: list[int] = []
+        self.nbytes: list[int] = []
+        self.op_names: list[tuple] = []  # (layer, name, kind)
+        self.collectives: dict[int, object] = {}  # instruction -> Collective
+        self._cur = -1
+
+    # resource ids
+    def r_install(self, p):
+        return p
+
+    def r_mxm(self, p):
+        return self.chip.planes + p
+
+    @property
+    def r_vxm(self):
+        return 2 * self.chip.planes
+
+    @property
+    def r_sxm(self):
+        return 2 * self.chip.planes + 1
+
+    @property
+    def r_memio(self):
+        return 2 * self.chip.planes + 2
+
+    def begin_op(self, layer, name: str, kind: str) -> None:
+        """Following instructions belong to this graph op."""
+        self.op_names.append((layer, name, kind))
+        self._cur = len(self.op_names) - 1
+
+    def add(self, res, kind, dur, lat, deps, n_bytes=0) -> int:
+        """Append one instruction; returns its index."""
+        self.res.append(res)
+        self.kind.append(kind)
+        self.dur.append(int(dur))
+        self.lat.append(int(lat))
+        self.deps.append([d for d in deps if d is not None and d >= 0])
+        self.op.append(self._cur)
+        self.nbytes.append(int(n_bytes))
+        return len(self.res) - 1
+
+    # ---- instruction patterns ----
+
+    def blocks(self, n_weights: int) -> int:
+        """MXM weight blocks holding ``n_weights`` weights."""
+        return max(1, -(-n_weights // self.chip.block_weights))
+
+    def vectors(self, n_elems: int) -> int:
+        """Activation vectors holding ``n_elems`` bf16 values."""
+        return max(1, -(-n_elems // self.chip.elems_per_vector))
+
+    def vxm_cycles(self, vectors: int, ops_per_elem: int) -> int:
+        """VXM occupancy of ``ops_per_elem`` chained ALU ops over ``vectors`` vectors."""
+        return max(1, _ceil(vectors * max(1, ops_per_elem) / self.chip.alus))
+
+    def gemv(self, blocks: int, m_vectors: int, inp) -> int:
+        """A weight-stationary matrix-vector product over ``blocks`` weight blocks round-robin
+        over the planes, each installed (double-buffered) then fed ``m_vectors`` activation
+        vectors; the result leaves ``mxm_latency`` + transit after the last block."""
+        c = self.chip
+        computes: list[int] = []
+        last = [-1] * c.planes
+        blk_bytes = c.block_weights * c.operand_bytes
+        for b in range(blocks):
+            p = b % c.planes
+            free_buf = computes[b - 2 * c.planes] if b >= 2 * c.planes else -1
+            ins = self.add(self.r_install(p), "install", c.install_cycles, 0, [free_buf], blk_bytes)
+            comp = self.add(self.r_mxm(p), "mxm", max(1, m_vectors), 0, [ins, inp])
+            computes.append(comp)
+            last[p] = comp
+        return self.add(-1, "delay", 0, c.mxm_latency + c.transit, last)
+
+    def vector(self, cycles: int, inp) -> int:
+        """A VXM pass occupying ``cycles`` (see :meth:`vxm_cycles`)."""
+        c = self.chip
+        return self.add(self.r_vxm, "vxm", cycles, c.vxm_latency + c.transit, [inp])
+
+    def reduce(self, cycles: int, inp) -> int:
+        """A reduction to one value per lane group: VXM partial sums across vectors (``cycles``),
+        then rounds of SXM transpose + VXM add across lanes, each a round trip on the streams."""
+        c = self.chip
+        cur = self.add(self.r_vxm, "vxm", cycles, c.vxm_latency, [inp])
+        for _ in range(c.reduce_rounds):
+            cur = self.add(self.r_sxm, "sxm", 1, c.sxm_latency + c.transit, [cur])
+            cur = self.add(self.r_vxm, "vxm", 1, c.vxm_latency + c.transit, [cur])
+        return cur
+
+    def memio(self, n_bytes: int, inp) -> int:
+        """Vectors written to (or read from) MEM: ``memio_vectors_per_cycle`` per cycle."""
+        c = self.chip
+        vecs = max(1, -(-n_bytes // c.vector_bytes))
+        dur = max(1, -(-vecs // c.memio_vectors_per_cycle))
+        return self.add(self.r_memio, "memio", dur, c.transit, [inp], n_bytes)
+
+    def collective(self, coll, inp) -> int:
+        """A network collective as a delay of the cycles its transfer schedule takes, plus the
+        stream transit from the producing slice to the chip's C2C ports (on the SXM at the
+        chip's edge) and from the ports back to the VXM."""
+        lat = coll.cycles + 2 * self.chip.transit if coll.cycles else 0
+        i = self.add(-1, "c2c", 0, lat, [inp], coll.n_bytes)
+        self.collectives[i] = coll
+        return i
+
+    # ---- scheduling ----
+
+    def arrays(self):
+        """(resource, duration, latency, dep_ptr, dep_idx) as int64 arrays."""
+        ptr = np.zeros(len(self.deps) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(d) for d in self.deps])
+        idx = np.fromiter((j for d in self.deps for j in d), dtype=np.int64, count=int(ptr[-1]))
+        return (
+            np.array(self.res, dtype=np.int64),
+            np.array(self.dur, dtype=np.int64),
+            np.array(self.lat, dtype=np.int64),
+            ptr,
+            idx,
+        )
+
+    def schedule(self, backend: str | None = None) -> "Scheduled":
+        """List-schedule the program (the hot loop; NumPy twin in reference_lpu)."""
+        res, dur, lat, ptr, idx = self.arrays()
+        start = get_kernel("lpu_list_schedule", backend)(
+            res, dur, lat, ptr, idx, self.chip.n_resources
+        )
+        ready = start + dur + lat
+        return Scheduled(self, np.asarray(start), dur, lat, int(ready.max()) if len(ready) else 0)
+
+
+@dataclass
+class Scheduled:
+    """A scheduled program: start cycle of each instruction and the program's length."""
+
+    program: Program
+    start: np.ndarray
+    dur: np.ndarray
+    lat: np.ndarray
+    cycles: int
+    _events: list | None = None
+
+    def op_events(self):
+        """Per (op, resource class): (op index, class, start, duration, bytes) spans, plus a
+        ``fixed_latency`` span from each op's last busy cycle to its result being usable
+        (computed once per schedule)."""
+        if self._events is None:
+            self._events = self._op_events()
+        return self._events
+
+    def _op_events(self):
+        prog = self.program
+        out = []
+        op = np.array(prog.op, dtype=np.int64)
+        kinds = np.array(prog.kind, dtype=object)
+        nbytes = np.array(prog.nbytes, dtype=np.int64)
+        end = self.start + self.dur
+        ready = end + self.lat
+        for o in range(len(prog.op_names)):
+            sel = op == o
+            if not sel.any():
+                continue
+            busy_end = 0
+            for kind in ("install", "mxm", "vxm", "sxm", "memio", "c2c"):
+                k = sel & (kinds == kind)
+                if not k.any():
+                    continue
+                s = int(self.start[k].min())
+                e = int((ready if kind == "c2c" else end)[k].max())
+                out.append((o, CLASS_OF_KIND[kind], s, e - s, int(nbytes[k].sum())))
+                busy_end = max(busy_end, e)
+            done = int(ready[sel].max())
+            if done > busy_end:
+                out.append((o, "fixed_latency", busy_end, done - busy_end, 0))
+        return out
