@@ -1,0 +1,46 @@
+"""NumPy/Python twin of the ASIC spatial-pipeline simulation (the executable specification)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def asic_pipeline(
+    occ: np.ndarray, lat: np.ndarray, res: np.ndarray, n_users: int, record: np.ndarray
+):
+    """Tokens of ``n_users`` users flowing through a spatial pipeline of stages, step by step.
+
+    ``occ[t, s]``: cycles stage ``s`` is busy with one token at step ``t``; ``lat[s]``: cycles
+    after that before the token can enter stage ``s + 1`` (pipeline register, drain, link
+    latency) while stage ``s`` already takes the next token. ``res[s]`` is the hardware unit the
+    stage runs on (stages sharing one, e.g. a die's chip link, wait for each other; ids are
+    ``0 .. max(res)``). A user's token of step ``t`` enters
+    stage 0 when its token of step ``t - 1`` left the last stage (autoregressive decode); every
+    unit serves tokens in (step, user, stage) order without back-filling (for units that only
+    one stage uses this is first come, first served). All users' first
+    tokens are ready at cycle 0.
+
+    Returns ``finish[t, u]`` (int64: cycle the token leaves the last stage) and, for the steps
+    with ``record[t]`` true in order, ``starts[r, u, s]`` (cycle each token starts each stage).
+    """
+    n_steps, n_stages = occ.shape
+    free = [0] * (int(res.max()) + 1 if n_stages else 0)
+    ready = [0] * n_users
+    finish = np.zeros((n_steps, n_users), dtype=np.int64)
+    starts = np.zeros((int(record.sum()), n_users, n_stages), dtype=np.int64)
+    r = 0
+    for t in range(n_steps):
+        for u in range(n_users):
+            tt = ready[u]
+            for s in range(n_stages):
+                unit = int(res[s])
+                start = max(tt, free[unit])
+                if record[t]:
+                    starts[r, u, s] = start
+                free[unit] = start + int(occ[t, s])
+                tt = free[unit] + int(lat[s])
+            finish[t, u] = tt
+            ready[u] = tt
+        if record[t]:
+            r += 1
+    return finish, starts

@@ -1,0 +1,442 @@
+"""Hardwired-weight ASIC engine (Taalas HC1 and dies etched with ``--etch``): a spatial pipeline.
+
+Every op of the decode graph is a block of its own hardware, in graph order (mechanisms.md §B):
+
+- a GEMV block reads its weights from mask ROM row by row, one row of every sub-array per cycle,
+  each ROM column feeding one multiply-select-add lane (products formed once per input by a shared
+  multiplier bank): ``ceil(weights / lanes)`` row reads, then a fixed drain latency;
+- an attention block reads the user's K/V from its layer's SRAM banks (bytes over banks x port
+  width) into MAC lanes sized to consume them, plus a softmax reduction tree;
+- norms, RoPE, SiLU, residual adds and sampling are fused into the datapath (a pipeline depth
+  and, where they reduce, a log2-depth tree);
+- pipeline registers separate blocks; between dies an activation crosses the chip link.
+
+Tokens of all users are interleaved: a block is busy with one token for its occupancy and takes
+the next at once; a user's next token enters when its last one left the sampler. Step time
+emerges from simulating every stage x token (:func:`pyaccel.kernels` ``asic_pipeline``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..model.graph import ACT_BYTES, attention_op
+from ..units import cycles, transfer_cycles
+from . import asic_design as design
+
+RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
+WHAT_IF = {
+    "rom_read": (("rom_rows_per_cycle",), 2.0),
+    "mac_lanes": (("attn_mac_factor",), 2.0),
+    "kv_sram": (("kv_sram_port_bytes",), 2.0),
+    "chip_link": (("chip_link_bytes_per_s",), 2.0),
+    "fixed_latency": (
+        (
+            "matmul_latency_cycles",
+            "vector_latency_cycles",
+            "stage_register_cycles",
+            "chip_link_latency_s",
+        ),
+        0.5,
+    ),
+}
+ASSUMPTIONS = (
+    "asic.op_serial: each GEMV starts when the previous op's whole output is ready (a GEMV's "
+    "outputs are complete only after its last ROM row); no wavefront overlap between blocks",
+    "asic.balanced_rom: every GEMV block's ROM sub-arrays have rom_rows_per_bitline rows, so "
+    "its lanes = ceil(weights / rows): blocks take about equally long (lanes follow weights)",
+    "asic.fused_vector_ops: norms, RoPE, SiLU*up, residual adds, softmax and argmax are applied "
+    "as GEMV outputs stream out; they cost pipeline depth (+ a log2 reduction tree), not passes",
+    "asic.kv_banks_per_layer: each die's KV SRAM banks are split evenly over its layers; a "
+    "user's K/V of a layer is striped over all of that layer's banks",
+    "asic.experts_parallel: routed experts are separate blocks; a token's top-k run in parallel "
+    "and two users' tokens never contend for one expert (MoE etch only)",
+    "asic.roofline: the lower bound credits each GEMV block with serving the step's whole batch "
+    "in one ROM pass (the shared roofline sums one compute resource per unit)",
+    "asic.lora_not_timed: LoRA adapters take SRAM; their compute is not modelled",
+    "asic.spanning_layers: a layer larger than one die is split over several (GEMVs by output "
+    "columns, experts whole, KV heads evenly); each split GEMV's output is all-gathered over "
+    "the chip link ((s-1)/s of it into each die, one hop)",
+    "asic.one_link_per_die: all chip-link transfers leaving a die share its one link, served "
+    "in (step, user, stage) order",
+    "asic.etch_same_die: a die designed with --etch keeps the etched chip's transistor budget, "
+    "SRAM, ROM geometry, clock and power; it holds the layers whose ROM + lane logic fit the "
+    "transistors left after its SRAM (converted to bytes at the model's mean cost per byte)",
+    "asic.mult_banks_small: mixed precision changes ROM bits, not lanes: the shared multiplier "
+    "bank forms 2^bits products for the ~k/R inputs a block reads per cycle (<0.1 % of logic, "
+    "inside the non-lane share)",
+)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One block of the pipeline (on one die, or split over the dies of a spanning layer, all
+    busy together): its busy cycles per token and the latency after them; bytes and FLOPs are
+    per token and per die."""
+
+    name: str
+    layer: object
+    kind: str
+    units: tuple[int, ...]
+    resource: str
+    occ: int
+    lat: int
+    n_bytes: int
+    flops: int
+
+
+def _c(x: float) -> int:
+    return int(math.ceil(x))
+
+
+class AsicCost:
+    """Cycles of every block on one spec (integer cycles of its clock)."""
+
+    def __init__(self, spec, graph):
+        self.p, self.clock, self.graph = spec.params, spec.clock_hz, graph
+        self.rows = int(self.p.rom_rows_per_bitline)
+        self.reg = _c(self.p.stage_register_cycles)
+        self.vec = _c(self.p.vector_latency_cycles)
+        self.one = replace(graph.workload, batch=1)
+        self._macs: dict = {}
+
+    def gemv(self, op, dies: tuple[int, ...]) -> Stage:
+        """ROM row reads of one token through a GEMV block. Experts are whole blocks run in
+        parallel; a layer spanning ``s`` dies splits other GEMVs by output columns."""
+        one, copies = design.gemv_shape(op)
+        s = len(dies)
+        part = one if copies > 1 else -(-one // s)
+        lanes = math.ceil(part / self.rows)
+        reads = math.ceil(part / lanes)
+        occ = _c(reads / self.p.rom_rows_per_cycle)
+        b = self.graph.workload.batch
+        per_copy = (op.resident_weight_bytes or op.weight_bytes) // max(1, copies)
+        tokens = max(1, op.m // b)  # routed experts: top-k copies per token
+        return Stage(
+            op.name,
+            op.layer,
+            op.kind,
+            dies,
+            "rom_read",
+            occ,
+            _c(self.p.matmul_latency_cycles) + self.reg,
+            per_copy * tokens // s,
+            op.flops // b // s,
+        )
+
+    def fused(self, op, dies: tuple[int, ...]) -> Stage:
+        """A vector op fused into the datapath: 1 cycle busy, pipeline depth (+ a tree)."""
+        width = op.k if op.kind == "sampling" else op.n
+        tree = math.ceil(math.log2(width)) if op.op_class in ("norm", "sampling") else 0
+        res = "rom_read" if op.kind == "embed" else "fixed_latency"
+        b = self.graph.workload.batch
+        n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
+        return Stage(
+            op.name, op.layer, op.kind, dies, res, 1, self.vec + tree + self.reg, n_bytes, 0
+        )
+
+    def attention(self, layer: int, context: int, dies: tuple[int, ...], banks: int) -> Stage:
+        """One user's attention at ``context`` cached tokens: its share of K/V (KV heads split
+        over a spanning layer's dies) over ``banks`` SRAM ports per die, MACs sized to consume
+        them, absorbed MLA weights from ROM, softmax tree."""
+        cfg, s = self.graph.model, len(dies)
+        op = attention_op(cfg, self.one, layer, context)
+        kv = op.kv_read_bytes + op.kv_write_bytes
+        kv_c, mac_c = self.attention_cycles(kv, op.flops, layer, s, banks)
+        kv_c, mac_c = int(kv_c), int(mac_c)
+        rom_c = self.rows if op.params else 0
+        res = "kv_sram" if kv_c >= mac_c else "mac_lanes"
+        tree = math.ceil(math.log2(op.k)) if op.k > 1 else 0
+        return Stage(
+            op.name,
+            layer,
+            "attention",
+            dies,
+            res,
+            max(kv_c, mac_c) + rom_c,
+            self.vec + tree + self.reg,
+            kv // s,
+            op.flops // s,
+        )
+
+    def attention_cycles(self, kv, flops, layer: int, s: int, banks: int):
+        """(K/V read cycles, MAC cycles) of one user's attention: ``kv`` bytes and ``flops``
+        split over ``s`` dies (numbers or int64 arrays, one per step)."""
+        port = banks * self.p.kv_sram_port_bytes
+        lanes = self.mac_lanes(layer, banks)
+        return np.ceil(kv / s / port), np.ceil(flops / 2 / s / lanes)
+
+    def mac_lanes(self, layer: int, banks: int) -> float:
+        """Attention MAC lanes of a layer per die: KV elements per cycle from its ports x MACs
+        per element (query heads sharing each K/V element) x ``attn_mac_factor``."""
+        from ..numerics.formats import get_format
+
+        key = (self.graph.model.is_sliding(layer), banks)
+        if key in self._macs:
+            return self._macs[key]
+        cfg = self.graph.model
+        a0 = attention_op(cfg, self.one, layer, 0).flops
+        a1 = attention_op(cfg, self.one, layer, 1).flops
+        macs_per_elem = (a1 - a0) / 2 / cfg.kv_elems_per_token_layer
+        bits = get_format(self.one.kv).bits_for("kv")
+        elems = banks * self.p.kv_sram_port_bytes * 8 / bits
+        self._macs[key] = max(1.0, elems * macs_per_elem * self.p.attn_mac_factor)
+        return self._macs[key]
+
+    def link(self, name: str, layer, dies: tuple[int, ...], n_bytes: int) -> Stage:
+        """``n_bytes`` of one token's activations over a die's chip link (one hop)."""
+        return Stage(
+            name,
+            layer,
+            "chip_link",
+            dies,
+            "chip_link",
+            transfer_cycles(n_bytes, self.p.chip_link_bytes_per_s, self.clock),
+            cycles(self.p.chip_link_latency_s, self.clock) + self.reg,
+            n_bytes,
+            0,
+        )
+
+
+def _gather_bytes(op, s: int, hidden: int) -> int:
+    """Bytes (per token) each die of a layer split over ``s`` dies receives after ``op``: the
+    (s-1)/s of the op's output it lacks; experts stay local until their down projection's sum."""
+    if s == 1 or op.kind.startswith("experts_gate_up"):
+        return 0
+    if op.kind == "embed" or op.kind.startswith("experts_"):
+        return ACT_BYTES * hidden * (s - 1) // s
+    if op.op_class in design.ROM_CLASSES:
+        return ACT_BYTES * op.n * (s - 1) // s
+    return 0
+
+
+def kv_banks_of(placement, p) -> dict:
+    """KV SRAM banks each layer has on each of its dies: a die's banks split evenly over the
+    transformer layers it holds (``asic.kv_banks_per_layer``); computed from the placement so
+    a hand-written one needs no bank counts."""
+    per_die: dict[int, int] = {}
+    for s in placement.layers:
+        if isinstance(s.layer, int):
+            for d in s.units:
+                per_die[d] = per_die.get(d, 0) + 1
+    total = design.kv_banks(p)
+    return {
+        s.layer: total // max(per_die[d] for d in s.units) if isinstance(s.layer, int) else 0
+        for s in placement.layers
+    }
+
+
+def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
+    """The pipeline's stages in order, and (stage index, layer, dies, kv banks) of every
+    attention stage (their occupancy is re-costed per step)."""
+    cost = AsicCost(spec, graph)
+    dies_of = {s.layer: tuple(s.units) for s in placement.layers}
+    banks_of = kv_banks_of(placement, spec.params)
+    hidden = graph.model.hidden
+    stages: list[Stage] = []
+    attn: list[tuple] = []
+    ops = graph.ops
+    for i, op in enumerate(ops):
+        dies = dies_of[op.layer]
+        if op.op_class == "attention":
+            attn.append((len(stages), op.layer, dies, banks_of[op.layer]))
+            stages.append(cost.attention(op.layer, graph.context, dies, banks_of[op.layer]))
+        elif op.op_class in design.ROM_CLASSES:
+            stages.append(cost.gemv(op, dies))
+        else:
+            stages.append(cost.fused(op, dies))
+        gather = _gather_bytes(op, len(dies), hidden)
+        if gather:
+            stages.append(cost.link(f"{op.name}.gather", op.layer, dies, gather))
+        nxt = ops[i + 1] if i + 1 < len(ops) else None
+        if nxt is not None and set(dies_of[nxt.layer]) != set(dies):
+            name = f"link_die{dies[-1]}_die{dies_of[nxt.layer][0]}"
+            stages.append(cost.link(name, op.layer, dies[-1:], ACT_BYTES * hidden))
+    return stages, attn
+
+
+def hardware_ids(stages) -> np.ndarray:
+    """The hardware unit of every stage: its own block, except that every chip-link stage of
+    a die (its gathers and its hop to the next die) shares that die's one link."""
+    ids: dict = {}
+    out = []
+    for i, st in enumerate(stages):
+        key = ("link", st.units[0]) if st.resource == "chip_link" else ("block", i)
+        out.append(ids.setdefault(key, len(ids)))
+    return np.array(out, dtype=np.int64)
+
+
+def occupancy(graph, spec, stages, attn, n_steps: int) -> np.ndarray:
+    """``occ[t, s]``: busy cycles of stage ``s`` per token at step ``t`` (context grows by one
+    per step; attention re-costed once per distinct (window, dies, banks) group and step)."""
+    cost = AsicCost(spec, graph)
+    base = np.array([s.occ for s in stages], dtype=np.int64)
+    occ = np.tile(base, (n_steps, 1))
+    groups: dict = {}
+    for idx, layer, dies, banks in attn:
+        key = (graph.model.is_sliding(layer), len(dies), banks)
+        groups.setdefault(key, []).append((idx, layer, dies))
+    for (_, _, banks), members in groups.items():
+        rep, dies = members[0][1], members[0][2]
+        col = _affine_attention(cost, rep, dies, banks, graph.context, n_steps)
+        if col is None:  # e.g. a sliding window fills up during the run: cost every step
+            col = np.array(
+                [cost.attention(rep, graph.context + t, dies, banks).occ for t in range(n_steps)],
+                dtype=np.int64,
+            )
+        for idx, _, _ in members:
+            occ[:, idx] = col
+    return occ
+
+
+def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
+    """Attention busy cycles for every step in one go when the op's K/V bytes and FLOPs grow by
+    the same amount per cached token over the whole run (checked at its first, second and last
+    step against the graph's op), else None. Same arithmetic as :meth:`AsicCost.attention`."""
+    if n_steps < 3:
+        return None
+    ops = [
+        attention_op(cost.graph.model, cost.one, layer, context + t) for t in (0, 1, n_steps - 1)
+    ]
+    kv = [o.kv_read_bytes + o.kv_write_bytes for o in ops]
+    fl = [o.flops for o in ops]
+    d_kv, d_fl = kv[1] - kv[0], fl[1] - fl[0]
+    if kv[2] != kv[0] + d_kv * (n_steps - 1) or fl[2] != fl[0] + d_fl * (n_steps - 1):
+        return None
+    steps = np.arange(n_steps, dtype=np.int64)
+    kv_c, mac_c = cost.attention_cycles(
+        kv[0] + d_kv * steps, fl[0] + d_fl * steps, layer, len(dies), banks
+    )
+    first = cost.attention(layer, context, dies, banks)
+    rom_c = cost.rows if ops[0].params else 0
+    col = np.maximum(kv_c, mac_c).astype(np.int64) + rom_c
+    return col if col[0] == first.occ else None
+
+
+def roofline_rates(spec, work) -> dict:
+    """Peak rates for the lower bound. ``mem`` (named ``kv_sram``: it bounds attention): every
+    KV SRAM port of a die plus every ROM column read each cycle (lanes bounded by the die's logic
+    budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
+    a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
+    in one pass (``asic.roofline``); ``link``: the chip link."""
+    from ..numerics.formats import get_format
+
+    p, f = spec.params, spec.clock_hz
+    widest = 0
+    for name in (work.weights, work.expert_weights):
+        fmt = get_format(name or spec.native_format)
+        widest = max(widest, fmt.value_bits, *fmt.role_bits.values())
+    lanes_max = design.die_logic_budget(p) * p.lane_logic_share / p.lane_transistors
+    rom_bw = lanes_max * p.rom_rows_per_cycle * (widest + 1) / 8 * f
+    sram_bw = design.kv_banks(p) * p.kv_sram_port_bytes * f
+    rows = int(p.rom_rows_per_bitline)
+
+    def compute(op) -> float:
+        one, copies = design.gemv_shape(op)
+        if op.op_class not in design.ROM_CLASSES or not one:
+            return 0.0
+        lanes = math.ceil(one / rows) * copies
+        return 2.0 * lanes * p.rom_rows_per_cycle * f * max(1, op.m)
+
+    return {
+        "mem": rom_bw + sram_bw,
+        "mem_resource": "kv_sram",
+        "compute": compute,
+        "compute_resource": "rom_read",
+        "link": p.chip_link_bytes_per_s,
+        "link_resource": "chip_link",
+    }
+
+
+def _emit(log, step: int, stages, starts_u, user: int, n_users: int) -> None:
+    tag = f"[u{user}]" if n_users > 1 else ""
+    for s, st in enumerate(stages):
+        t = int(starts_u[s])
+        for unit in st.units:
+            end = log.add(step, st.layer, st.name + tag, st.kind, unit, st.resource, t, st.occ,
+                          st.n_bytes, st.flops)  # fmt: skip
+            if st.lat:
+                log.add(step, st.layer, f"{st.name}.latency{tag}", st.kind, unit,
+                        "fixed_latency", end, st.lat)  # fmt: skip
+
+
+def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles: int) -> dict:
+    """Per-block and per-SRAM-bank detail (heatmap-style arrays, indexed like
+    ``graph.layer_keys`` unless named per die): busy cycles of each block over the run, the KV
+    banks of each layer (per die), the K/V bytes each of its banks serves per token and the
+    banks' busy share in the last step; KV bytes and fill of each die's SRAM."""
+    keys = list(graph.layer_keys)
+    pos = {str(k): i for i, k in enumerate(keys)}
+    busy = np.zeros(len(keys), dtype=np.int64)
+    for st, c in zip(stages, occ.sum(axis=0) * n_users):
+        busy[pos[str(st.layer)]] += int(c)
+    banks = np.zeros(len(keys), dtype=np.int64)
+    per_bank = np.zeros(len(keys), dtype=np.int64)
+    bank_busy = np.zeros(len(keys), dtype=np.float64)
+    for idx, layer, _dies, n_banks in attn:
+        i = pos[str(layer)]
+        banks[i] = n_banks
+        per_bank[i] = stages[idx].n_bytes // max(1, n_banks)
+        bank_busy[i] = occ[-1, idx] * n_users / max(1, last_step_cycles)
+    kv = np.zeros(placement.n_units, dtype=np.int64)
+    for slot in placement.layers:
+        for unit, n in zip(slot.units, slot.kv_bytes):
+            kv[unit] += n
+    return {
+        "block_busy_cycles": busy,
+        "kv_banks_per_block": banks,
+        "kv_bytes_per_bank_per_token": per_bank,
+        "kv_bank_busy_share_last_step": bank_busy,
+        "kv_sram_bytes_per_die": kv,
+        "kv_sram_fill_per_die": kv / max(1, placement.capacity_bytes["kv_sram"]),
+    }
+
+
+def emulate(graph, system, placement, event_steps, progress=None):
+    """Emulate ``graph.workload.tokens`` decode steps of ``batch`` users through the pipeline.
+
+    Returns (event log, step cycles, layout notes): a step's cycles are the mean over users of
+    the time between their consecutive tokens (the first step counts from cycle 0).
+    """
+    from ..kernels import get
+    from ..trace import EventLog
+
+    spec, work = system.spec, graph.workload
+    stages, attn = build_stages(graph, spec, placement)
+    occ = occupancy(graph, spec, stages, attn, work.tokens)
+    lat = np.array([s.lat for s in stages], dtype=np.int64)
+    record = np.zeros(work.tokens, dtype=np.bool_)
+    kept = sorted(t for t in event_steps if 0 <= t < work.tokens)
+    record[kept] = True
+    finish, starts = get("asic_pipeline")(occ, lat, hardware_ids(stages), work.batch, record)
+    prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), finish[:-1]])
+    gaps = (finish - prev).sum(axis=1)
+    steps = [int(-(-int(g) // work.batch)) for g in gaps]
+    log = EventLog()
+    for r, t in enumerate(kept):
+        step_stages = list(stages)
+        cost = AsicCost(spec, graph)
+        for idx, layer, dies, banks in attn:  # this step's K/V bytes and busy cycles
+            step_stages[idx] = cost.attention(layer, graph.context + t, dies, banks)
+        assert all(st.occ == occ[t, i] for i, st in enumerate(step_stages))
+        for u in range(work.batch):
+            _emit(log, t, step_stages, starts[r, u], u, work.batch)
+    if progress:
+        for t in range(work.tokens):
+            progress(t)
+    budget = design.etched_budget(spec.params)
+    meta = dict(
+        dies=placement.n_units,
+        stages=len(stages),
+        rom_rows_per_bitline=int(spec.params.rom_rows_per_bitline),
+        lanes=int(placement.layout.get("lanes", 0)),
+        kv_sram_bytes=int(design.kv_sram_bytes(spec.params)),
+        die_design=budget.lines(),
+        pass_cycles=int(occ[0].sum() + lat.sum()),
+        bottleneck_stage=stages[int(np.argmax(occ[-1]))].name,
+        arrays=_arrays(graph, placement, stages, attn, occ, work.batch, steps[-1]),
+    )
+    return log, steps, meta

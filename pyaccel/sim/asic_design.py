@@ -1,0 +1,151 @@
+"""Die design of a hardwired-weight ASIC, derived from its transistor budget (no fitted factor).
+
+Mechanism (mechanisms.md §B): every weight sits in mask ROM beside its block; a shared multiplier
+bank forms input x every weight value and each ROM cell routes the matching product into a
+multiply-select-add (MSA) lane. ROM is read row by row: a GEMV block whose ROM sub-arrays have
+``R = rom_rows_per_bitline`` rows reads all of them in ``R / rom_rows_per_cycle`` cycles, so it
+needs ``ceil(weights / R)`` lanes (one per ROM column). Budget of one die::
+
+    transistors = ROM (weight bits / rom_bits_per_transistor)
+                + logic (lanes x lane_transistors / lane_logic_share)
+                + SRAM (kv_sram_bytes x 8 x sram_transistors_per_bit)
+
+For the etched model the SRAM is what the budget leaves (unless the preset states it); a die
+designed with ``--etch`` keeps that SRAM and ``R``, and holds as many layers as its ROM + lane
+logic fit in the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from ..errors import ConfigError
+from ..units import fmt_bytes
+
+ROM_CLASSES = ("matmul", "router")
+
+
+def gemv_shape(op) -> tuple[int, int]:
+    """(weights of one copy, copies) of an op read from ROM: experts have one copy per expert,
+    a tied LM head reads the embedding table (one copy); MLA attention reads its absorbed
+    up-projections."""
+    if op.op_class == "attention":
+        return (op.params, 1) if op.params else (0, 0)
+    if op.op_class not in ROM_CLASSES:
+        return 0, 0
+    one = op.n * op.k
+    return one, max(1, round(op.params / one)) if op.params else 1
+
+
+def lanes_of(op, rows: int) -> int:
+    """MSA lanes of an op's block: one per ROM column, ``ceil(weights / rows)`` per copy."""
+    one, copies = gemv_shape(op)
+    return copies * math.ceil(one / rows) if one else 0
+
+
+def logic_per_lane(p) -> float:
+    """Logic transistors a lane costs with its share of the die's other logic."""
+    return p.lane_transistors / p.lane_logic_share
+
+
+def layer_cost(graph, layer, p) -> float:
+    """Transistors a layer's ROM and lane logic take on a die."""
+    ops = graph.ops_of(layer)
+    rom = sum(o.resident_weight_bytes for o in ops) * 8 / p.rom_bits_per_transistor
+    lanes = sum(lanes_of(o, p.rom_rows_per_bitline) for o in ops)
+    return rom + lanes * logic_per_lane(p)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Transistor budget of one die holding a whole model (the etched chip)."""
+
+    model: str
+    weights_format: str
+    transistors: float
+    rom_bits: int
+    rom_transistors: float
+    lanes: int
+    logic_transistors: float
+    sram_transistors: float
+    kv_sram_bytes: int
+    sram_area_mm2: float
+    die_area_mm2: float
+
+    def lines(self) -> list[str]:
+        """The arithmetic, one step a line."""
+        return [
+            f"ROM: {self.rom_bits:,} bits of {self.model} at {self.weights_format} -> "
+            f"{self.rom_transistors:.3g} transistors",
+            f"lanes: {self.lanes:,} MSA lanes -> {self.logic_transistors:.3g} logic transistors",
+            f"SRAM: {self.transistors:.3g} - ROM - logic = {self.sram_transistors:.3g} "
+            f"transistors -> {fmt_bytes(self.kv_sram_bytes)}",
+            f"area check: the SRAM takes {self.sram_area_mm2:.0f} of {self.die_area_mm2:.0f} mm^2",
+        ]
+
+
+def budget(graph, p) -> Budget:
+    """Split one die's transistors between ``graph``'s ROM, its lanes and the SRAM left over."""
+    bits = graph.total_resident_weight_bytes * 8
+    rom = bits / p.rom_bits_per_transistor
+    lanes = sum(lanes_of(o, p.rom_rows_per_bitline) for o in graph.ops)
+    logic = lanes * logic_per_lane(p)
+    sram_t = p.transistors - rom - logic
+    sram = max(0, int(sram_t // (8 * p.sram_transistors_per_bit)))
+    return Budget(
+        graph.model.name,
+        graph.workload.weights,
+        p.transistors,
+        bits,
+        rom,
+        lanes,
+        logic,
+        sram_t,
+        sram,
+        sram * 8 * p.sram_um2_per_bit / 1e6,
+        p.die_area_mm2,
+    )
+
+
+@lru_cache(maxsize=32)
+def etched_budget(p) -> Budget:
+    """The budget of the chip as etched: its model at its format on one die."""
+    from ..model.config import load_model
+    from ..model.graph import build_graph
+    from ..workload import Workload
+
+    model = load_model(p.etched_model)
+    work = Workload(batch=1, context=0, tokens=1, weights=p.etched_format)
+    return budget(build_graph(model, work, native_format=p.etched_format), p)
+
+
+def kv_sram_bytes(p) -> int:
+    """SRAM per die for KV cache and LoRA: the preset's value, or (0) what the etched chip's
+    transistor budget leaves after ROM and lanes. Raises ConfigError when nothing is left."""
+    if p.kv_sram_bytes:
+        return int(p.kv_sram_bytes)
+    b = etched_budget(p)
+    if b.kv_sram_bytes <= p.lora_sram_bytes:
+        raise ConfigError(
+            f"the die's {p.transistors:.3g} transistors leave no KV SRAM: "
+            + "; ".join(b.lines())
+            + " (raise rom_rows_per_bitline or lane_logic_share, or --set kv_sram_bytes)"
+        )
+    return b.kv_sram_bytes
+
+
+def die_logic_budget(p) -> float:
+    """Transistors of one die left for ROM and lane logic once its SRAM is built."""
+    return p.transistors - kv_sram_bytes(p) * 8 * p.sram_transistors_per_bit
+
+
+def kv_banks(p) -> int:
+    """SRAM banks per die that hold KV cache (LoRA's share excluded)."""
+    return max(1, (kv_sram_bytes(p) - p.lora_sram_bytes) // p.kv_sram_bank_bytes)
+
+
+def with_derived(p):
+    """``p`` with ``kv_sram_bytes`` filled in (for reports)."""
+    return replace(p, kv_sram_bytes=kv_sram_bytes(p))
