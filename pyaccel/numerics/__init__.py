@@ -1,5 +1,14 @@
-"""Number formats (bit widths and storage now; encode/decode arrives with functional emulation)."""
+"""Number formats and functional emulation.
 
-from .formats import FORMATS, Format, get_format
+- ``formats``: the SPEC §6 formats (bits and byte accounting) and their encode/decode
+  (``codecs``: published rounding rules, packed storage);
+- ``weights``: HF safetensors folders (lazy) or seeded random models;
+- ``reference``: the fp32 NumPy decode forward pass with KV cache (golden-tested against HF);
+- ``execute``: the decode through a placement in a machine's formats and reduction order
+  (``functional_metrics``, called by ``emulate(..., functional=True)``);
+- ``gemv``: packed low-bit GEMV kernels over the packed bytes.
+"""
 
-__all__ = ["FORMATS", "Format", "get_format"]
+from .formats import FORMATS, Format, decode, encode, get_format, quantize
+
+__all__ = ["FORMATS", "Format", "decode", "encode", "get_format", "quantize"]

@@ -93,3 +93,40 @@ def get_format(name: str, what: str = "format") -> Format:
         known = ", ".join(sorted(FORMATS) + sorted(_ALIASES))
         raise ConfigError(f"unknown {what} '{name}'; known formats: {known}")
     return FORMATS[key]
+
+
+# Encode/decode (packed storage, published rounding rules) live in codecs.py; re-exported here so
+# ``formats`` is the one place to look a format up and to convert a tensor into it.
+from .codecs import (  # noqa: E402
+    Packed,
+    bf16_bits,
+    bf16_decode,
+    decode,
+    e2m1_decode,
+    e2m1_encode,
+    e4m3_decode,
+    e4m3_encode,
+    encode,
+    quantize,
+    round_bf16,
+    round_fp16,
+)
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "HC1_ASSUMPTION",
+    "Packed",
+    "bf16_bits",
+    "bf16_decode",
+    "decode",
+    "e2m1_decode",
+    "e2m1_encode",
+    "e4m3_decode",
+    "e4m3_encode",
+    "encode",
+    "get_format",
+    "quantize",
+    "round_bf16",
+    "round_fp16",
+]
