@@ -90,3 +90,29 @@ def test_roofline_chain_and_resource_terms():
     assert roof.resource_s["hbm"] > roof.chain_s
     assert roof.step_s == max(roof.chain_s, *roof.resource_s.values())
     assert roof.bottleneck == "hbm"
+
+
+@pytest.mark.parametrize(
+    "system, units, model, work",
+    [
+        ("h100", 8, "llama-3.1-70b", pa.Workload(batch=4, context=100, tokens=3)),
+        ("h100", 4, "gpt-oss-120b", pa.Workload(batch=2, context=200, kv="fp8", tokens=3)),
+        ("b200", 8, "deepseek-v3", pa.Workload(batch=3, context=50, weights="fp8", tokens=3)),
+        ("wse3", 1, "llama-3.1-8b", pa.Workload(context=64, tokens=3)),
+        ("taalas-hc1", 1, "llama-3.1-8b", pa.Workload(context=64, tokens=3)),
+    ],
+)
+def test_step_bounds_over_many_contexts_match_one_at_a_time(system, units, model, work):
+    """The vectorised bound a trace uses for all its steps equals the per-context roofline,
+    across sliding-window layers (gpt-oss, window 128 crossed), MLA and an fp8 KV cache."""
+    from pyaccel.sim.roofline import StepBounds
+
+    cfg, sysm = pa.load_model(model), pa.load_system(system, units=units)
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    bounds = StepBounds(graph, sysm, plc)
+    contexts = np.array([0, 1, 2, 127, 128, 129, 1000, 4096])
+    many = bounds.step_seconds(contexts)
+    one = np.array([bounds.at(int(c)).step_s for c in contexts])
+    np.testing.assert_allclose(many, one, rtol=1e-12, atol=0)
+    assert (np.diff(many) >= 0).all()  # more context never lowers the bound

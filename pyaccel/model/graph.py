@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+import numpy as np
+
 from ..numerics.formats import Format, get_format
 from ..workload import Workload
 from .config import ModelConfig
@@ -204,28 +206,49 @@ def _vector_op(
     )
 
 
+def attention_counts(cfg: ModelConfig, work: Workload, layer: int, context):
+    """The context-dependent work of one layer's attention: (attended tokens, FLOPs, KV bytes
+    read, KV bytes written) for ``context`` cached tokens. ``context`` may be an int or a NumPy
+    integer array (every step of a trace at once, for the lower bound); integer arithmetic only,
+    so both give the same numbers."""
+    b = work.batch
+    kv_fmt = get_format(work.kv)
+    window = cfg.sliding_window if cfg.is_sliding(layer) else 0
+    attended = np.minimum(context + 1, window) if window else context + 1
+    if cfg.attention == "mla":
+        lat = cfg.kv_lora_rank
+        per_token = 2 * cfg.n_heads * (lat + cfg.qk_rope_dim) + 2 * cfg.n_heads * lat
+        absorb = 2 * cfg.n_heads * lat * (cfg.qk_nope_dim + cfg.v_head_dim)
+        flops = b * (per_token * attended + absorb)
+    else:
+        flops = b * 4 * cfg.n_heads * cfg.head_dim * attended
+    elems = cfg.kv_elems_per_token_layer
+    # tokens already cached (attended - 1) are read; the new token's K/V is written
+    kv_read = b * kv_fmt.tensor_bytes(attended - 1, elems, "kv") * (attended > 1)
+    kv_write = b * kv_fmt.tensor_bytes(1, elems, "kv")
+    return attended, flops, kv_read, kv_write
+
+
 def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> Op:
     """Attention of one new token per sequence over its cache (scores, softmax, weighted sum)."""
     b = work.batch
     kv_fmt = get_format(work.kv)
     window = cfg.sliding_window if cfg.is_sliding(layer) else 0
-    attended = min(context + 1, window) if window else context + 1
     resident_len = min(work.max_len, window) if window else work.max_len
     elems = cfg.kv_elems_per_token_layer
+    attended, flops, kv_read, kv_write = (
+        int(v) for v in attention_counts(cfg, work, layer, context)
+    )
     if cfg.attention == "mla":
         # Absorbed MLA (as FlashMLA decodes): scores over the 576-wide latent+rope cache, the
         # weighted sum in the 512-wide latent; kv_b_proj's up-projections (W_UK, W_UV) are folded
         # into the query and output, so their weights are read here.
         lat = cfg.kv_lora_rank
-        per_token = 2 * cfg.n_heads * (lat + cfg.qk_rope_dim) + 2 * cfg.n_heads * lat
-        absorb = 2 * cfg.n_heads * lat * (cfg.qk_nope_dim + cfg.v_head_dim)
         w = get_format(work.weights).tensor_bytes(
             cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim), lat, "attn"
         )
-        flops = b * (per_token * attended + absorb)
         params = cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim) * lat
     else:
-        flops = b * 4 * cfg.n_heads * cfg.head_dim * attended
         w, params = 0, 0
     if cfg.attn_sinks:
         w += cfg.n_heads * SMALL_PARAM_BYTES
@@ -243,8 +266,8 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
         flops=flops,
         weight_bytes=w,
         act_bytes=ACT_BYTES * b * 2 * q_width,
-        kv_read_bytes=b * kv_fmt.tensor_bytes(attended - 1, elems, "kv") if attended > 1 else 0,
-        kv_write_bytes=b * kv_fmt.tensor_bytes(1, elems, "kv"),
+        kv_read_bytes=kv_read,
+        kv_write_bytes=kv_write,
         resident_weight_bytes=w,
         resident_kv_bytes=b * kv_fmt.tensor_bytes(resident_len, elems, "kv"),
         params=params,

@@ -6,7 +6,6 @@ group scales run along ``cols`` (the reduction dimension), as in GPTQ/AWQ, OCP M
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
@@ -39,11 +38,12 @@ class Format:
 
     def tensor_bytes(self, rows: int, cols: int, role: str = "mlp") -> int:
         """Bytes to store a ``rows x cols`` weight matrix in this format, scales included."""
-        value_bytes = math.ceil(rows * cols * self.bits_for(role) / 8)
+        # integer ceilings (-(-a // b)) so ``rows`` may also be a NumPy integer array
+        value_bytes = -(-(rows * cols * self.bits_for(role)) // 8)
         scale_bits = rows * self.row_scale_bits
         if self.block:
-            scale_bits += rows * math.ceil(cols / self.block) * self.block_scale_bits
-        return value_bytes + math.ceil(scale_bits / 8) + self.tensor_scale_bytes
+            scale_bits = scale_bits + rows * -(-cols // self.block) * self.block_scale_bits
+        return value_bytes + -(-scale_bits // 8) + self.tensor_scale_bytes
 
     def bits_per_weight(self, role: str = "mlp", cols: int = 4096) -> float:
         """Average stored bits per weight of a ``cols x cols`` tensor (for tables and docs)."""

@@ -85,9 +85,8 @@ def emulate(
 
     bound = StepBounds(graph, system, placement)
     # floor: a lower bound must not be rounded up past the time it bounds
-    bounds = [
-        int(bound.at(work.context + i).step_s * system.spec.clock_hz) for i in range(work.tokens)
-    ]
+    contexts = np.arange(work.context, work.context + work.tokens, dtype=np.int64)
+    bounds = np.floor(bound.step_seconds(contexts) * system.spec.clock_hz).astype(np.int64)
     trace = Trace(
         system=system.name,
         kind=system.kind,

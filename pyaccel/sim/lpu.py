@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.graph import ACT_BYTES
+from ..model.graph import ACT_BYTES, attention_op
 from .lpu_net import Network
 from .lpu_program import ChipModel, Program
 from .pipeline import micro_batches, pipeline_step_cycles
@@ -203,6 +203,15 @@ class LpuSim:
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
         self.hops = [self._hop(i) for i in range(len(self.stages))]
+        # The fast per-step path (stage_cycles_at): every plan but attention's is fixed, so each
+        # stage keeps its fixed plans with a hole per attention op, and a step only re-plans one
+        # attention op per (tp, sliding) kind and looks the stage's cycles up.
+        self._fixed, self._holes, self._stage_memo = [], [], {}
+        for i, (chips, _) in enumerate(self.stages):
+            plans, ops = self.stage_plans(graph, i)
+            holes = tuple((j, op.layer) for j, op in enumerate(ops) if op.kind == "attention")
+            self._fixed.append(plans)
+            self._holes.append(holes)
 
     def _hop(self, i: int):
         """The transfer after stage ``i``: activations to the next stage, or the sampled token
@@ -238,16 +247,47 @@ class LpuSim:
             self._sched[key] = hit
         return hit
 
+    def _stage_total(self, i: int, sch) -> int:
+        hop = self.hops[i]
+        # the hop leaves through the C2C ports at the chip edge and lands on the next
+        # stage's VXM: stream transit at both ends
+        return sch.cycles + (hop.cycles + 2 * self.chip.transit if hop else 0)
+
+    def stage_cycles_at(self, context: int) -> list[int]:
+        """Cycles of every stage at ``context``, as :meth:`stage_cycles` gives for the graph at
+        that context, without rebuilding the graph: only attention plans are re-made, once per
+        (tp, sliding window or not), and a stage's cycles are kept per attention plan."""
+        cfg, work = self.graph.model, self.graph.workload
+        attn: dict = {}
+        out = []
+        for i, (chips, _) in enumerate(self.stages):
+            tp = len(chips)
+            plans = []
+            for _, layer in self._holes[i]:
+                kind = (tp, cfg.is_sliding(layer))
+                if kind not in attn:
+                    op = attention_op(cfg, work, layer, context)
+                    attn[kind] = tuple(
+                        _canonical(self.chip, tp, st) for st in _attention_plan(op, cfg, tp)
+                    )
+                plans.append(attn[kind])
+            key = (i, tuple(plans))
+            hit = self._stage_memo.get(key)
+            if hit is None:
+                full = list(self._fixed[i])
+                for (j, _), plan in zip(self._holes[i], plans):
+                    full[j] = plan
+                hit = self._stage_memo[key] = self._stage_total(i, self.scheduled(tuple(full), tp))
+            out.append(hit)
+        return out
+
     def stage_cycles(self, graph) -> tuple[list[int], list]:
         """Cycles of every stage (its program plus its outgoing hop) and the schedules."""
         cycles, scheds = [], []
         for i, (chips, _) in enumerate(self.stages):
             plans, ops = self.stage_plans(graph, i)
             sch = self.scheduled(plans, len(chips))
-            hop = self.hops[i]
-            # the hop leaves through the C2C ports at the chip edge and lands on the next
-            # stage's VXM: stream transit at both ends
-            cycles.append(sch.cycles + (hop.cycles + 2 * self.chip.transit if hop else 0))
+            cycles.append(self._stage_total(i, sch))
             scheds.append((sch, ops))
         return cycles, scheds
 
@@ -333,11 +373,13 @@ def emulate(graph, system, placement, event_steps, progress=None):
     log, steps, t0 = EventLog(), [], 0
     sent = links = None
     for step in range(work.tokens):
-        g = graph.at_context(work.context + step)
-        stage_c, scheds = sim.stage_cycles(g)
-        step_c = pipeline_step_cycles(stage_c, n_micro)
+        ctx = work.context + step
         if step in event_steps:
+            stage_c, scheds = sim.stage_cycles(graph.at_context(ctx))
             sent, links = _emit_events(log, step, t0, sim, scheds, stage_c)
+        else:
+            stage_c = sim.stage_cycles_at(ctx)
+        step_c = pipeline_step_cycles(stage_c, n_micro)
         steps.append(int(step_c))
         t0 += step_c
         if progress:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..model.graph import ACT_BYTES, attention_op, build_graph
+import numpy as np
+
+from ..model.graph import ACT_BYTES, attention_counts, attention_op, build_graph
 from .engine import engine_module
 
 
@@ -139,6 +141,41 @@ class StepBounds:
         by_res = _max_by_resource(totals)
         ops = tuple(self.fixed_ops + attn_ops) if with_ops else ()
         return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
+
+
+    def step_seconds(self, contexts) -> np.ndarray:
+        """``at(c).step_s`` for every context in ``contexts`` at once (s; one trace's steps).
+
+        Attention's time terms are linear in its FLOPs and KV bytes, which
+        :func:`attention_counts` gives for a whole array of contexts; everything else is the
+        context-independent part bounded once in ``__init__``. Same sums in the same order as
+        :meth:`at`, so the two agree to rounding (a test holds them to 1e-12)."""
+        ctx = np.asarray(contexts, dtype=np.int64)
+        model, rates = self.graph.model, self.rates
+        mem_res, comp_res = rates["mem_resource"], rates["compute_resource"]
+        chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
+        totals = {key: np.full(ctx.shape, t, dtype=np.float64) for key, t in self.fixed_totals.items()}
+        for (_, units), layers in self.groups.items():
+            rep, n = layers[0], self.n_units[layers[0]]
+            # the compute rate depends only on the op's class: ask it of one attention op
+            rate = rates["compute"](attention_op(model, self.graph.workload, rep, int(ctx[0])))
+            for work, is_full in ((self.graph.workload, True), (self.one.workload, False)):
+                w = attention_op(model, work, rep, int(ctx[0])).weight_bytes
+                _, flops, kv_read, kv_write = attention_counts(model, work, rep, ctx)
+                times = {mem_res: (w + kv_read + kv_write) / (n * rates["mem"])}
+                if rate:
+                    times[comp_res] = flops / (n * rate)
+                if is_full:
+                    for unit in units:
+                        for res, t in times.items():
+                            acc = totals.setdefault((unit, res), np.zeros(ctx.shape))
+                            acc += len(layers) * t
+                else:
+                    chain += np.maximum.reduce(list(times.values())) * len(layers)
+        step = chain
+        for t in totals.values():
+            step = np.maximum(step, t)
+        return step
 
 
 def roofline(

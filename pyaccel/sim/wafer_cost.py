@@ -365,6 +365,29 @@ class RegionCoster:
         allreduce(cost, c, n, n, 2 * m, task, axis, broadcast=False)
         return cost
 
+    def _gqa_shift(self, h: int, seg: int, group: int, nwav: int):
+        """(cycles, bare cycles, 0, link busy, 1, messages) of the GQA query shift inside each
+        KV head's segment of a ``h``-long B line, or None when no slice moves. It does not
+        depend on the context, so it is simulated once per shape and kept."""
+        key = ("gqa_shift", h, seg, group, nwav)
+        if key not in self._memo:
+            c = self.c
+            step = max(1, seg // group)
+            flows = tuple(
+                (lo + j, lo + (j + s * step) % (min(h, lo + seg) - lo))
+                for lo in range(0, h, seg)
+                for j in range(min(h, lo + seg) - lo)
+                for s in range(1, group)
+                if (j + s * step) % (min(h, lo + seg) - lo) != j
+            )
+            out = None
+            if flows:
+                total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop)
+                bare = line_flows(h, flows, nwav, 0, c.hop)[0]
+                out = (total, bare, 0, busy, 1, msgs)
+            self._memo[key] = out
+        return self._memo[key]
+
     def _attention(self, op, lens) -> OpCost:
         """Attention over the KV cache of one layer on a ``w x h`` region: tokens along A
         (``ceil(context / w)`` per PE), K/V features along B, each KV head on its own segment of
@@ -384,20 +407,9 @@ class RegionCoster:
         seg = max(1, h // kvh)
         cost = OpCost()
         if group > 1 and not mla and seg > 1:
-            q_elems = m * _ceil(op.n, h)
-            step = max(1, seg // group)
-            flows = tuple(
-                (lo + j, lo + (j + s * step) % (min(h, lo + seg) - lo))
-                for lo in range(0, h, seg)
-                for j in range(min(h, lo + seg) - lo)
-                for s in range(1, group)
-                if (j + s * step) % (min(h, lo + seg) - lo) != j
-            )
-            if flows:
-                nwav = c.wavelets(q_elems)
-                total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop)
-                bare = line_flows(h, flows, nwav, 0, c.hop)[0]
-                cost.add_comm(total, bare, 0, busy, 1, msgs)
+            shift = self._gqa_shift(h, seg, group, c.wavelets(m * _ceil(op.n, h)))
+            if shift is not None:
+                cost.add_comm(*shift)
         kvb = self.kv_bytes
         fm = m * group * tok_pe * d_pe
         score = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
