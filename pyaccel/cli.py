@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import PyaccelError
+from .errors import ConfigError, PyaccelError
 from .units import fmt_bytes, fmt_seconds
 from .workload import Workload
 
@@ -196,6 +196,14 @@ def report_cmd(
     etch: Etch = False,
     sets: Sets = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="write plots here")] = None,
+    sensitivity: Annotated[
+        Optional[float],
+        typer.Option(
+            "--sensitivity",
+            help="also re-emulate with each named assumption -PCT and +PCT percent",
+            metavar="PCT",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking."""
@@ -203,16 +211,58 @@ def report_cmd(
 
     with _user_errors():
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
+        if sensitivity is not None and not 0 < sensitivity < 100:
+            raise ConfigError(f"--sensitivity {sensitivity:g}: must be a percent in (0, 100)")
         result = _run(system, model, units, work, sets, etch, not as_json)
         rep = Report.from_trace(result.trace)
         if plot is not None:
             from .plots import report_plots
 
             report_plots(result.trace, rep, plot)
+        rows = None
+        if sensitivity is not None:
+            from .sensitivity import assumption_sensitivity
+
+            units_used = result.system.units
+            rows = assumption_sensitivity(
+                model, system, units_used, work, sets, etch, sensitivity / 100.0
+            )
         if as_json:
-            sys.stdout.write(rep.to_json() + "\n")
+            data = json.loads(rep.to_json())
+            if rows is not None:
+                data["sensitivity"] = [_sensitivity_record(r, sensitivity) for r in rows]
+            _print_json(data)
         else:
             _print_report(rep)
+            if rows is not None:
+                _print_sensitivity(rows, sensitivity)
+
+
+def _sensitivity_record(row, pct: float) -> dict:
+    return {
+        "param": row.param,
+        "value": row.value,
+        "percent": pct,
+        "low_value": row.low_value,
+        "high_value": row.high_value,
+        "low_step_time_s": row.low_step_s,
+        "high_step_time_s": row.high_step_s,
+        "low_change": row.low_change,
+        "high_change": row.high_change,
+        "error": row.error,
+    }
+
+
+def _print_sensitivity(rows, pct: float) -> None:
+    def cell(change):
+        return "cannot run" if change is None else f"{change:+.1%}"
+
+    t = Table(title=f"step time with each named assumption -{pct:g} % / +{pct:g} % (re-emulated)")
+    for col in ("assumption", "value", f"-{pct:g} %", f"+{pct:g} %", "note"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r.param, f"{r.value:g}", cell(r.low_change), cell(r.high_change), r.error)
+    out.print(t)
 
 
 def _print_report(rep) -> None:
@@ -279,7 +329,6 @@ def place_cmd(
         if check is not None:
             plc = _check_file(check, model)
         else:
-            from .errors import ConfigError
             from .results import prepare
 
             if not system or not model:

@@ -1,0 +1,108 @@
+"""How much a run's step time moves when each named assumption of its preset moves by ±x %.
+
+A published speed can only check a model whose unknowns are named; this says which of them the
+answer rests on. Each numeric parameter that the preset marks as an *assumption* (not a sourced
+number) is scaled by ``1 - frac`` and ``1 + frac`` in turn, the case is placed again on the same
+number of units and re-emulated (no interpolation, nothing fitted), and the mean step times are
+compared with the unchanged run. ``power_w`` (energy only) and parameters whose preset value is 0 ("derive it") or that are
+not numbers are skipped; integer parameters are rounded (at least 1), so a small integer may
+not move on one side (its change is then 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .errors import PyaccelError
+from .hw.spec import PARAMS_BY_KIND
+from .results import run
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """Step time (s) of one run with one assumption scaled down and up (``None``: cannot run,
+    ``error`` says why)."""
+
+    param: str
+    value: float
+    low_value: float
+    high_value: float
+    base_step_s: float
+    low_step_s: float | None
+    high_step_s: float | None
+    error: str = ""
+
+    @property
+    def low_change(self) -> float | None:
+        """Relative step-time change with the parameter scaled down (+0.10 = 10 % slower)."""
+        return None if self.low_step_s is None else self.low_step_s / self.base_step_s - 1.0
+
+    @property
+    def high_change(self) -> float | None:
+        """Relative step-time change with the parameter scaled up."""
+        return None if self.high_step_s is None else self.high_step_s / self.base_step_s - 1.0
+
+    @property
+    def spread(self) -> float:
+        """Largest |relative change| of the two (what the ranking sorts by)."""
+        return max(abs(c) for c in (self.low_change, self.high_change, 0.0) if c is not None)
+
+
+def _scaled(value, frac: float, sign: int, is_int: bool):
+    new = value * (1.0 + sign * frac)
+    return max(1, round(new)) if is_int else new
+
+
+def assumption_sensitivity(
+    model: str,
+    system: str,
+    units="auto",
+    workload: Workload | None = None,
+    sets: list[str] | None = None,
+    etch: bool = False,
+    frac: float = 0.5,
+    params: list[str] | None = None,
+) -> list[Sensitivity]:
+    """±``frac`` sensitivity of the step time to each named assumption of ``system`` (or to
+    ``params``), largest first. The unit count is the one the unchanged case places on."""
+    if not 0.0 < frac < 1.0:
+        raise ValueError(f"frac must be in (0, 1), got {frac}")
+    base = run(model, system, units, workload, sets, etch)
+    spec, n_units = base.system.spec, base.system.units
+    kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
+    names = params if params is not None else list(spec.assumptions)
+    out = []
+    for name in names:
+        value = getattr(spec.params, name)
+        if name == "power_w":  # energy only: the step time cannot depend on it
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
+            continue
+        is_int = kinds[name] in (int, "int")
+        steps, error = [], ""
+        for sign in (-1, 1):
+            new = _scaled(value, frac, sign, is_int)
+            if new == value:  # an integer too small to move by this fraction
+                steps.append(base.trace.step_time_s)
+                continue
+            try:
+                r = run(model, system, n_units, workload, [*(sets or []), f"{name}={new}"], etch)
+                steps.append(r.trace.step_time_s)
+            except PyaccelError as exc:  # e.g. fewer bytes per PE: the model no longer fits
+                steps.append(None)
+                error = str(exc).splitlines()[0]
+        out.append(
+            Sensitivity(
+                name,
+                float(value),
+                float(_scaled(value, frac, -1, is_int)),
+                float(_scaled(value, frac, 1, is_int)),
+                base.trace.step_time_s,
+                steps[0],
+                steps[1],
+                error,
+            )
+        )
+    return sorted(out, key=lambda s: -s.spread)
+

@@ -1,0 +1,60 @@
+"""±x % sensitivity of the step time to a preset's named assumptions (``report --sensitivity``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from pyaccel.cli import app
+from pyaccel.sensitivity import assumption_sensitivity
+from pyaccel.workload import Workload
+
+WORK = Workload(batch=1, context=64, tokens=2)
+
+
+def test_clock_moves_a_wafer_step_exactly_inversely():
+    # one wafer, no system I/O: every cost is in cycles, so the step time is cycles / clock
+    (row,) = assumption_sensitivity("tiny-llama", "wse3", 1, WORK, params=["clock_hz"])
+    assert row.low_value == pytest.approx(0.55e9) and row.high_value == pytest.approx(1.65e9)
+    assert row.low_change == pytest.approx(1.0, rel=1e-12)
+    assert row.high_change == pytest.approx(-1.0 / 3.0, rel=1e-12)
+
+
+def test_rows_cover_numeric_assumptions_and_are_ranked():
+    rows = assumption_sensitivity("tiny-llama", "wse3", 1, WORK, frac=0.5)
+    names = {r.param for r in rows}
+    assert {"clock_hz", "message_overhead_cycles", "dsd_issue_cycles"} <= names
+    spreads = [r.spread for r in rows]
+    assert spreads == sorted(spreads, reverse=True)
+    # a per-message start cost can only slow a step when it grows
+    (msg,) = [r for r in rows if r.param == "message_overhead_cycles"]
+    assert msg.high_change >= 0.0 >= msg.low_change
+
+
+def test_small_integers_that_cannot_move_report_no_change():
+    (row,) = assumption_sensitivity(
+        "tiny-llama", "wse3", 1, WORK, frac=0.4, params=["hop_latency_cycles"]
+    )
+    # 1 cycle x 0.6 rounds back to 1: the same run, change 0; x 1.4 rounds to 1 as well
+    assert row.low_value == row.high_value == 1.0
+    assert row.low_change == 0.0 and row.high_change == 0.0
+
+
+def test_bad_fraction_is_refused():
+    with pytest.raises(ValueError, match="frac"):
+        assumption_sensitivity("tiny-llama", "wse3", 1, WORK, frac=1.5)
+
+
+def test_report_cli_sensitivity_json_and_bad_percent():
+    runner = CliRunner()
+    args = ["report", "--system", "wse3", "--model", "tiny-llama", "--units", "1",
+            "--context", "64", "--tokens", "2", "--sensitivity", "50"]  # fmt: skip
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["sensitivity"]
+    clock = [r for r in rows if r["param"] == "clock_hz"][0]
+    assert clock["percent"] == 50 and clock["low_change"] == pytest.approx(1.0)
+    bad = runner.invoke(app, [*args[:-1], "150"])
+    assert bad.exit_code == 2 and "--sensitivity 150" in bad.output
