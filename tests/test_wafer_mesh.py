@@ -143,3 +143,25 @@ def test_empty_task_list():
     for backend in BACKENDS:
         res = Tasks().run(np.zeros(3, dtype=np.int64), 2, 1, backend)
         assert res.cycles == 0 and res.link_busy.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("two_level,broadcast", [(True, True), (False, True), (True, False)])
+def test_collective_templates_match_a_list_built_with_the_numbers(two_level, broadcast):
+    # line_allreduce fills a cached task-list template; building the list with the call's own
+    # numbers must give the same cycles, link use and message count
+    from pyaccel.sim.wafer_mesh import _line_busy, tree_groups
+
+    for n, seg, nwav, setup, overhead, hop, pass_lat in [
+        (37, 37, 3, 50, 20, 1, 1), (64, 16, 1, 0, 0, 2, 0), (30, 7, 5, 11, 4, 1, 3),
+    ]:  # fmt: skip
+        line, tk = Line(n, hop), Tasks()
+        for lo in range(0, n, seg):
+            hi = min(n, lo + seg)
+            g = tree_groups(hi - lo) if two_level else 1
+            allreduce(tk, line, lo, hi, nwav, setup, overhead, g, broadcast)
+        res = tk.run(line.link_lat, n, pass_lat)
+        cycles, busy, msgs = line_allreduce(
+            n, seg, nwav, setup, overhead, hop, pass_lat, two_level, broadcast
+        )
+        assert cycles == res.cycles and msgs == tk.n_messages
+        np.testing.assert_array_equal(busy, _line_busy(res.link_busy, n))

@@ -13,6 +13,7 @@ from ``csrc/*.c``; each ``csrc/*.h`` is a cdef fragment). E.g. ``reference_mesh.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from importlib import import_module
 
 from ..errors import PyaccelError
@@ -25,12 +26,14 @@ class KernelBuildError(PyaccelError):
     """A kernel backend that was asked for by name is not available."""
 
 
-def _modules(backend: str) -> list:
-    """Every importable module of a backend (none when its toolchain or C build is missing)."""
+@lru_cache(maxsize=None)
+def _modules(backend: str) -> tuple:
+    """Every importable module of a backend (none when its toolchain or C build is missing);
+    found once per process (the per-transfer engines ask for a kernel thousands of times)."""
     import pkgutil
 
     if backend == "c" and not import_module(".ffi", __name__).available:
-        return []
+        return ()
     prefix = _PREFIX[backend]
     mods = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
@@ -38,8 +41,8 @@ def _modules(backend: str) -> list:
             try:
                 mods.append(import_module(f".{info.name}", __name__))
             except ImportError:
-                return []  # e.g. numba not installed: the whole backend is missing
-    return mods
+                return ()  # e.g. numba not installed: the whole backend is missing
+    return tuple(mods)
 
 
 def _find(backend: str, name: str):

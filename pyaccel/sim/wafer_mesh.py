@@ -57,7 +57,7 @@ class Tasks:
 
     def add(self, pe, setup=0, stream=False, nwav=0, deps=(), path=()) -> int:
         """Append one task; returns its id."""
-        if path and nwav < 1:
+        if path and nwav < 1 and nwav != NWAV_SLOT:
             raise ValueError("a message needs at least one wavelet")
         self.pe.append(int(pe))
         self.setup.append(int(setup))
@@ -72,27 +72,60 @@ class Tasks:
         """Tasks that move data over at least one link (message hops, router forwards)."""
         return sum(1 for p in self.paths if p)
 
+    def arrays(self) -> dict:
+        """The list as the kernel's flat int64 arrays (CSR for dependencies and paths)."""
+        return {
+            "pe": np.array(self.pe, dtype=np.int64),
+            "setup": np.array(self.setup, dtype=np.int64),
+            "stream": np.array(self.stream, dtype=np.int64),
+            "nwav": np.array(self.nwav, dtype=np.int64),
+            "dep_ptr": np.cumsum([0] + [len(d) for d in self.deps], dtype=np.int64),
+            "dep_idx": np.fromiter((d for ds in self.deps for d in ds), dtype=np.int64),
+            "path_ptr": np.cumsum([0] + [len(p) for p in self.paths], dtype=np.int64),
+            "path_link": np.fromiter((x for p in self.paths for x in p), dtype=np.int64),
+        }
+
     def run(self, link_lat: np.ndarray, n_pes: int, pass_lat: int, backend=None) -> MeshResult:
         """Simulate the list with the fastest (or the named) kernel backend."""
-        dep_ptr = np.cumsum([0] + [len(d) for d in self.deps], dtype=np.int64)
-        path_ptr = np.cumsum([0] + [len(p) for p in self.paths], dtype=np.int64)
-        dep_idx = np.fromiter((d for ds in self.deps for d in ds), dtype=np.int64)
-        path_link = np.fromiter((x for p in self.paths for x in p), dtype=np.int64)
-        fn = kernels.get("mesh_run", backend)
-        head, tail, busy = fn(
-            np.array(self.pe, dtype=np.int64),
-            np.array(self.setup, dtype=np.int64),
-            np.array(self.stream, dtype=np.int64),
-            np.array(self.nwav, dtype=np.int64),
-            dep_ptr,
-            dep_idx,
-            path_ptr,
-            path_link,
-            np.ascontiguousarray(link_lat, dtype=np.int64),
-            int(n_pes),
-            int(pass_lat),
-        )
-        return MeshResult(head, tail, busy)
+        return _run_arrays(self.arrays(), link_lat, n_pes, pass_lat, backend)
+
+
+def _run_arrays(a: dict, link_lat, n_pes: int, pass_lat: int, backend=None) -> MeshResult:
+    fn = kernels.get("mesh_run", backend)
+    head, tail, busy = fn(
+        a["pe"], a["setup"], a["stream"], a["nwav"], a["dep_ptr"], a["dep_idx"], a["path_ptr"],
+        a["path_link"], np.ascontiguousarray(link_lat, dtype=np.int64), int(n_pes), int(pass_lat),
+    )  # fmt: skip
+    return MeshResult(head, tail, busy)
+
+
+# Slots a collective's task-list template holds where one call's numbers go. The shape of the
+# list (tasks, dependencies, paths) depends only on the line, its segments and the scheme, so it
+# is built once and filled per call; the slots are negative, unlike every real value in a list.
+SETUP_SLOT, OVERHEAD_SLOT, NWAV_SLOT = -1, -2, -3
+
+
+@dataclass(frozen=True)
+class Template:
+    """A task list whose setup cycles and message lengths are slots, filled by :meth:`run`."""
+
+    arrays: dict
+    link_lat: np.ndarray
+    n_pes: int
+    n_messages: int
+
+    @classmethod
+    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> "Template":
+        """Freeze a task list built with the slot values."""
+        return cls(tk.arrays(), link_lat, n_pes, tk.n_messages)
+
+    def run(self, setup: int, overhead: int, nwav: int, pass_lat: int, backend=None):
+        """Simulate the list with its slots filled (cycles as in :meth:`Tasks.run`)."""
+        a = dict(self.arrays)
+        st = a["setup"]
+        a["setup"] = np.where(st == SETUP_SLOT, setup, np.where(st == OVERHEAD_SLOT, overhead, st))
+        a["nwav"] = np.where(a["nwav"] == NWAV_SLOT, nwav, a["nwav"])
+        return _run_arrays(a, self.link_lat, self.n_pes, pass_lat, backend)
 
 
 class Line:
@@ -210,18 +243,24 @@ def multicast(tk: Tasks, line: Line, root: int, lo: int, hi: int, nwav: int, set
             j += step
 
 
+@lru_cache(maxsize=512)
+def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: bool):
+    line, tk = Line(n, hop), Tasks()
+    for lo in range(0, n, seg):
+        hi = min(n, lo + seg)
+        g = tree_groups(hi - lo) if two_level else 1
+        allreduce(tk, line, lo, hi, NWAV_SLOT, SETUP_SLOT, OVERHEAD_SLOT, g, broadcast)
+    return Template.of(tk, line.link_lat, n)
+
+
 @lru_cache(maxsize=4096)
 def line_allreduce(n: int, seg: int, nwav: int, setup: int, overhead: int, hop: int,
                    pass_lat: int, two_level: bool, broadcast: bool = True):  # fmt: skip
     """Cycles and per-link busy cycles of an all-reduce (or reduce) over a line of ``n`` PEs cut
     into independent segments of ``seg`` PEs (heads of an attention op, or one segment)."""
-    line, tk = Line(n, hop), Tasks()
-    for lo in range(0, n, seg):
-        hi = min(n, lo + seg)
-        g = tree_groups(hi - lo) if two_level else 1
-        allreduce(tk, line, lo, hi, nwav, setup, overhead, g, broadcast)
-    res = tk.run(line.link_lat, n, pass_lat)
-    return res.cycles, _line_busy(res.link_busy, n), tk.n_messages
+    tpl = _allreduce_template(n, seg, hop, two_level, broadcast)
+    res = tpl.run(setup, overhead, nwav, pass_lat)
+    return res.cycles, _line_busy(res.link_busy, n), tpl.n_messages
 
 
 @lru_cache(maxsize=4096)
