@@ -5,7 +5,7 @@ import pytest
 
 from pyaccel import kernels
 from pyaccel.errors import ConfigError
-from pyaccel.kernels import reference_gemv
+from pyaccel.kernels import ffi, reference_gemv
 from pyaccel.numerics.codecs import decode, encode
 from pyaccel.numerics.gemv import gemv, operands
 
@@ -28,6 +28,79 @@ def test_gemv_matches_the_twin_exactly(backend, fmt, bits):
         p = encode(w, fmt, bits)
         want = reference_gemv.gemv_packed(*operands(p), x)
         assert np.array_equal(gemv(p, x, backend), want), (cols, backend)
+
+
+def _c_paths():
+    """(isa, threads) of every C kernel path this CPU runs (none without the C build)."""
+    if not ffi.available:
+        return []
+    from pyaccel.kernels import ffi_gemv
+
+    w, x = _data(1, 16, 0)
+    paths = []
+    for isa in ffi_gemv.ISAS:
+        try:
+            ffi_gemv.gemv_packed(*operands(encode(w, "int8")), x, isa=isa)
+        except RuntimeError:
+            continue  # this CPU lacks the instruction set
+        paths += [(isa, 1), (isa, 2)]
+    return paths
+
+
+C_PATHS = _c_paths()
+
+
+@pytest.mark.skipif(not C_PATHS, reason="C kernels not built")
+@pytest.mark.parametrize("fmt,bits", CASES)
+def test_every_c_path_and_thread_count_matches_the_twin(fmt, bits):
+    """Generic C, AVX2 and AVX-512 decoders, 1 or 2 threads: the twin's bits. Rows around the
+    4-row groups, columns around 16-lane groups, blocks and the 3/6-bit groups at a row's end."""
+    from pyaccel.kernels import ffi_gemv
+
+    sizes = [(1, 1), (3, 15), (4, 16), (5, 17), (7, 33), (9, 48), (6, 70), (13, 129), (8, 1100)]
+    for i, (rows, cols) in enumerate(sizes):
+        w, x = _data(rows, cols, 100 + i)
+        ops = operands(encode(w, fmt, bits))
+        want = reference_gemv.gemv_packed(*ops, x)
+        for isa, threads in C_PATHS:
+            got = ffi_gemv.gemv_packed(*ops, x, isa=isa, threads=threads)
+            assert np.array_equal(got, want), (rows, cols, isa, threads)
+
+
+@pytest.mark.parametrize("backend", kernels.available_backends())
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
+def test_any_table_and_block_matches_the_twin(backend, bits):
+    """Random packed bytes, a random table (mode 0) and random block scales, block sizes a
+    multiple of 16 or not: every backend (and every C path) gives the twin's bits."""
+    rng = np.random.default_rng(bits)
+    paths = [(None, 0)] if backend != "c" else C_PATHS
+    for rows, cols in ((3, 16), (6, 37), (5, 200), (9, 1030)):
+        packed = rng.integers(0, 256, (rows, -(-cols * bits // 8)), dtype=np.uint8)
+        lut = rng.standard_normal(1 << bits).astype(np.float32)
+        x = rng.standard_normal(cols).astype(np.float32)
+        rscale = rng.standard_normal(rows).astype(np.float32)
+        for block in (0, 16, 32, 48, 10):
+            bs = rng.standard_normal((rows, -(-cols // block))).astype(np.float32) if block else None
+            args = (packed, bits, lut, bs, block, rscale, 0, x)
+            want = reference_gemv.gemv_packed(*args)
+            fn = kernels.get("gemv_packed", backend)
+            for isa, threads in paths:
+                got = fn(*args) if isa is None else fn(*args, isa=isa, threads=threads)
+                assert np.array_equal(got, want), (rows, cols, block, isa, threads)
+
+
+@pytest.mark.skipif(not C_PATHS, reason="C kernels not built")
+def test_threads_do_not_change_the_bits_of_a_large_call():
+    """Above the automatic threading threshold (2^20 elements): same bits as one thread."""
+    from pyaccel.kernels import ffi_gemv
+
+    w, x = _data(1030, 1100, 3)
+    for fmt, bits in CASES:
+        ops = operands(encode(w, fmt, bits))
+        one = ffi_gemv.gemv_packed(*ops, x, threads=1)
+        assert np.array_equal(ffi_gemv.gemv_packed(*ops, x), one), fmt
+        assert np.array_equal(ffi_gemv.gemv_packed(*ops, x, threads=2), one), fmt
+        assert np.array_equal(reference_gemv.gemv_packed(*ops, x), one), fmt
 
 
 def test_twin_is_the_decoded_matrix_product():

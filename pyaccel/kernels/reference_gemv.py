@@ -12,6 +12,11 @@ in fp32 with every multiply and add rounded (no fused multiply-add). ``lut`` map
 value (E2M1 values, or the sign-extended integer); ``block == 0`` means no block scales (the factor
 is 1). ``mode`` (1: ``lut`` is the two's complement integer table) lets fast kernels compute the
 value arithmetically; the result is the same. The C and Numba kernels must match this bit for bit.
+
+Fast kernels may evaluate this order in any way that rounds the same operations: the C kernel
+(csrc/gemv.c) keeps the 16 lanes in one or two SIMD registers, computes ``lut[c] * bscale`` once
+per block for all 16 codes (the same rounded products), processes 4 rows at a time and splits
+rows over up to 2 threads; no operation is fused, reassociated or skipped.
 """
 
 from __future__ import annotations

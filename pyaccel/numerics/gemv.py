@@ -1,7 +1,8 @@
 """Packed low-bit GEMV: a :class:`~pyaccel.numerics.codecs.Packed` tensor times an fp32 vector,
 reading the packed bytes directly (the kernels ``gemv_packed`` in pyaccel/kernels: NumPy twin,
 Numba, C). The arithmetic order is fixed (16 fp32 lanes, pairwise lane sum; see
-``kernels/reference_gemv.py``) so every backend gives the same bits."""
+``kernels/reference_gemv.py``) so every backend gives the same bits, whatever the C kernel's
+instruction set (generic, AVX2, AVX-512) or thread count (1 or 2)."""
 
 from __future__ import annotations
 
