@@ -3,8 +3,10 @@
 Covers Llama/Mistral/Qwen2/Qwen3 dense (GQA, optional biases, Qwen3's per-head q/k norms, sliding
 windows), Mixtral and Qwen3-MoE (softmax top-k routing) and DeepSeek-V3/Kimi-K2 (MLA with
 interleaved rope on the rope part, sigmoid group-limited routing with correction bias, shared
-experts, first-k dense layers). It follows Hugging Face ``transformers`` op for op, and tests hold
-it to the golden logits those models produce (tests/golden/).
+experts, first-k dense layers), with the rope scalings ``default``, ``linear``, ``llama3`` and
+``yarn`` (DeepSeek's yarn softmax mscale included). It follows Hugging Face ``transformers`` op for
+op (checked against transformers 5.24.0), and tests hold it to the golden logits those models
+produce (tests/golden/).
 
 The arithmetic is delegated to a :class:`Numerics` object: this module's :class:`Numerics` is plain
 fp32; ``numerics/execute.py`` subclasses it to compute each op as a machine does (its formats,
@@ -13,10 +15,19 @@ partitions and reduction order) while the model's structure stays in one place.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..errors import ConfigError
 from ..model.config import ModelConfig
 from .weights import check_supported
+
+# HF builds DeepSeek's q_a_layernorm / kv_a_layernorm as ``DeepseekV3RMSNorm(rank)``: the class
+# default eps, not the config's ``rms_norm_eps`` (the original DeepSeek code does the same).
+MLA_LATENT_NORM_EPS = 1e-6
+
+ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 class Numerics:
@@ -67,14 +78,113 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (np.float32(1.0) + np.exp(-x))
 
 
-def rope_cos_sin(dim: int, theta: float, pos: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin of the default rope at position ``pos`` for ``dim`` rotary features (half each),
-    computed as HF does: fp32 inverse frequencies, fp32 angle."""
-    inv = (1.0 / (np.float32(theta) ** (np.arange(0, dim, 2, dtype=np.float32) / dim))).astype(
-        np.float32
-    )
-    ang = (np.float32(pos) * inv).astype(np.float32)
-    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+def rope_parameters(cfg: ModelConfig) -> dict:
+    """``cfg``'s rope parameters as transformers reads them: ``rope_scaling`` (or the newer
+    ``rope_parameters``) with ``rope_type`` (old spelling ``type``, absent: ``default``),
+    ``rope_theta`` and, for llama3/yarn, ``original_max_position_embeddings``."""
+    raw = cfg.raw
+    rp = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
+    if not isinstance(rp, dict):
+        raise ConfigError(f"{cfg.name}: 'rope_scaling' must be an object, got {rp!r}")
+    rp = dict(rp)
+    rp["rope_type"] = rp.get("rope_type") or rp.get("type") or "default"
+    if rp.get("rope_theta") is None:
+        rp["rope_theta"] = cfg.rope_theta
+    if rp["rope_type"] not in ROPE_TYPES:
+        raise ConfigError(
+            f"{cfg.name}: rope type '{rp['rope_type']}' is not covered by the reference forward "
+            f"pass; supported: {', '.join(ROPE_TYPES)}"
+        )
+    if rp["rope_type"] in ("llama3", "yarn") and rp.get("original_max_position_embeddings") is None:
+        rp["original_max_position_embeddings"] = (
+            raw.get("original_max_position_embeddings") or cfg.max_position
+        )
+    return rp
+
+
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _rope_factor(rp: dict, max_position: int) -> float:
+    """The scaling factor; yarn without one uses max / original positions (as HF does)."""
+    if rp.get("factor") is not None:
+        return float(rp["factor"])
+    if rp["rope_type"] == "yarn":
+        return max_position / float(rp["original_max_position_embeddings"])
+    raise ConfigError(f"rope type '{rp['rope_type']}' needs a 'factor'")
+
+
+def rope_inv_freq(rp: dict, dim: int, max_position: int) -> tuple[np.ndarray, float]:
+    """fp32 inverse frequencies ``[dim // 2]`` and the cos/sin factor of rope parameters ``rp``
+    (from :func:`rope_parameters`) over ``dim`` rotary features, computed as transformers does."""
+    f32 = np.float32
+    base = float(rp["rope_theta"])
+    expo = np.arange(0, dim, 2, dtype=np.float32) / f32(dim)
+    pos_freqs = (f32(base) ** expo).astype(np.float32)
+    inv = (f32(1.0) / pos_freqs).astype(np.float32)
+    kind = rp["rope_type"]
+    if kind == "default":
+        return inv, 1.0
+    if kind == "linear":
+        return (inv / f32(_rope_factor(rp, max_position))).astype(np.float32), 1.0
+    if kind == "llama3":
+        factor = _rope_factor(rp, max_position)
+        lo_f, hi_f = float(rp["low_freq_factor"]), float(rp["high_freq_factor"])
+        old = float(rp["original_max_position_embeddings"])
+        lo_wav, hi_wav = old / lo_f, old / hi_f
+        wavelen = (f32(2 * math.pi) / inv).astype(np.float32)
+        scaled = np.where(wavelen > f32(lo_wav), inv / f32(factor), inv).astype(np.float32)
+        smooth = ((f32(old) / wavelen - f32(lo_f)) / f32(hi_f - lo_f)).astype(np.float32)
+        smoothed = (f32(1) - smooth) * scaled / f32(factor) + smooth * scaled
+        medium = ~(wavelen < f32(hi_wav)) & ~(wavelen > f32(lo_wav))
+        return np.where(medium, smoothed, scaled).astype(np.float32), 1.0
+    # yarn
+    orig = float(rp["original_max_position_embeddings"])
+    factor = _rope_factor(rp, max_position)
+    att = rp.get("attention_factor")
+    mscale, mscale_all = rp.get("mscale"), rp.get("mscale_all_dim")
+    if att is None:
+        if mscale and mscale_all:
+            att = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all)
+        else:
+            att = _yarn_mscale(factor)
+    beta_fast, beta_slow = rp.get("beta_fast") or 32, rp.get("beta_slow") or 1
+
+    def corr_dim(rot):
+        return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+    if rp.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - f32(low)) / f32(high - low), 0, 1)
+    extra = (f32(1) - ramp).astype(np.float32)
+    interp = (f32(1.0) / (f32(factor) * pos_freqs)).astype(np.float32)
+    return (interp * (f32(1) - extra) + inv * extra).astype(np.float32), float(att)
+
+
+def mla_softmax_scale(cfg: ModelConfig, rp: dict) -> float:
+    """DeepSeek's attention scale: ``qk_head_dim ** -0.5``, times ``mscale(factor,
+    mscale_all_dim) ** 2`` under a scaled rope with ``mscale_all_dim`` set (HF
+    ``yarn_apply_mscale``)."""
+    scale = (cfg.qk_nope_dim + cfg.qk_rope_dim) ** -0.5
+    if rp["rope_type"] != "default" and rp.get("mscale_all_dim"):
+        m = _yarn_mscale(_rope_factor(rp, cfg.max_position or 4096), rp["mscale_all_dim"])
+        scale = scale * m * m
+    return scale
+
+
+def rope_cos_sin(inv_freq: np.ndarray, pos: int, factor: float = 1.0):
+    """fp32 cos/sin (half width) at position ``pos`` of inverse frequencies ``inv_freq``, each
+    times the rope's attention ``factor`` (yarn), as HF computes them."""
+    ang = (np.float32(pos) * inv_freq).astype(np.float32)
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    if factor != 1.0:
+        cos, sin = cos * np.float32(factor), sin * np.float32(factor)
+    return cos, sin
 
 
 def rope_half(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -106,6 +216,13 @@ class DecodeModel:
         self.nx = numerics
         self.batch = batch
         self.max_len = max_len or cfg.max_position or 4096
+        rp = rope_parameters(cfg)
+        rot = cfg.qk_rope_dim if cfg.attention == "mla" else cfg.head_dim
+        self.inv_freq, self.rope_factor = rope_inv_freq(rp, rot, cfg.max_position or 4096)
+        if cfg.attention == "mla":
+            self.mla_scale = mla_softmax_scale(cfg, rp)
+            # HF DeepSeek-V3: interleaved rope pairs unless the config sets rope_interleave false
+            self.rope_interleave = bool(cfg.raw.get("rope_interleave", True))
         self.reset()
 
     def reset(self) -> None:
@@ -160,7 +277,7 @@ class DecodeModel:
         if c.qk_norm:
             q = nx.act(rms_norm(q, nx.w[a + "q_norm.weight"], c.norm_eps))
             k = nx.act(rms_norm(k, nx.w[a + "k_norm.weight"], c.norm_eps))
-        cos, sin = rope_cos_sin(hd, c.rope_theta, self.pos)
+        cos, sin = rope_cos_sin(self.inv_freq, self.pos, self.rope_factor)
         q, k = nx.act(rope_half(q, cos, sin)), rope_half(k, cos, sin)
         kc, vc = self.cache[i]
         kc[:, self.pos], vc[:, self.pos] = nx.kv(k), nx.kv(v)
@@ -178,17 +295,18 @@ class DecodeModel:
         nope, rope, vd = c.qk_nope_dim, c.qk_rope_dim, c.v_head_dim
         if c.q_lora_rank:
             qa = nx.act(nx.linear(h, a + "q_a_proj", "replicate", "attn"))
-            qa = nx.act(rms_norm(qa, nx.w[a + "q_a_layernorm.weight"], c.norm_eps))
+            qa = nx.act(rms_norm(qa, nx.w[a + "q_a_layernorm.weight"], MLA_LATENT_NORM_EPS))
             q = nx.linear(qa, a + "q_b_proj", "col", "attn")
         else:
             q = nx.linear(h, a + "q_proj", "col", "attn")
         q = nx.act(q).reshape(b, c.n_heads, nope + rope)
         ckv = nx.act(nx.linear(h, a + "kv_a_proj_with_mqa", "replicate", "attn"))
         latent = nx.act(rms_norm(ckv[:, : c.kv_lora_rank], nx.w[a + "kv_a_layernorm.weight"],
-                                 c.norm_eps))  # fmt: skip
-        cos, sin = rope_cos_sin(rope, c.rope_theta, self.pos)
-        q_rot = rope_interleave(q[..., nope:], cos, sin)
-        k_rot = rope_interleave(ckv[:, None, c.kv_lora_rank :], cos, sin)[:, 0]
+                                 MLA_LATENT_NORM_EPS))  # fmt: skip
+        cos, sin = rope_cos_sin(self.inv_freq, self.pos, self.rope_factor)
+        rotate = rope_interleave if self.rope_interleave else rope_half
+        q_rot = rotate(q[..., nope:], cos, sin)
+        k_rot = rotate(ckv[:, None, c.kv_lora_rank :], cos, sin)[:, 0]
         lat_c, rot_c = self.cache[i]
         lat_c[:, self.pos], rot_c[:, self.pos] = nx.kv(latent), nx.kv(k_rot)
         t = self.pos + 1
@@ -200,7 +318,7 @@ class DecodeModel:
         keys = np.concatenate(
             [k_nope, np.broadcast_to(rot_c[:, :t, None, :], (b, t, c.n_heads, rope))], axis=-1
         )
-        scale = np.float32((nope + rope) ** -0.5)
+        scale = np.float32(self.mla_scale)
         scores = np.einsum("bhd,bthd->bht", q_all, keys) * scale
         out = np.einsum("bht,bthd->bhd", softmax(scores), vals).reshape(b, -1)
         return nx.linear(nx.act(out.astype(np.float32)), a + "o_proj", "row", "attn")
