@@ -90,3 +90,22 @@ def test_unknown_model_type_is_an_error():
 def test_unknown_preset_lists_known_ones():
     with pytest.raises(pa.PresetError, match="llama-3.1-8b"):
         pa.load_model("llama-9")
+
+
+def test_absent_norm_eps_and_rope_theta_take_the_transformers_family_defaults(tmp_path):
+    import json
+
+    import pyaccel as pa
+
+    base = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 256}  # fmt: skip
+    cases = [("llama", {}, 1e-6, 10000.0), ("mixtral", {"num_local_experts": 4,
+             "num_experts_per_tok": 2}, 1e-5, 1e6),
+             ("qwen3", {"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}},
+              1e-6, 5e5)]  # fmt: skip
+    for mt, extra, eps, theta in cases:
+        folder = tmp_path / mt
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**base, "model_type": mt, **extra}))
+        cfg = pa.load_model(folder)
+        assert (cfg.norm_eps, cfg.rope_theta) == (eps, theta), mt

@@ -19,6 +19,11 @@ DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
 MLA_TYPES = {"deepseek_v3", "kimi_k2"}
 SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
+# What Hugging Face transformers (5.x config classes) assumes when a config.json leaves the field
+# out; the others default to rms_norm_eps 1e-5 and rope_theta 10000.
+DEFAULT_NORM_EPS = {t: 1e-6 for t in ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
+                                       "deepseek_v3", "kimi_k2")}  # fmt: skip
+DEFAULT_ROPE_THETA = {"mixtral": 1e6, "gpt_oss": 150000.0}
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,16 @@ def _positive(cfg: dict, key: str, where: str, default: int | None = None) -> in
     if value == 0:
         raise ConfigError(f"{where}: field '{key}' must be positive, got 0")
     return value
+
+
+def _rope_theta(cfg: dict, model_type: str, where: str) -> float:
+    """``rope_theta``, or (transformers 5 configs) ``rope_parameters.rope_theta``, or the family's
+    default."""
+    default = DEFAULT_ROPE_THETA.get(model_type, 10000.0)
+    params = cfg.get("rope_parameters")
+    if cfg.get("rope_theta") is None and isinstance(params, dict):
+        return _real(params, "rope_theta", f"{where} rope_parameters", default)
+    return _real(cfg, "rope_theta", where, default)
 
 
 def _real(cfg: dict, key: str, where: str, default: float) -> float:
@@ -246,8 +261,8 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         vocab=_positive(cfg, "vocab_size", where),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         max_position=_int(cfg, "max_position_embeddings", where, 0),
-        rope_theta=_real(cfg, "rope_theta", where, 10000.0),
-        norm_eps=_real(cfg, "rms_norm_eps", where, 1e-5),
+        rope_theta=_rope_theta(cfg, mt, where),
+        norm_eps=_real(cfg, "rms_norm_eps", where, DEFAULT_NORM_EPS.get(mt, 1e-5)),
         hidden_act=str(cfg.get("hidden_act") or "silu"),
         layer_types=_layer_types(cfg, n_layers, where),
         source=where,
