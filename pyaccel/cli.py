@@ -223,7 +223,7 @@ def report_cmd(
         if sensitivity is not None:
             from .sensitivity import assumption_sensitivity
 
-            units_used = result.system.units
+            units_used = result.placement.n_units
             rows = assumption_sensitivity(
                 model, system, units_used, work, sets, etch, sensitivity / 100.0
             )

@@ -69,7 +69,7 @@ def assumption_sensitivity(
     if not 0.0 < frac < 1.0:
         raise ValueError(f"frac must be in (0, 1), got {frac}")
     base = run(model, system, units, workload, sets, etch)
-    spec, n_units = base.system.spec, base.system.units
+    spec, n_units = base.system.spec, base.placement.n_units
     kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
     names = params if params is not None else list(spec.assumptions)
     out = []

@@ -58,3 +58,18 @@ def test_report_cli_sensitivity_json_and_bad_percent():
     assert clock["percent"] == 50 and clock["low_change"] == pytest.approx(1.0)
     bad = runner.invoke(app, [*args[:-1], "150"])
     assert bad.exit_code == 2 and "--sensitivity 150" in bad.output
+
+
+def test_auto_units_are_pinned_to_the_unchanged_placement(monkeypatch):
+    import pyaccel.sensitivity as sens
+
+    seen = []
+    real = sens.run
+
+    def spy(model, system, units, *args, **kw):
+        seen.append(units)
+        return real(model, system, units, *args, **kw)
+
+    monkeypatch.setattr(sens, "run", spy)
+    assumption_sensitivity("tiny-llama", "wse3", "auto", WORK, params=["clock_hz"])
+    assert seen[0] == "auto" and seen[1:] == [1, 1]
