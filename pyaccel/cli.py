@@ -223,10 +223,10 @@ def report_cmd(
         if sensitivity is not None:
             from .sensitivity import assumption_sensitivity
 
-            units_used = result.placement.n_units
             rows = assumption_sensitivity(
-                model, system, units_used, work, sets, etch, sensitivity / 100.0
-            )
+                model, system, result.placement.n_units, work, sets, etch, sensitivity / 100.0,
+                base=result,
+            )  # fmt: skip
         if as_json:
             data = json.loads(rep.to_json())
             if rows is not None:

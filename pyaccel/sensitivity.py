@@ -63,12 +63,15 @@ def assumption_sensitivity(
     etch: bool = False,
     frac: float = 0.5,
     params: list[str] | None = None,
+    base=None,
 ) -> list[Sensitivity]:
     """±``frac`` sensitivity of the step time to each named assumption of ``system`` (or to
-    ``params``), largest first. The unit count is the one the unchanged case places on."""
+    ``params``), largest first. The unit count is the one the unchanged case places on;
+    ``base`` is that case's :class:`~pyaccel.results.Run` when the caller already has it."""
     if not 0.0 < frac < 1.0:
         raise ValueError(f"frac must be in (0, 1), got {frac}")
-    base = run(model, system, units, workload, sets, etch)
+    if base is None:
+        base = run(model, system, units, workload, sets, etch)
     spec, n_units = base.system.spec, base.placement.n_units
     kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
     names = params if params is not None else list(spec.assumptions)
@@ -80,9 +83,9 @@ def assumption_sensitivity(
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
             continue
         is_int = kinds[name] in (int, "int")
+        values = [_scaled(value, frac, sign, is_int) for sign in (-1, 1)]
         steps, error = [], ""
-        for sign in (-1, 1):
-            new = _scaled(value, frac, sign, is_int)
+        for new in values:
             if new == value:  # an integer too small to move by this fraction
                 steps.append(base.trace.step_time_s)
                 continue
@@ -96,8 +99,8 @@ def assumption_sensitivity(
             Sensitivity(
                 name,
                 float(value),
-                float(_scaled(value, frac, -1, is_int)),
-                float(_scaled(value, frac, 1, is_int)),
+                float(values[0]),
+                float(values[1]),
                 base.trace.step_time_s,
                 steps[0],
                 steps[1],

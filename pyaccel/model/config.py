@@ -20,7 +20,8 @@ MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
 MLA_TYPES = {"deepseek_v3", "kimi_k2"}
 SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
 # What Hugging Face transformers (5.x config classes) assumes when a config.json leaves the field
-# out; the others default to rms_norm_eps 1e-5 and rope_theta 10000.
+# out (kimi_k2 ships DeepSeek-V3's config class); the others default to rms_norm_eps 1e-5 and
+# rope_theta 10000.
 DEFAULT_NORM_EPS = {t: 1e-6 for t in ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
                                        "deepseek_v3", "kimi_k2")}  # fmt: skip
 DEFAULT_ROPE_THETA = {"mixtral": 1e6, "gpt_oss": 150000.0}

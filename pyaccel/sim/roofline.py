@@ -142,7 +142,6 @@ class StepBounds:
         ops = tuple(self.fixed_ops + attn_ops) if with_ops else ()
         return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
 
-
     def step_seconds(self, contexts) -> np.ndarray:
         """``at(c).step_s`` for every context in ``contexts`` at once (s; one trace's steps).
 
