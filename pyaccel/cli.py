@@ -219,23 +219,26 @@ def report_cmd(
             from .plots import report_plots
 
             report_plots(result.trace, rep, plot)
-        rows = None
+        rows = alts = None
         if sensitivity is not None:
-            from .sensitivity import assumption_sensitivity
+            from .sensitivity import assumption_sensitivity, choice_alternatives
 
+            n_units = result.placement.n_units
             rows = assumption_sensitivity(
-                model, system, result.placement.n_units, work, sets, etch, sensitivity / 100.0,
-                base=result,
-            )  # fmt: skip
+                model, system, n_units, work, sets, etch, sensitivity / 100.0, base=result
+            )
+            alts = choice_alternatives(model, system, n_units, work, sets, etch, base=result)
         if as_json:
             data = json.loads(rep.to_json())
             if rows is not None:
                 data["sensitivity"] = [_sensitivity_record(r, sensitivity) for r in rows]
+                data["alternatives"] = [_alternative_record(a) for a in alts]
             _print_json(data)
         else:
             _print_report(rep)
             if rows is not None:
                 _print_sensitivity(rows, sensitivity)
+                _print_alternatives(alts)
 
 
 def _sensitivity_record(row, pct: float) -> dict:
@@ -251,6 +254,29 @@ def _sensitivity_record(row, pct: float) -> dict:
         "high_change": row.high_change,
         "error": row.error,
     }
+
+
+def _alternative_record(alt) -> dict:
+    return {
+        "param": alt.param,
+        "value": alt.value,
+        "choice": alt.choice,
+        "step_time_s": alt.step_s,
+        "change": alt.change,
+        "error": alt.error,
+    }
+
+
+def _print_alternatives(alts) -> None:
+    if not alts:
+        return
+    t = Table(title="step time with each other choice of a named assumption (re-emulated)")
+    for col in ("assumption", "value", "other choice", "step time", "note"):
+        t.add_column(col)
+    for a in alts:
+        change = "cannot run" if a.change is None else f"{a.change:+.1%}"
+        t.add_row(a.param, a.value, a.choice, change, a.error)
+    out.print(t)
 
 
 def _print_sensitivity(rows, pct: float) -> None:

@@ -7,6 +7,9 @@ number of units and re-emulated (no interpolation, nothing fitted), and the mean
 compared with the unchanged run. ``power_w`` (energy only) and parameters whose preset value is 0 ("derive it") or that are
 not numbers are skipped; integer parameters are rounded (at least 1), so a small integer may
 not move on one side (its change is then 0).
+
+A text assumption with a fixed set of choices (the wafer's ``placement_strategy``) cannot be
+scaled; :func:`choice_alternatives` re-emulates the case with each of its other choices instead.
 """
 
 from __future__ import annotations
@@ -109,3 +112,51 @@ def assumption_sensitivity(
         )
     return sorted(out, key=lambda s: -s.spread)
 
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Step time (s) of one run with a text assumption set to another of its choices (``None``:
+    cannot run, ``error`` says why)."""
+
+    param: str
+    value: str
+    choice: str
+    base_step_s: float
+    step_s: float | None
+    error: str = ""
+
+    @property
+    def change(self) -> float | None:
+        """Relative step-time change with the other choice (-0.25 = 25 % faster)."""
+        return None if self.step_s is None else self.step_s / self.base_step_s - 1.0
+
+
+def choice_alternatives(
+    model: str,
+    system: str,
+    units="auto",
+    workload: Workload | None = None,
+    sets: list[str] | None = None,
+    etch: bool = False,
+    base=None,
+) -> list[Alternative]:
+    """Each other choice of each text assumption of ``system`` that has a fixed set of choices,
+    re-placed on the unchanged case's unit count and re-emulated, in the order of the choices."""
+    if base is None:
+        base = run(model, system, units, workload, sets, etch)
+    spec, n_units = base.system.spec, base.placement.n_units
+    meta = {f.name: f.metadata for f in fields(PARAMS_BY_KIND[spec.kind])}
+    out = []
+    for name in spec.assumptions:
+        choices = meta[name].get("choices") or ()
+        value = getattr(spec.params, name)
+        for choice in (c for c in choices if c != value):
+            step, error = None, ""
+            try:
+                r = run(model, system, n_units, workload, [*(sets or []), f"{name}={choice}"], etch)
+                step = r.trace.step_time_s
+            except PyaccelError as exc:  # e.g. no layout of that strategy fits
+                error = str(exc).splitlines()[0]
+            out.append(Alternative(name, value, choice, base.trace.step_time_s, step, error))
+    return out

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pyaccel.cli import app
-from pyaccel.sensitivity import assumption_sensitivity
+from pyaccel.sensitivity import assumption_sensitivity, choice_alternatives
 from pyaccel.workload import Workload
 
 WORK = Workload(batch=1, context=64, tokens=2)
@@ -53,7 +53,10 @@ def test_report_cli_sensitivity_json_and_bad_percent():
             "--context", "64", "--tokens", "2", "--sensitivity", "50"]  # fmt: skip
     res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.stdout)["sensitivity"]
+    data = json.loads(res.stdout)
+    rows = data["sensitivity"]
+    assert {a["choice"] for a in data["alternatives"]} == {"auto", "layer_regions",
+                                                           "layer_groups"}  # fmt: skip
     clock = [r for r in rows if r["param"] == "clock_hz"][0]
     assert clock["percent"] == 50 and clock["low_change"] == pytest.approx(1.0)
     bad = runner.invoke(app, [*args[:-1], "150"])
@@ -73,3 +76,19 @@ def test_auto_units_are_pinned_to_the_unchanged_placement(monkeypatch):
     monkeypatch.setattr(sens, "run", spy)
     assumption_sensitivity("tiny-llama", "wse3", "auto", WORK, params=["clock_hz"])
     assert seen[0] == "auto" and seen[1:] == [1, 1]
+
+
+def test_each_other_placement_strategy_is_re_emulated_and_auto_is_never_slower():
+    # one step (no context growth): auto keeps the fastest of every strategy's layouts, so it
+    # cannot be slower than the default interleave or than any strategy pinned alone
+    one = Workload(batch=1, context=64, tokens=1)
+    alts = choice_alternatives("llama-3.1-8b", "wse3", 1, one)
+    by = {a.choice: a for a in alts}
+    assert set(by) == {"auto", "layer_regions", "layer_groups"}
+    assert all(a.param == "placement_strategy" and a.value == "interleave" for a in alts)
+    assert all(a.step_s is not None and not a.error for a in alts)
+    assert by["auto"].step_s <= min(a.step_s for a in alts)
+    assert by["auto"].step_s <= by["auto"].base_step_s
+    # assumptions without choices (numbers, or free text such as an ASIC's etched model) have
+    # no alternatives
+    assert choice_alternatives("tiny-llama", "h100", 1, one) == []

@@ -95,16 +95,112 @@ def test_70b_on_one_wafer_names_the_wafer_and_bytes():
     assert "--units 5 would fit" in msg
 
 
-def test_auto_strategy_is_the_fastest_candidate(wse3):
+def test_auto_strategy_is_the_fastest_candidate():
+    auto = pa.load_system("wse3", units=1, overrides=["placement_strategy=auto"])
     model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
     graph = build_graph(model, work.resolved("bf16"))
-    cands = placer.candidates(graph, wse3, 1)
-    assert {c.layout["strategy"] for c in cands} == {"interleave", "layer_regions"}
-    times = [step_cycles_at(graph, wse3, c, graph.context) for c in cands]
-    chosen = pa.place(model, wse3, work)
-    assert step_cycles_at(graph, wse3, chosen, graph.context) == min(times)
+    cands = placer.candidates(graph, auto, 1)
+    assert {c.layout["strategy"] for c in cands} == {"interleave", "layer_regions",
+                                                     "layer_groups"}  # fmt: skip
+    times = [step_cycles_at(graph, auto, c, graph.context) for c in cands]
+    chosen = pa.place(model, auto, work)
+    assert step_cycles_at(graph, auto, chosen, graph.context) == min(times)
+    assert "placement_strategy auto" in chosen.reason
     for c in cands:  # every region holds its tiles and KV share within 48 KiB - code - buffers
         c.check(graph)
+
+
+@pytest.mark.parametrize("strategy", ["interleave", "layer_regions", "layer_groups"])
+def test_a_named_strategy_keeps_only_its_own_layouts(strategy):
+    system = pa.load_system("wse3", units=1, overrides=[f"placement_strategy={strategy}"])
+    model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
+    graph = build_graph(model, work.resolved("bf16"))
+    assert {c.layout["strategy"] for c in placer.candidates(graph, system, 1)} == {strategy}
+    assert pa.place(model, system, work).layout["strategy"] == strategy
+
+
+def test_the_presets_default_to_the_published_interleave(wse3):
+    for name in ("wse2", "wse3"):
+        assert pa.load_system(name).spec.params.placement_strategy == "interleave"
+        assert "placement_strategy" in pa.load_system(name).spec.assumptions
+    model = pa.load_model("llama-3.1-8b")
+    assert pa.place(model, wse3, pa.Workload()).layout["strategy"] == "interleave"
+
+
+def test_an_unknown_strategy_names_the_choices():
+    with pytest.raises(pa.ConfigError) as err:
+        pa.load_system("wse3", overrides=["placement_strategy=diagonal"])
+    msg = str(err.value)
+    assert "placement_strategy" in msg and "'diagonal'" in msg
+    assert "auto, layer_regions, interleave, layer_groups" in msg
+
+
+def test_a_named_strategy_that_cannot_fit_says_so():
+    # one user x 110k tokens of llama-3.1-8b KV cache fit per-layer regions but not the whole
+    # grid interleave (every PE keeps a ceil share of every layer's tokens and features)
+    model = pa.load_model("llama-3.1-8b")
+    work = pa.Workload(context=110_000, tokens=1)
+    graph = build_graph(model, work.resolved("bf16"))
+    inter = pa.load_system("wse3", units=1)
+    regions = pa.load_system("wse3", units=1, overrides=["placement_strategy=layer_regions"])
+    assert placer.candidates(graph, regions, 1) and not placer.candidates(graph, inter, 1)
+    with pytest.raises(pa.PlacementError) as err:
+        pa.place(model, inter, work)
+    msg = str(err.value)
+    assert "no interleave layout fits on 1 wse3 wafer(s)" in msg
+    assert "but layer_regions does: --set placement_strategy=auto" in msg
+    assert "--units 2 for interleave" in msg
+
+
+def test_layer_group_tiles_cover_the_grid_in_serpentine_order():
+    tiles = placer._tiles(10, 9, 2, 3)
+    assert sum(w * h for *_, w, h in tiles) == 90
+    cells = {(x, y) for x0, y0, w, h in tiles for x in range(x0, x0 + w)
+             for y in range(y0, y0 + h)}  # fmt: skip
+    assert len(cells) == 90  # no overlap, no gap
+    # down the first column of tiles, up the second: consecutive tiles share an edge
+    assert [(x0, y0) for x0, y0, *_ in tiles] == [(0, 0), (0, 3), (0, 6), (5, 6), (5, 3), (5, 0)]
+    for (ax, ay, aw, ah), (bx, by, bw, bh) in zip(tiles, tiles[1:]):
+        assert ax + aw == bx or ay + ah == by or by + bh == ay
+    # tile counts are cut closest to square: a 755 x 1170 grid in 2 is 1 x 2, in 8 is 2 x 4
+    assert placer._tilings(755, 1170, 34)[:4] == [(1, 2), (1, 3), (2, 2), (2, 3)]
+    assert (2, 4) in placer._tilings(755, 1170, 34)
+
+
+def test_layer_groups_are_contiguous_blocks_one_stage_per_tile():
+    from pyaccel.sim.wafer import WaferPass
+
+    system = pa.load_system("wse3", units=1, overrides=["placement_strategy=layer_groups"])
+    model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
+    graph = build_graph(model, work.resolved("bf16"))
+    fit = placer._Fitter(graph, system)
+    keys = list(graph.layer_keys)
+    rects = placer._layer_groups(fit, keys, 4, 4)
+    order = []
+    for k in keys:  # each tile's keys are one contiguous run of layers
+        if not order or order[-1] != rects[k]:
+            assert rects[k] not in order
+            order.append(rects[k])
+    assert len(order) == 16
+    plc = next(c for c in placer.candidates(graph, system, 1) if c.layout["tiles"] == [4, 4])
+    wp = WaferPass(graph, system, plc)
+    assert wp.n_stages == 16
+    handoffs = [e for e in wp.entries if e.kind == "handoff"]
+    assert len(handoffs) == 16  # 15 between tiles + the sampled token back to the embedding
+
+
+def test_one_tile_of_layer_groups_is_the_whole_grid_interleave(wse3):
+    model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
+    graph = build_graph(model, work.resolved("bf16"))
+    fit = placer._Fitter(graph, wse3)
+    keys = list(graph.layer_keys)
+    rects = placer._layer_groups(fit, keys, 1, 1)
+    one = placer._placement(graph, wse3, 1, [
+        placer._slot(graph, k, 0, rects[k], "layer_groups", {"tiles": [1, 1]}) for k in keys
+    ], {"strategy": "layer_groups", "wafers": 1, "tiles": [1, 1]})  # fmt: skip
+    whole = next(c for c in placer.candidates(graph, wse3, 1)
+                 if c.layout["grids"][0] == [755, 1170])  # fmt: skip
+    assert step_cycles_at(graph, wse3, one, 1024) == step_cycles_at(graph, wse3, whole, 1024)
 
 
 def test_per_pe_budget_includes_kv_cache(wse3):
@@ -136,7 +232,7 @@ def test_trace_events_match_simulated_transfers(run8b):
 
 def test_longer_context_never_speeds_a_step(wse3):
     model = pa.load_model("llama-3.1-8b")
-    work = pa.Workload(context=100, tokens=300)
+    work = pa.Workload(context=500, tokens=300)  # crosses one token per PE on a 683-wide grid
     tr = pa.emulate(model, wse3, pa.place(model, wse3, work), work, event_steps=())
     assert np.all(np.diff(tr.step_cycles) >= 0)
     assert tr.step_cycles[-1] > tr.step_cycles[0]  # tokens per PE grew at least once
@@ -196,12 +292,13 @@ def test_tiny_models_of_every_family_run(name, wse3):
     assert np.all(tr.step_cycles >= tr.lower_bound_cycles) and tr.step_cycles[0] > 0
 
 
-def test_batch_fills_the_layer_pipeline(wse3):
+def test_batch_fills_the_layer_pipeline():
+    regions = pa.load_system("wse3", units=1, overrides=["placement_strategy=layer_regions"])
     model = pa.load_model("llama-3.1-8b")
     one, many = pa.Workload(tokens=1), pa.Workload(tokens=1, batch=16)
-    plc = pa.place(model, wse3, many)  # regions sized for 16 users' KV cache
-    t1 = pa.emulate(model, wse3, plc, one)
-    t16 = pa.emulate(model, wse3, plc, many)
+    plc = pa.place(model, regions, many)  # regions sized for 16 users' KV cache
+    t1 = pa.emulate(model, regions, plc, one)
+    t16 = pa.emulate(model, regions, plc, many)
     assert t16.meta["micro_batches"] == 16
     assert t16.tokens_per_s > 4 * t1.tokens_per_s
     # 16 micro-batches do not fill 35 stages: each user still sees one pass per token

@@ -18,6 +18,7 @@ def _i(doc: str, minimum: int = 0, strict: bool = True) -> Any:
     return field(metadata={"doc": doc, "min": minimum, "strict": strict, "integer": True})
 
 
-def _s(doc: str) -> Any:
-    """A text parameter (e.g. the model an ASIC was etched with)."""
-    return field(metadata={"doc": doc, "text": True})
+def _s(doc: str, choices: tuple[str, ...] = ()) -> Any:
+    """A text parameter (e.g. the model an ASIC was etched with); ``choices``, when given, are
+    the only values the loader accepts."""
+    return field(metadata={"doc": doc, "text": True, "choices": choices})

@@ -27,6 +27,11 @@ def _coerce(kind: str, name: str, value: Any, meta: dict, where: str) -> Any:
             raise ConfigError(
                 f"{where}: parameter '{name}' must be a non-empty string, got {value!r}"
             )
+        choices = meta.get("choices") or ()
+        if choices and value not in choices:
+            raise ConfigError(
+                f"{where}: parameter '{name}' = {value!r} is not one of {', '.join(choices)}"
+            )
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where}: parameter '{name}' must be a finite number, got {value!r}")

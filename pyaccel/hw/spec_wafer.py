@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i
+from .fields import _f, _i, _s
+
+STRATEGIES = ("auto", "layer_regions", "interleave", "layer_groups")
 
 
 @dataclass(frozen=True)
@@ -46,4 +48,9 @@ class WaferParams:
     system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
     system_io_latency_s: float = _f(
         "latency of one wafer-to-wafer hop through the switch (s)", strict=False
+    )
+    placement_strategy: str = _s(
+        "how layers are mapped onto each wafer: auto (the fastest that fits), layer_regions, "
+        "interleave or layer_groups",
+        choices=STRATEGIES,
     )

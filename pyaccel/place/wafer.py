@@ -1,27 +1,42 @@
-"""Wafer placer (WSE-2/WSE-3): layer regions pipelined across the wafer, or WaferLLM's whole-grid
-interleave; contiguous layer blocks per wafer when one wafer is not enough.
+"""Wafer placer (WSE-2/WSE-3): layer regions pipelined across the wafer, WaferLLM's whole-grid
+interleave, or layer groups between the two; contiguous layer blocks per wafer when one wafer is
+not enough.
+
+Strategies (the preset's ``placement_strategy``, ``--set placement_strategy=NAME``):
+
+- ``layer_regions``: each layer (and the embedding and LM head) its own PE rectangle, in
+  serpentine vertical strips; at batch 1 one region works at a time.
+- ``interleave``: every layer of a wafer tiled over the same grid and run in turn (WaferLLM).
+- ``layer_groups``: the wafer cut into ``gx x gy`` equal tiles (serpentine order); contiguous
+  blocks of layers, balanced by resident bytes, each interleaved over one tile. One tile is the
+  whole-grid interleave; one layer per tile is close to layer regions. Between the two, lines are
+  shorter than the whole grid's and each PE's share of a layer's work is smaller than in a
+  region of its own.
 
 Capacity: every PE keeps ``pe_code_bytes + pe_buffer_bytes`` for code and buffers (the preset's
 named assumptions), so a wafer's level ``sram`` holds ``usable PEs x pe_sram_bytes`` with that
 reservation on every usable PE. A region must also hold, on its fullest PE, the weight tiles of
 its ops and its share of the KV cache at ``batch x (context + tokens)`` (``RegionCoster.pe_bytes``).
 
-``auto`` strategy: the candidates that fit (interleave on the smallest grid that holds the
-block and on the whole wafer, layer regions at a few sizes from the smallest that holds each
-layer up to 8x that) are emulated for one step at the workload's context, and the fastest is kept.
+``auto``: the candidates that fit (interleave on the smallest grid that holds the block and on
+the whole wafer, layer regions at a few sizes from the smallest that holds each layer up to 8x
+that, layer groups at a few tile counts) are emulated for one step at the workload's context, and
+the fastest is kept. A named strategy keeps only its own candidates.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..errors import PlacementError
 from ..units import fmt_bytes
-from .common import contiguous_partition
+from .common import contiguous_partition, split_even
 from .placement import LayerSlot, Placement
 
 MAX_UNITS = 256
 REGION_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+GROUP_COUNTS = (2, 3, 4, 6, 8, 9, 12, 16, 24, 32)  # tiles per wafer tried by layer_groups
 
 
 def _budget(p) -> int:
@@ -116,6 +131,48 @@ def _shape(fit: _Fitter, key, want: float, strip: int, hgt: int):
     return w, h
 
 
+def _tilings(wid: int, hgt: int, n_keys: int) -> list[tuple[int, int]]:
+    """For each tile count of ``GROUP_COUNTS`` up to ``n_keys``, the ``gx x gy`` cut of a
+    ``wid x hgt`` grid whose tiles are closest to square (the shortest longest line)."""
+    out = []
+    for g in GROUP_COUNTS:
+        if g > n_keys:
+            break
+        cuts = [(gx, g // gx) for gx in range(1, g + 1) if g % gx == 0 and gx <= wid]
+        cuts = [(gx, gy) for gx, gy in cuts if gy <= hgt]
+        if cuts:
+            out.append(min(cuts, key=lambda t: abs(math.log((wid / t[0]) / (hgt / t[1])))))
+    return out
+
+
+def _tiles(wid: int, hgt: int, gx: int, gy: int) -> list[tuple[int, int, int, int]]:
+    """The ``gx x gy`` tiles of the grid as (x0, y0, w, h), in serpentine order (down the first
+    column of tiles, up the next), so consecutive tiles are neighbours."""
+    out, x0 = [], 0
+    for i, w in enumerate(split_even(wid, gx)):
+        col, y0 = [], 0
+        for h in split_even(hgt, gy):
+            col.append((x0, y0, w, h))
+            y0 += h
+        out += col[::-1] if i % 2 else col
+        x0 += w
+    return out
+
+
+def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
+    """Each key's tile: ``gx x gy`` tiles, contiguous blocks of keys balanced by resident bytes,
+    one block interleaved over each tile; None if some tile's PEs cannot hold their block."""
+    wid, hgt = _usable(fit.p)
+    sizes = [sum(fit.graph.resident_bytes(k)) for k in keys]
+    stage = contiguous_partition(sizes, gx * gy)
+    tiles = _tiles(wid, hgt, gx, gy)
+    for s in range(max(stage) + 1):
+        block = [k for k, st in zip(keys, stage) if st == s]
+        if not fit.fits(block, tiles[s][2], tiles[s][3]):
+            return None
+    return {k: tiles[s] for k, s in zip(keys, stage)}
+
+
 def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot:
     need_w, need_kv = graph.resident_bytes(key)
     return LayerSlot(
@@ -164,15 +221,21 @@ def _blocks(graph, units: int) -> list[list]:
     return [[k for k, s in zip(keys, stage) if s == u] for u in range(units)]
 
 
+def _strategy(system) -> str:
+    return str(system.spec.params.placement_strategy)
+
+
 def candidates(graph, system, units: int) -> list[Placement]:
-    """Every strategy/size that fits on exactly ``units`` wafers (contiguous layer blocks)."""
+    """Every layout of the system's strategy (all of them for ``auto``) that fits on exactly
+    ``units`` wafers (contiguous layer blocks)."""
     fit = _Fitter(graph, system)
     blocks = _blocks(graph, units)
     if any(not b for b in blocks):
         return []
+    want = _strategy(system)
     out = []
     smallest = [_interleave(fit, b) for b in blocks]
-    if all(g is not None for g in smallest):
+    if want in ("auto", "interleave") and all(g is not None for g in smallest):
         full = [_usable(fit.p)] * units
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
         for grids in (smallest, full) if full != smallest else (smallest,):
@@ -183,7 +246,7 @@ def candidates(graph, system, units: int) -> list[Placement]:
             ]
             layout = {"strategy": "interleave", "wafers": units, "grids": [list(g) for g in grids]}
             out.append(_placement(graph, system, units, slots, layout))
-    for scale in REGION_SCALES:
+    for scale in REGION_SCALES if want in ("auto", "layer_regions") else ():
         rects = [_layer_regions(fit, b, scale) for b in blocks]
         if any(r is None for r in rects):
             break
@@ -195,20 +258,44 @@ def candidates(graph, system, units: int) -> list[Placement]:
         out.append(_placement(graph, system, units, slots,
                               {"strategy": "layer_regions", "wafers": units,
                                "region_scale": scale}))  # fmt: skip
+    wid, hgt = _usable(fit.p)
+    tilings = _tilings(wid, hgt, min(len(b) for b in blocks))
+    for gx, gy in tilings if want in ("auto", "layer_groups") else ():
+        rects = [_layer_groups(fit, b, gx, gy) for b in blocks]
+        if any(r is None for r in rects):
+            continue
+        slots = [
+            _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": [gx, gy]})
+            for u, b in enumerate(blocks)
+            for k in b
+        ]
+        out.append(_placement(graph, system, units, slots,
+                              {"strategy": "layer_groups", "wafers": units,
+                               "tiles": [gx, gy]}))  # fmt: skip
     return [plc for plc in out if not plc.shortfalls()]
 
 
+def _label(plc: Placement) -> str:
+    """A candidate's short name for the placement reason (strategy and size)."""
+    lay = plc.layout
+    if lay["strategy"] == "layer_regions":
+        return f"layer_regions x{lay['region_scale']:g}"
+    if lay["strategy"] == "layer_groups":
+        gx, gy = lay["tiles"]
+        return f"layer_groups {gx}x{gy} tiles"
+    g = lay["grids"][0]
+    return f"interleave {g[0]}x{g[1]}"
+
+
 def best_for(graph, system, units: int):
-    """(fastest placement on ``units`` wafers or None, [(strategy, scale, cycles)] tried)."""
+    """(fastest placement on ``units`` wafers or None, [(label, cycles)] tried)."""
     from ..sim.wafer import step_cycles_at
 
     tried = []
     best = None
     for plc in candidates(graph, system, units):
         t = step_cycles_at(graph, system, plc, graph.context)
-        grids = plc.layout.get("grids")
-        tried.append((plc.layout["strategy"], plc.layout.get("region_scale"),
-                      grids[0] if grids else None, t))  # fmt: skip
+        tried.append((_label(plc), t))
         if best is None or t < best[0]:
             best = (t, plc)
     return (best[1] if best else None), tried
@@ -219,16 +306,12 @@ def _why(graph, system, units: int, plc: Placement, tried) -> str:
     wid, hgt = _usable(p)
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     per = wid * hgt * _budget(p)
-    opts = "; ".join(
-        f"{s}{'' if sc is None else f' x{sc:g}'}{'' if g is None else f' {g[0]}x{g[1]}'}: "
-        f"{t:,} cycles"
-        for s, sc, g, t in tried
-    )
+    opts = "; ".join(f"{label}: {t:,} cycles" for label, t in tried)
     return (
         f"{graph.model.name} needs {fmt_bytes(need)} resident; one {system.spec.name} holds "
         f"{fmt_bytes(per)} in {wid}x{hgt} PEs x {_budget(p):,} B (48 KiB minus code and "
-        f"buffers); {units} wafer(s) with contiguous layer blocks; strategies that fit, one "
-        f"step each: {opts}; kept {plc.layout['strategy']}"
+        f"buffers); {units} wafer(s) with contiguous layer blocks; placement_strategy "
+        f"{_strategy(system)}, layouts that fit, one step each: {opts}; kept {_label(plc)}"
     )
 
 
@@ -260,13 +343,26 @@ def place_auto(graph, system) -> Placement:
 
 def place_units(graph, system, units: int) -> Placement:
     """The faster strategy on exactly ``units`` wafers; raises with the wafer and bytes short
-    and the ``--units`` that would fit."""
+    and the ``--units`` that would fit (or, for a named strategy, the strategies that do fit)."""
     plc, tried = best_for(graph, system, units)
     if plc is not None:
         return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
     fit_units = place_auto(graph, system).n_units
+    name, strat = f"{units} {system.spec.name} wafer(s)", _strategy(system)
+    if strat != "auto":
+        auto = replace(system, spec=system.spec.with_params(placement_strategy="auto"))
+        others = sorted({c.layout["strategy"] for c in candidates(graph, auto, units)})
+        if others:
+            raise PlacementError(
+                f"{graph.model.name}: no {strat} layout fits on {name} (placement_strategy = "
+                f"{strat}), but {' and '.join(others)} does: --set placement_strategy=auto, or "
+                f"--units {fit_units} for {strat}"
+            )
     blocks = _blocks(graph, units)
     wid, hgt = _usable(system.spec.params)
+    fit = _Fitter(graph, system)
+    worst = max(range(len(blocks)), key=lambda u: fit.pe_use(blocks[u], wid, hgt))
+    use = fit.pe_use(blocks[worst], wid, hgt)
     slots = [
         _slot(graph, k, u, (0, 0, wid, hgt), "interleave", {"grid": [wid, hgt]})
         for u, b in enumerate(blocks)
@@ -277,15 +373,16 @@ def place_units(graph, system, units: int) -> Placement:
         failed.check()
     except PlacementError as exc:
         raise PlacementError(
-            f"{graph.model.name} does not fit on {units} {system.spec.name} wafer(s): {exc}; "
-            f"--units {fit_units} would fit"
+            f"{graph.model.name} does not fit on {name}: {exc}; --units {fit_units} would fit"
         ) from None
-    fit = _Fitter(graph, system)
-    worst = max(range(len(blocks)), key=lambda u: fit.pe_use(blocks[u], wid, hgt))
-    use = fit.pe_use(blocks[worst], wid, hgt)
+    if use <= fit.budget:  # the bytes fit the whole grid, yet no layout does
+        raise PlacementError(
+            f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); "
+            f"--units {fit_units} would fit"
+        )
     raise PlacementError(
-        f"{graph.model.name} does not fit on {units} {system.spec.name} wafer(s): wafer "
-        f"{worst}'s fullest PE needs {use:,} B of tiles and KV cache over its whole {wid}x{hgt} "
-        f"grid, {use - fit.budget:,} B more than the {fit.budget:,} B left per PE after code "
-        f"and buffers; --units {fit_units} would fit"
+        f"{graph.model.name} does not fit on {name}: wafer {worst}'s fullest PE needs "
+        f"{use:,} B of tiles and KV cache over its whole {wid}x{hgt} grid, "
+        f"{use - fit.budget:,} B more than the {fit.budget:,} B left per PE after code and "
+        f"buffers; --units {fit_units} would fit"
     )
