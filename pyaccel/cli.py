@@ -275,7 +275,7 @@ def _print_alternatives(alts) -> None:
         t.add_column(col)
     for a in alts:
         change = "cannot run" if a.change is None else f"{a.change:+.1%}"
-        t.add_row(a.param, a.value, a.choice, change, a.error)
+        t.add_row(a.param, a.value, a.choice, change, a.error.split(" (")[0])  # JSON: whole
     out.print(t)
 
 
