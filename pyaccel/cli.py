@@ -302,6 +302,11 @@ def _print_report(rep) -> None:
         f"{fmt_seconds(s['lower_bound_step_time_s'])} (x{fmt_ratio(rep.bound_ratio)}); "
         f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})"
     )
+    if rep.meta.get("strategy"):  # wafer layouts are a named assumption: say which one ran
+        out.print(
+            f"layout {rep.meta['strategy']}, {rep.meta.get('stages', 1)} pipeline stage(s), "
+            f"{rep.meta.get('micro_batches', 1)} micro-batch(es) in flight"
+        )
     t = Table(title="time by resource class (first recorded step)")
     for col in ("resource", "time", "share"):
         t.add_column(col)

@@ -444,6 +444,18 @@ def test_report_plot_writes_pngs(tmp_path):
 def test_report_table_output():
     text = ok("report", "--system", "h100", "--model", MODEL, *FAST)
     assert "what if" in text and "assumptions" in text
+    assert "layout " not in text  # GPUs have no named layout assumption
+
+
+def test_wafer_report_says_which_layout_ran_and_set_pins_another():
+    text = ok("report", "--system", "wse3", "--model", "tiny-llama", *FAST)
+    assert "layout interleave, 1 pipeline stage(s)" in text
+    pinned = ok("report", "--system", "wse3", "--model", "tiny-llama", *FAST,
+                "--set", "placement_strategy=layer_regions")  # fmt: skip
+    assert "layout layer_regions" in pinned
+    bad = invoke("run", "--system", "wse3", "--model", "tiny-llama", *FAST,
+                 "--set", "placement_strategy=spiral")  # fmt: skip
+    assert bad.exit_code == 2 and "is not one of auto, layer_regions" in bad.output
 
 
 # ---------------------------------------------------------------- --set
