@@ -156,6 +156,8 @@ def run_cmd(
 
 
 def _print_run(rec: dict) -> None:
+    from .report import fmt_ratio
+
     table = Table(title=f"{rec['model']} on {rec['units']} x {rec['system']}", show_header=False)
     rows = [
         ("tokens/s per user", f"{rec['tokens_per_s_per_user']:,.1f}"),
@@ -164,7 +166,7 @@ def _print_run(rec: dict) -> None:
         (
             "lower bound",
             f"{fmt_seconds(rec['lower_bound_step_time_s'])} (emulated / bound "
-            f"{rec['emulated_over_lower_bound']:.2f})",
+            f"{fmt_ratio(rec['emulated_over_lower_bound'])})",
         ),
         ("bottleneck", rec["bottleneck"]),
         ("energy per token", f"{rec['joules_per_token']:.3g} J"),

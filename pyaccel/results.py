@@ -92,7 +92,10 @@ def run_record(result: Run, bottleneck: str) -> dict:
         "kind": tr.kind,
         **tr.summary(),
         "bottleneck": bottleneck,
-        "emulated_over_lower_bound": tr.step_time_s / tr.lower_bound_step_time_s,
+        # a bound under one cycle floors to 0 (tiny models on a wafer): no ratio, as in Report
+        "emulated_over_lower_bound": tr.step_time_s / tr.lower_bound_step_time_s
+        if tr.lower_bound_step_time_s
+        else None,
         "layout": result.placement.layout,
         "placement_reason": result.placement.reason,
         "assumptions": tr.assumptions,

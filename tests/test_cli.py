@@ -139,6 +139,15 @@ def test_run_json_has_spec_keys():
     assert_run_numbers(rec)
 
 
+def test_run_with_a_bound_under_one_cycle_has_no_ratio():
+    # tiny-llama's whole step of work over a wafer's aggregate rates is under one cycle: the
+    # bound floors to 0 and the ratio is null (JSON) or "-" (table), never a division by zero
+    args = ("run", "--system", "wse3", "--model", "tiny-llama", *FAST)
+    rec = ok_json(*args)
+    assert rec["lower_bound_step_time_s"] == 0 and rec["emulated_over_lower_bound"] is None
+    assert "(emulated / bound -)" in ok(*args)
+
+
 def test_run_json_echoes_workload_options():
     rec = run_json("--batch", 4, "--context", 512, "--weights", "fp8", "--kv", "fp8-e4m3")
     assert (rec["batch"], rec["context"], rec["weights"], rec["kv"]) == (4, 512, "fp8", "fp8")
