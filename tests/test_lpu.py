@@ -234,3 +234,51 @@ def test_per_link_bytes_match_transfers(tmp_path):
     assert links.shape[1] == 7 + 4
     assert np.array_equal(links.sum(axis=1), sent)
     assert (links[:, :7] > 0).all()
+
+
+def _sim(model, units, work, sets=ROUND):
+    from pyaccel.model.graph import build_graph
+    from pyaccel.sim.lpu import LpuSim
+
+    sysm = _system(units, sets)
+    plc = pa.place(model, sysm, work)
+    graph = build_graph(model, work)
+    return graph, LpuSim(graph, sysm, plc)
+
+
+def test_joined_fragments_are_the_directly_compiled_program(tmp_path):
+    # each op compiled once on its own and joined must give the same instructions, in the same
+    # order, with the same dependencies, as compiling the stage's ops one after another
+    from pyaccel.sim.lpu import _compile
+
+    graph, sim = _sim(_tiny(tmp_path, layers=3), 16, pa.Workload(context=300, tokens=1))
+    assert len(sim.stages) > 1
+    for i, (chips, _) in enumerate(sim.stages):
+        plans, _ = sim.stage_plans(graph, i)
+        tp = len(chips)
+        direct = _compile(sim.chip, sim.net, tp, plans)
+        joined = Program.join(sim.chip, [sim._frag(tp, p, j == 0) for j, p in enumerate(plans)])
+        for a, b in zip(direct.arrays(), joined.arrays()):
+            assert np.array_equal(a, b)
+        assert list(direct.kind) == list(joined.kind)
+        assert np.array_equal(np.asarray(direct.op), joined.op)
+        assert np.array_equal(np.asarray(direct.nbytes), joined.nbytes)
+        assert direct.collectives.keys() == joined.collectives.keys()
+        sd, sj = direct.schedule(), joined.schedule()
+        assert sd.cycles == sj.cycles and np.array_equal(sd.start, sj.start)
+        assert sd.op_events() == sj.op_events()
+
+
+def test_stage_cycles_at_any_context_match_a_graph_rebuilt_there(tmp_path):
+    # the per-step path re-plans attention only and remembers the last step: in any order of
+    # contexts (across block boundaries, and back) it must give what a rebuilt graph gives
+    from pyaccel.model.graph import build_graph
+
+    model = _tiny(tmp_path, layers=3)
+    work = pa.Workload(context=60, tokens=1)
+    _, sim = _sim(model, 16, work)
+    fresh_graph, fresh = _sim(model, 16, work)
+    for ctx in (60, 61, 64, 200, 513, 200, 60, 2000, 2000):
+        want, _ = fresh.stage_cycles(build_graph(model, work, ctx))
+        assert sim.stage_cycles_at(ctx) == want, ctx
+    assert sim.stage_cycles_at(60) != sim.stage_cycles_at(2000)  # attention did change

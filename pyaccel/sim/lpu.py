@@ -16,7 +16,7 @@ import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_op
 from .lpu_net import Network
-from .lpu_program import ChipModel, Program
+from .lpu_program import INPUT, ChipModel, Program
 from .pipeline import micro_batches, pipeline_step_cycles
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "fixed_latency")
@@ -144,7 +144,7 @@ def _canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
 
 def _compile(chip: ChipModel, net: Network, tp: int, plans: tuple) -> Program:
     """A program from canonical op plans; each op's first pattern takes the previous op's
-    output."""
+    output. (The plain reference of :func:`_fragment` + :meth:`Program.join`.)"""
     prog = Program(chip)
     cur = None
     for i, steps in enumerate(plans):
@@ -152,6 +152,17 @@ def _compile(chip: ChipModel, net: Network, tp: int, plans: tuple) -> Program:
         for st in steps:
             cur = _emit(prog, chip, net, tp, st, cur)
     return prog
+
+
+def _fragment(chip: ChipModel, net: Network, tp: int, steps: tuple, first: bool):
+    """One op's plan compiled on its own: its first pattern depends on ``INPUT`` (the previous
+    op's output), or on nothing for the stage's first op."""
+    prog = Program(chip)
+    prog.begin_op(None, "0", "")
+    cur = None if first else INPUT
+    for st in steps:
+        cur = _emit(prog, chip, net, tp, st, cur)
+    return prog.fragment(cur)
 
 
 def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur):
@@ -202,6 +213,7 @@ class LpuSim:
         self.node_size = int(p.chips_per_node)
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
+        self._frags: dict = {}  # (tp, op plan, first op?) -> compiled Fragment
         self.hops = [self._hop(i) for i in range(len(self.stages))]
         # The fast per-step path (stage_cycles_at): every plan but attention's is fixed, so each
         # stage keeps its fixed plans with a hole per attention op, and a step only re-plans one
@@ -212,6 +224,14 @@ class LpuSim:
             holes = tuple((j, op.layer) for j, op in enumerate(ops) if op.kind == "attention")
             self._fixed.append(plans)
             self._holes.append(holes)
+        # each (tp, sliding) kind of attention op, and one of its layers to plan it from
+        self._attn_layer: dict = {}
+        for i, (chips, _) in enumerate(self.stages):
+            for _, layer in self._holes[i]:
+                kind = (len(chips), graph.model.is_sliding(layer))
+                self._attn_layer.setdefault(kind, layer)
+        self._attn_kinds = tuple(self._attn_layer)
+        self._last_attn, self._last_cycles = None, ()
 
     def _hop(self, i: int):
         """The transfer after stage ``i``: activations to the next stage, or the sampled token
@@ -238,13 +258,22 @@ class LpuSim:
         return plans, ops
 
     def scheduled(self, plans: tuple, tp: int):
-        """The scheduled program of a stage's plans (cached)."""
+        """The scheduled program of a stage's plans (cached). Each op's instructions are
+        compiled once per (plan, tp) and joined: a step whose attention plan changed re-joins
+        and re-schedules, but does not re-emit the stage's weight GEMVs."""
         key = (tp, plans)
         hit = self._sched.get(key)
         if hit is None:
-            prog = _compile(self.chip, self.net, tp, plans)
-            hit = prog.schedule(self.backend)
+            frags = [self._frag(tp, steps, i == 0) for i, steps in enumerate(plans)]
+            hit = Program.join(self.chip, frags).schedule(self.backend)
             self._sched[key] = hit
+        return hit
+
+    def _frag(self, tp: int, steps: tuple, first: bool):
+        key = (tp, steps, first)
+        hit = self._frags.get(key)
+        if hit is None:
+            hit = self._frags[key] = _fragment(self.chip, self.net, tp, steps, first)
         return hit
 
     def _stage_total(self, i: int, sch) -> int:
@@ -256,22 +285,23 @@ class LpuSim:
     def stage_cycles_at(self, context: int) -> list[int]:
         """Cycles of every stage at ``context``, as :meth:`stage_cycles` gives for the graph at
         that context, without rebuilding the graph: only attention plans are re-made, once per
-        (tp, sliding window or not), and a stage's cycles are kept per attention plan."""
+        (tp, sliding window or not), and a stage's cycles are kept per attention plan (a step
+        whose attention plans all equal the previous step's returns the previous cycles)."""
         cfg, work = self.graph.model, self.graph.workload
-        attn: dict = {}
+        attn = {}
+        for kind in self._attn_kinds:
+            tp, sliding = kind
+            layer = self._attn_layer[kind]
+            op = attention_op(cfg, work, layer, context)
+            attn[kind] = tuple(_canonical(self.chip, tp, st) for st in _attention_plan(op, cfg, tp))
+        key_all = tuple(attn[k] for k in self._attn_kinds)
+        if key_all == self._last_attn:
+            return list(self._last_cycles)
         out = []
         for i, (chips, _) in enumerate(self.stages):
             tp = len(chips)
-            plans = []
-            for _, layer in self._holes[i]:
-                kind = (tp, cfg.is_sliding(layer))
-                if kind not in attn:
-                    op = attention_op(cfg, work, layer, context)
-                    attn[kind] = tuple(
-                        _canonical(self.chip, tp, st) for st in _attention_plan(op, cfg, tp)
-                    )
-                plans.append(attn[kind])
-            key = (i, tuple(plans))
+            plans = tuple(attn[(tp, cfg.is_sliding(layer))] for _, layer in self._holes[i])
+            key = (i, plans)
             hit = self._stage_memo.get(key)
             if hit is None:
                 full = list(self._fixed[i])
@@ -279,6 +309,7 @@ class LpuSim:
                     full[j] = plan
                 hit = self._stage_memo[key] = self._stage_total(i, self.scheduled(tuple(full), tp))
             out.append(hit)
+        self._last_attn, self._last_cycles = key_all, tuple(out)
         return out
 
     def stage_cycles(self, graph) -> tuple[list[int], list]:

@@ -28,6 +28,8 @@ import numpy as np
 from ..kernels import get as get_kernel
 from ..model.graph import ACT_BYTES
 
+INPUT = -2  # a fragment's dependency on the previous op's output, filled in when joined
+
 CLASS_OF_KIND = {"install": "lpu_mem", "mxm": "lpu_mxm", "vxm": "lpu_vxm", "sxm": "lpu_sxm",
                  "memio": "lpu_mem", "c2c": "c2c_link", "delay": "fixed_latency"}  # fmt: skip
 
@@ -114,6 +116,7 @@ class Program:
         self.op_names: list[tuple] = []  # (layer, name, kind)
         self.collectives: dict[int, object] = {}  # instruction -> Collective
         self._cur = -1
+        self._csr: tuple | None = None  # (dep_ptr, dep_idx) of a program joined from fragments
 
     # resource ids
     def r_install(self, p):
@@ -145,7 +148,7 @@ class Program:
         self.kind.append(kind)
         self.dur.append(int(dur))
         self.lat.append(int(lat))
-        self.deps.append([d for d in deps if d is not None and d >= 0])
+        self.deps.append([d for d in deps if d is not None and (d >= 0 or d == INPUT)])
         self.op.append(self._cur)
         self.nbytes.append(int(n_bytes))
         return len(self.res) - 1
@@ -212,10 +215,55 @@ class Program:
         self.collectives[i] = coll
         return i
 
+    # ---- fragments: one op compiled once, joined into many programs ----
+
+    @classmethod
+    def join(cls, chip: ChipModel, fragments) -> "Program":
+        """The program whose ops are ``fragments`` in order, each fragment's ``INPUT``
+        dependency taken by the previous fragment's output: the same instructions, in the same
+        order, as compiling the ops one after another into one program."""
+        prog = cls(chip)
+        n = np.array([len(f.res) for f in fragments], dtype=np.int64)
+        base = np.concatenate(([0], np.cumsum(n)[:-1])).astype(np.int64)
+        n_deps = np.array([len(f.idx) for f in fragments], dtype=np.int64)
+        dep_base = np.concatenate(([0], np.cumsum(n_deps)[:-1])).astype(np.int64)
+        idx_parts, ptr_parts = [], [np.zeros(1, dtype=np.int64)]
+        prev_out = -1
+        for i, f in enumerate(fragments):
+            glob = f.idx + base[i]
+            if f.has_input:
+                glob[f.idx == INPUT] = prev_out
+            idx_parts.append(glob)
+            ptr_parts.append(f.ptr[1:] + dep_base[i])
+            for j, coll in f.collectives.items():
+                prog.collectives[int(base[i]) + j] = coll
+            prog.op_names.append((None, str(i), ""))
+            prev_out = int(base[i]) + f.out
+        prog.res = np.concatenate([f.res for f in fragments]) if fragments else np.zeros(0, int)
+        prog.dur = np.concatenate([f.dur for f in fragments]) if fragments else np.zeros(0, int)
+        prog.lat = np.concatenate([f.lat for f in fragments]) if fragments else np.zeros(0, int)
+        prog.nbytes = (np.concatenate([f.nbytes for f in fragments]) if fragments
+                       else np.zeros(0, int))  # fmt: skip
+        prog.op = np.repeat(np.arange(len(fragments), dtype=np.int64), n)
+        prog.kind = [k for f in fragments for k in f.kind]
+        prog.deps = None  # held as CSR below
+        idx = np.concatenate(idx_parts) if idx_parts else np.zeros(0, dtype=np.int64)
+        prog._csr = (np.concatenate(ptr_parts), idx.astype(np.int64))
+        return prog
+
+    def fragment(self, out: int) -> "Fragment":
+        """This one-op program as a fragment whose output is instruction ``out``."""
+        res, dur, lat, ptr, idx = self.arrays()
+        return Fragment(res, dur, lat, np.array(self.nbytes, dtype=np.int64), tuple(self.kind),
+                        ptr, idx, out, dict(self.collectives),
+                        bool((idx == INPUT).any()))  # fmt: skip
+
     # ---- scheduling ----
 
     def arrays(self):
         """(resource, duration, latency, dep_ptr, dep_idx) as int64 arrays."""
+        if self._csr is not None:
+            return (np.asarray(self.res), np.asarray(self.dur), np.asarray(self.lat), *self._csr)
         ptr = np.zeros(len(self.deps) + 1, dtype=np.int64)
         ptr[1:] = np.cumsum([len(d) for d in self.deps])
         idx = np.fromiter((j for d in self.deps for j in d), dtype=np.int64, count=int(ptr[-1]))
@@ -235,6 +283,23 @@ class Program:
         )
         ready = start + dur + lat
         return Scheduled(self, np.asarray(start), dur, lat, int(ready.max()) if len(ready) else 0)
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One op's instructions compiled on their own (dependencies local, ``INPUT`` for the
+    previous op's output), ready to be joined into stage programs (:meth:`Program.join`)."""
+
+    res: np.ndarray
+    dur: np.ndarray
+    lat: np.ndarray
+    nbytes: np.ndarray
+    kind: tuple
+    ptr: np.ndarray
+    idx: np.ndarray
+    out: int
+    collectives: dict
+    has_input: bool
 
 
 @dataclass
