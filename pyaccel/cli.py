@@ -229,7 +229,7 @@ def report_cmd(
             rows = assumption_sensitivity(
                 model, system, n_units, work, sets, etch, sensitivity / 100.0, base=result
             )
-            alts = choice_alternatives(model, system, n_units, work, sets, etch, base=result)
+            alts = choice_alternatives(model, system, units, work, sets, etch, base=result)
         if as_json:
             data = json.loads(rep.to_json())
             if rows is not None:
@@ -263,6 +263,7 @@ def _alternative_record(alt) -> dict:
         "param": alt.param,
         "value": alt.value,
         "choice": alt.choice,
+        "units": alt.units,
         "step_time_s": alt.step_s,
         "change": alt.change,
         "error": alt.error,
@@ -273,11 +274,11 @@ def _print_alternatives(alts) -> None:
     if not alts:
         return
     t = Table(title="step time with each other choice of a named assumption (re-emulated)")
-    for col in ("assumption", "value", "other choice", "step time", "note"):
+    for col in ("assumption", "value", "other choice", "step time change", "note"):
         t.add_column(col)
     for a in alts:
         change = "cannot run" if a.change is None else f"{a.change:+.1%}"
-        t.add_row(a.param, a.value, a.choice, change, a.error.split(" (")[0])  # JSON: whole
+        t.add_row(a.param, a.value, a.choice, change, a.note)
     out.print(t)
 
 

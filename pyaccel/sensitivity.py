@@ -116,20 +116,29 @@ def assumption_sensitivity(
 
 @dataclass(frozen=True)
 class Alternative:
-    """Step time (s) of one run with a text assumption set to another of its choices (``None``:
-    cannot run, ``error`` says why)."""
+    """Step time (s) of one run with a text assumption set to another of its choices, on
+    ``units`` units (``None``: cannot run, ``error`` says why)."""
 
     param: str
     value: str
     choice: str
     base_step_s: float
     step_s: float | None
+    units: int
+    base_units: int
     error: str = ""
 
     @property
     def change(self) -> float | None:
         """Relative step-time change with the other choice (-0.25 = 25 % faster)."""
         return None if self.step_s is None else self.step_s / self.base_step_s - 1.0
+
+    @property
+    def note(self) -> str:
+        """What a table should say beside the change: a different unit count, or the error."""
+        if self.error:
+            return self.error
+        return "" if self.units == self.base_units else f"needs {self.units} units"
 
 
 def choice_alternatives(
@@ -142,7 +151,9 @@ def choice_alternatives(
     base=None,
 ) -> list[Alternative]:
     """Each other choice of each text assumption of ``system`` that has a fixed set of choices,
-    re-placed on the unchanged case's unit count and re-emulated, in the order of the choices."""
+    re-placed on the unchanged case's unit count and re-emulated, in the order of the choices.
+    When ``units`` is ``"auto"`` and a choice does not fit on that count, it is placed again
+    with ``"auto"`` (the fewest units it needs)."""
     if base is None:
         base = run(model, system, units, workload, sets, etch)
     spec, n_units = base.system.spec, base.placement.n_units
@@ -152,11 +163,17 @@ def choice_alternatives(
         choices = meta[name].get("choices") or ()
         value = getattr(spec.params, name)
         for choice in (c for c in choices if c != value):
-            step, error = None, ""
-            try:
-                r = run(model, system, n_units, workload, [*(sets or []), f"{name}={choice}"], etch)
-                step = r.trace.step_time_s
-            except PyaccelError as exc:  # e.g. no layout of that strategy fits
-                error = str(exc).splitlines()[0]
-            out.append(Alternative(name, value, choice, base.trace.step_time_s, step, error))
+            step, used, error = None, n_units, ""
+            tries = [n_units] + (["auto"] if units == "auto" else [])
+            for count in tries:
+                try:
+                    r = run(model, system, count, workload, [*(sets or []), f"{name}={choice}"],
+                            etch)  # fmt: skip
+                    step, used, error = r.trace.step_time_s, r.placement.n_units, ""
+                    break
+                except PyaccelError as exc:  # e.g. no layout of that strategy fits
+                    error = str(exc).splitlines()[0]
+            out.append(
+                Alternative(name, value, choice, base.trace.step_time_s, step, used, n_units, error)
+            )
     return out

@@ -149,7 +149,7 @@ def test_a_named_strategy_that_cannot_fit_says_so():
     msg = str(err.value)
     assert "no interleave layout fits on 1 wse3 wafer(s)" in msg
     assert "but layer_regions does: --set placement_strategy=auto" in msg
-    assert "--units 2 for interleave" in msg
+    assert "for interleave, --units 2 would fit" in msg
 
 
 def test_layer_group_tiles_cover_the_grid_in_serpentine_order():
@@ -163,8 +163,8 @@ def test_layer_group_tiles_cover_the_grid_in_serpentine_order():
     for (ax, ay, aw, ah), (bx, by, bw, bh) in zip(tiles, tiles[1:]):
         assert ax + aw == bx or ay + ah == by or by + bh == ay
     # tile counts are cut closest to square: a 755 x 1170 grid in 2 is 1 x 2, in 8 is 2 x 4
-    assert placer._tilings(755, 1170, 34)[:4] == [(1, 2), (1, 3), (2, 2), (2, 3)]
-    assert (2, 4) in placer._tilings(755, 1170, 34)
+    cuts = [placer._cut(755, 1170, g) for g in (1, 2, 3, 4, 6, 8, 16)]
+    assert cuts == [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (2, 4), (4, 4)]
 
 
 def test_layer_groups_are_contiguous_blocks_one_stage_per_tile():
@@ -324,3 +324,23 @@ def test_moe_experts_run_on_their_own_regions(wse3):
     cost, _ = coster.op_cost(down, 8, 16, 1)
     assert cost.transfers == 2
     assert set(cost.busy) == {(1, sh), (1, 16)}
+
+
+def test_more_wafers_than_layer_blocks_says_the_limit():
+    model = pa.load_model("llama-3.1-8b")
+    with pytest.raises(pa.PlacementError) as err:
+        pa.place(model, pa.load_system("wse3", units=40), pa.Workload(tokens=1))
+    assert "40 wse3 wafer(s) for 34 layer blocks" in str(err.value)
+    assert "at most --units 34" in str(err.value)
+
+
+def test_layer_groups_on_wafers_holding_one_block_each():
+    # 8B over 20 wafers: some wafers hold a single block, which gets one tile (the whole grid);
+    # the others are still cut into tiles
+    system = pa.load_system("wse3", units=20, overrides=["placement_strategy=layer_groups"])
+    model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
+    plc = pa.place(model, system, work)
+    per = plc.layout["tiles_per_wafer"]
+    assert len(per) == 20 and [1, 1] in per and any(t != [1, 1] for t in per)
+    tr = pa.emulate(model, system, plc, work)
+    assert np.all(tr.step_cycles >= tr.lower_bound_cycles)

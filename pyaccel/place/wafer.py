@@ -8,7 +8,8 @@ Strategies (the preset's ``placement_strategy``, ``--set placement_strategy=NAME
   serpentine vertical strips; at batch 1 one region works at a time.
 - ``interleave``: every layer of a wafer tiled over the same grid and run in turn (WaferLLM).
 - ``layer_groups``: the wafer cut into ``gx x gy`` equal tiles (serpentine order); contiguous
-  blocks of layers, balanced by resident bytes, each interleaved over one tile. One tile is the
+  blocks of layers (the largest block's resident bytes as small as possible, as for wafers),
+  each interleaved over one tile. One tile is the
   whole-grid interleave; one layer per tile is close to layer regions. Between the two, lines are
   shorter than the whole grid's and each PE's share of a layer's work is smaller than in a
   region of its own.
@@ -131,18 +132,11 @@ def _shape(fit: _Fitter, key, want: float, strip: int, hgt: int):
     return w, h
 
 
-def _tilings(wid: int, hgt: int, n_keys: int) -> list[tuple[int, int]]:
-    """For each tile count of ``GROUP_COUNTS`` up to ``n_keys``, the ``gx x gy`` cut of a
-    ``wid x hgt`` grid whose tiles are closest to square (the shortest longest line)."""
-    out = []
-    for g in GROUP_COUNTS:
-        if g > n_keys:
-            break
-        cuts = [(gx, g // gx) for gx in range(1, g + 1) if g % gx == 0 and gx <= wid]
-        cuts = [(gx, gy) for gx, gy in cuts if gy <= hgt]
-        if cuts:
-            out.append(min(cuts, key=lambda t: abs(math.log((wid / t[0]) / (hgt / t[1])))))
-    return out
+def _cut(wid: int, hgt: int, g: int) -> tuple[int, int]:
+    """The ``gx x gy`` cut of a ``wid x hgt`` grid into ``g`` tiles whose tiles are closest to
+    square (the shortest longest line)."""
+    cuts = [(gx, g // gx) for gx in range(1, g + 1) if g % gx == 0 and gx <= wid and g // gx <= hgt]
+    return min(cuts, key=lambda t: abs(math.log((wid / t[0]) / (hgt / t[1]))))
 
 
 def _tiles(wid: int, hgt: int, gx: int, gy: int) -> list[tuple[int, int, int, int]]:
@@ -160,8 +154,9 @@ def _tiles(wid: int, hgt: int, gx: int, gy: int) -> list[tuple[int, int, int, in
 
 
 def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
-    """Each key's tile: ``gx x gy`` tiles, contiguous blocks of keys balanced by resident bytes,
-    one block interleaved over each tile; None if some tile's PEs cannot hold their block."""
+    """Each key's tile: ``gx x gy`` tiles, contiguous blocks of keys whose largest resident bytes
+    are as small as possible, one block interleaved over each tile; None if some tile's PEs
+    cannot hold their block."""
     wid, hgt = _usable(fit.p)
     sizes = [sum(fit.graph.resident_bytes(k)) for k in keys]
     stage = contiguous_partition(sizes, gx * gy)
@@ -259,19 +254,23 @@ def candidates(graph, system, units: int) -> list[Placement]:
                               {"strategy": "layer_regions", "wafers": units,
                                "region_scale": scale}))  # fmt: skip
     wid, hgt = _usable(fit.p)
-    tilings = _tilings(wid, hgt, min(len(b) for b in blocks))
-    for gx, gy in tilings if want in ("auto", "layer_groups") else ():
-        rects = [_layer_groups(fit, b, gx, gy) for b in blocks]
+    for g in GROUP_COUNTS if want in ("auto", "layer_groups") else ():
+        if g > max(len(b) for b in blocks):
+            break
+        # a wafer holding fewer blocks than g tiles gets one tile per block it holds
+        cuts = [_cut(wid, hgt, min(g, len(b))) for b in blocks]
+        rects = [_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts)]
         if any(r is None for r in rects):
             continue
         slots = [
-            _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": [gx, gy]})
+            _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": list(cuts[u])})
             for u, b in enumerate(blocks)
             for k in b
         ]
         out.append(_placement(graph, system, units, slots,
                               {"strategy": "layer_groups", "wafers": units,
-                               "tiles": [gx, gy]}))  # fmt: skip
+                               "tiles": list(cuts[0]),
+                               "tiles_per_wafer": [list(c) for c in cuts]}))  # fmt: skip
     return [plc for plc in out if not plc.shortfalls()]
 
 
@@ -341,23 +340,39 @@ def place_auto(graph, system) -> Placement:
     )
 
 
+def _fit_hint(graph, system) -> str:
+    """``--units N would fit`` for the system's strategy, or why no count does."""
+    try:
+        return f"--units {place_auto(graph, system).n_units} would fit"
+    except PlacementError as exc:
+        return f"no wafer count fits with placement_strategy = {_strategy(system)} ({exc})"
+
+
 def place_units(graph, system, units: int) -> Placement:
     """The faster strategy on exactly ``units`` wafers; raises with the wafer and bytes short
     and the ``--units`` that would fit (or, for a named strategy, the strategies that do fit)."""
     plc, tried = best_for(graph, system, units)
     if plc is not None:
         return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
-    fit_units = place_auto(graph, system).n_units
     name, strat = f"{units} {system.spec.name} wafer(s)", _strategy(system)
+    n_keys = len(graph.layer_keys)
+    if units > n_keys:
+        raise PlacementError(
+            f"{graph.model.name}: {name} for {n_keys} layer blocks (embedding, "
+            f"{graph.model.n_layers} layers, LM head): a layer split across wafers is not "
+            f"modelled, so at most --units {n_keys}"
+        )
     if strat != "auto":
         auto = replace(system, spec=system.spec.with_params(placement_strategy="auto"))
         others = sorted({c.layout["strategy"] for c in candidates(graph, auto, units)})
         if others:
+            verb = "does" if len(others) == 1 else "do"
             raise PlacementError(
                 f"{graph.model.name}: no {strat} layout fits on {name} (placement_strategy = "
-                f"{strat}), but {' and '.join(others)} does: --set placement_strategy=auto, or "
-                f"--units {fit_units} for {strat}"
+                f"{strat}), but {' and '.join(others)} {verb}: --set placement_strategy=auto; "
+                f"for {strat}, {_fit_hint(graph, system)}"
             )
+    hint = _fit_hint(graph, system)
     blocks = _blocks(graph, units)
     wid, hgt = _usable(system.spec.params)
     fit = _Fitter(graph, system)
@@ -373,16 +388,16 @@ def place_units(graph, system, units: int) -> Placement:
         failed.check()
     except PlacementError as exc:
         raise PlacementError(
-            f"{graph.model.name} does not fit on {name}: {exc}; --units {fit_units} would fit"
+            f"{graph.model.name} does not fit on {name}: {exc}; {hint}"
         ) from None
     if use <= fit.budget:  # the bytes fit the whole grid, yet no layout does
         raise PlacementError(
             f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); "
-            f"--units {fit_units} would fit"
+            f"{hint}"
         )
     raise PlacementError(
         f"{graph.model.name} does not fit on {name}: wafer {worst}'s fullest PE needs "
         f"{use:,} B of tiles and KV cache over its whole {wid}x{hgt} grid, "
         f"{use - fit.budget:,} B more than the {fit.budget:,} B left per PE after code and "
-        f"buffers; --units {fit_units} would fit"
+        f"buffers; {hint}"
     )
