@@ -76,12 +76,15 @@ def roofline_plot(trace, path: Path) -> Path:
 
 
 def report_plots(trace, report, folder: Path) -> list[Path]:
-    """Write the report's plots into ``folder``."""
+    """Write the report's plots into ``folder`` (and, for wafer runs, ``wafer.png``)."""
     folder = Path(folder)
-    return [
+    out = [
         layer_plot(report, folder / "layers.png"),
         roofline_plot(trace, folder / "roofline.png"),
     ]
+    if "link_busy_cycles" in trace.arrays:
+        out.append(wafer_heatmap(trace, folder / "wafer.png"))
+    return out
 
 
 def compare_plot(records: list[dict], path: Path) -> Path:
@@ -140,4 +143,5 @@ def wafer_heatmap(trace, path: Path) -> Path:
         ax.set_xlabel("PE x (wafers left to right)")
         ax.set_ylabel("PE y")
         fig.colorbar(im, ax=ax, label=unit)
+    fig.tight_layout()  # keep the first colour bar's label clear of the second panel
     return _save(fig, path)

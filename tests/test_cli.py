@@ -445,9 +445,16 @@ def test_report_plot_writes_pngs(tmp_path):
     folder = tmp_path / "plots"
     ok("report", "--system", "h100", "--model", MODEL, *FAST, "--plot", folder)
     pngs = sorted(folder.glob("*.png"))
-    assert pngs
+    assert pngs and not (folder / "wafer.png").exists()
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+
+
+def test_wafer_report_plot_adds_the_wafer_heatmap(tmp_path):
+    folder = tmp_path / "plots"
+    ok("report", "--system", "wse3", "--model", "tiny-llama", *FAST, "--plot", folder)
+    png = folder / "wafer.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_report_table_output():
