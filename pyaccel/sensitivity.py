@@ -113,7 +113,6 @@ def assumption_sensitivity(
     return sorted(out, key=lambda s: -s.spread)
 
 
-
 @dataclass(frozen=True)
 class Alternative:
     """Step time (s) of one run with a text assumption set to another of its choices, on

@@ -277,7 +277,7 @@ def test_stage_cycles_at_any_context_match_a_graph_rebuilt_there(tmp_path):
     model = _tiny(tmp_path, layers=3)
     work = pa.Workload(context=60, tokens=1)
     _, sim = _sim(model, 16, work)
-    fresh_graph, fresh = _sim(model, 16, work)
+    _, fresh = _sim(model, 16, work)
     for ctx in (60, 61, 64, 200, 513, 200, 60, 2000, 2000):
         want, _ = fresh.stage_cycles(build_graph(model, work, ctx))
         assert sim.stage_cycles_at(ctx) == want, ctx

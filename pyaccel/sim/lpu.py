@@ -290,8 +290,7 @@ class LpuSim:
         cfg, work = self.graph.model, self.graph.workload
         attn = {}
         for kind in self._attn_kinds:
-            tp, sliding = kind
-            layer = self._attn_layer[kind]
+            tp, layer = kind[0], self._attn_layer[kind]
             op = attention_op(cfg, work, layer, context)
             attn[kind] = tuple(_canonical(self.chip, tp, st) for st in _attention_plan(op, cfg, tp))
         key_all = tuple(attn[k] for k in self._attn_kinds)

@@ -218,7 +218,7 @@ class Program:
     # ---- fragments: one op compiled once, joined into many programs ----
 
     @classmethod
-    def join(cls, chip: ChipModel, fragments) -> "Program":
+    def join(cls, chip: ChipModel, fragments) -> Program:
         """The program whose ops are ``fragments`` in order, each fragment's ``INPUT``
         dependency taken by the previous fragment's output: the same instructions, in the same
         order, as compiling the ops one after another into one program."""
@@ -251,7 +251,7 @@ class Program:
         prog._csr = (np.concatenate(ptr_parts), idx.astype(np.int64))
         return prog
 
-    def fragment(self, out: int) -> "Fragment":
+    def fragment(self, out: int) -> Fragment:
         """This one-op program as a fragment whose output is instruction ``out``."""
         res, dur, lat, ptr, idx = self.arrays()
         return Fragment(res, dur, lat, np.array(self.nbytes, dtype=np.int64), tuple(self.kind),
