@@ -221,7 +221,8 @@ class Program:
     def join(cls, chip: ChipModel, fragments) -> Program:
         """The program whose ops are ``fragments`` in order, each fragment's ``INPUT``
         dependency taken by the previous fragment's output: the same instructions, in the same
-        order, as compiling the ops one after another into one program."""
+        order, as compiling the ops one after another into one program (a stage has at least
+        one op, so ``fragments`` is never empty)."""
         prog = cls(chip)
         n = np.array([len(f.res) for f in fragments], dtype=np.int64)
         base = np.concatenate(([0], np.cumsum(n)[:-1])).astype(np.int64)
@@ -239,16 +240,14 @@ class Program:
                 prog.collectives[int(base[i]) + j] = coll
             prog.op_names.append((None, str(i), ""))
             prev_out = int(base[i]) + f.out
-        prog.res = np.concatenate([f.res for f in fragments]) if fragments else np.zeros(0, int)
-        prog.dur = np.concatenate([f.dur for f in fragments]) if fragments else np.zeros(0, int)
-        prog.lat = np.concatenate([f.lat for f in fragments]) if fragments else np.zeros(0, int)
-        prog.nbytes = (np.concatenate([f.nbytes for f in fragments]) if fragments
-                       else np.zeros(0, int))  # fmt: skip
+        prog.res = np.concatenate([f.res for f in fragments])
+        prog.dur = np.concatenate([f.dur for f in fragments])
+        prog.lat = np.concatenate([f.lat for f in fragments])
+        prog.nbytes = np.concatenate([f.nbytes for f in fragments])
         prog.op = np.repeat(np.arange(len(fragments), dtype=np.int64), n)
         prog.kind = [k for f in fragments for k in f.kind]
         prog.deps = None  # held as CSR below
-        idx = np.concatenate(idx_parts) if idx_parts else np.zeros(0, dtype=np.int64)
-        prog._csr = (np.concatenate(ptr_parts), idx.astype(np.int64))
+        prog._csr = (np.concatenate(ptr_parts), np.concatenate(idx_parts).astype(np.int64))
         return prog
 
     def fragment(self, out: int) -> Fragment:
