@@ -121,8 +121,8 @@ def _default_formats(model, spec, needed: bool) -> tuple[str, tuple[str, str], l
     warnings = []
     if quant is not None and needed:
         warnings.append(
-            f"{model.name}'s quantization_config has quant_method '{quant.method}', which "
-            f"pyaccel does not model: ignored; weights use {spec.native_format}, the "
+            f"{model.name}'s quantization_config (quant_method '{quant.method}') describes a "
+            f"format pyaccel does not model: ignored; weights use {spec.native_format}, the "
             f"{spec.name} native format"
         )
     return "system", (spec.native_format, spec.native_format), warnings

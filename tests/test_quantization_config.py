@@ -174,6 +174,55 @@ def test_unknown_quant_method_is_ignored_with_a_warning(tmp_path):
     assert resolve(cfg, context=8, weights="bf16").warnings == ()  # all flagged: nothing to say
 
 
+def compressed(weights: dict, ignore=None) -> dict:
+    """A compressed-tensors quantization_config with one scheme for every Linear layer."""
+    group = {"targets": ["Linear"], "weights": weights, "input_activations": None}
+    return {"quant_method": "compressed-tensors", "format": "pack-quantized",
+            "config_groups": {"group_0": group}, "ignore": ignore or []}  # fmt: skip
+
+
+INT4_G32 = {"type": "int", "num_bits": 4, "strategy": "group", "group_size": 32}
+# Kimi K2 Thinking's ignore list: attention, shared experts, dense MLPs and the head stay bf16
+KIMI_IGNORE = [
+    "lm_head",
+    "re:.*self_attn.*",
+    "re:.*shared_experts.*",
+    "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+]
+
+
+def tiny_deepseek() -> dict:
+    from importlib import resources
+
+    text = (resources.files("pyaccel.model") / "presets" / "tiny-deepseek-v3.json").read_text()
+    return {**json.loads(text), "torch_dtype": "bfloat16"}
+
+
+def test_compressed_tensors_int4_experts_as_kimi_k2_thinking_ships(tmp_path):
+    folder = quantized(tmp_path, tiny_deepseek(), compressed(INT4_G32, KIMI_IGNORE))
+    r = resolve(pa.load_model(folder), context=8)
+    assert (r.workload.weights, r.workload.expert_weights) == ("bf16", "int4-g32")
+    assert r.formats_from["expert_weights"] == "quantization_config"
+    assert len(r.warnings) == 1  # shared experts, dense MLP and head all kept: nothing approximated
+
+
+def test_compressed_tensors_without_ignore_converts_the_head_too(tmp_path):
+    scheme = {"type": "int", "num_bits": 8, "strategy": "channel"}
+    r = resolve(pa.load_model(quantized(tmp_path, TINY_LLAMA, compressed(scheme))), context=8)
+    assert r.workload.weights == "int8"
+    assert not any("LM head" in w for w in r.warnings)
+    r = resolve(pa.load_model(quantized(tmp_path, TINY_LLAMA, compressed(scheme, ["lm_head"]),
+                                        "kept")), context=8)  # fmt: skip
+    assert any("LM head, bf16 in the checkpoint, is counted at int8" in w for w in r.warnings)
+
+
+def test_compressed_tensors_scheme_without_a_pyaccel_format_is_ignored(tmp_path):
+    scheme = {"type": "int", "num_bits": 3, "strategy": "group", "group_size": 64}
+    r = resolve(pa.load_model(quantized(tmp_path, TINY_LLAMA, compressed(scheme))), context=8)
+    assert r.formats_from["weights"] == "system"
+    assert any("compressed-tensors" in w and "ignored" in w for w in r.warnings)
+
+
 @pytest.mark.parametrize(
     "quant, field",
     [
@@ -181,6 +230,8 @@ def test_unknown_quant_method_is_ignored_with_a_warning(tmp_path):
         ({"bits": 4}, "'quantization_config.quant_method'"),
         ({"quant_method": "fp8", "modules_to_not_convert": "lm_head"}, "modules_to_not_convert"),
         ({"quant_method": "fp8", "weight_block_size": [128, 0]}, "weight_block_size"),
+        ({"quant_method": "compressed-tensors", "config_groups": [1]}, "config_groups"),
+        ({**compressed(INT4_G32), "ignore": "lm_head"}, "'quantization_config.ignore'"),
     ],
 )
 def test_malformed_quantization_config_is_one_error_line(tmp_path, quant, field):

@@ -2,27 +2,33 @@
 
 DeepSeek-V3 and Kimi K2 ship fp8 (e4m3 with 128 x 128 block scales, ``quant_method: fp8``);
 gpt-oss ships its routed experts in MXFP4 (``quant_method: mxfp4``) and lists the modules kept in
-16 bits under ``modules_to_not_convert``. :func:`parse_quantization_config` reads the block once,
-when the model config is loaded; :meth:`QuantConfig.formats` maps it onto pyaccel's two weight
-formats (``weights`` for every linear weight, ``expert_weights`` for routed experts, SPEC §6).
-Which formats a run finally uses (flag > etched ASIC > this > system) is decided in
-:func:`pyaccel.workload.resolve_workload`.
+16 bits under ``modules_to_not_convert``; Kimi K2 Thinking ships int4 routed experts as
+``compressed-tensors`` (one scheme for ``Linear`` layers, ``ignore`` naming what stays 16-bit).
+:func:`parse_quantization_config` reads the block once, when the model config is loaded;
+:meth:`QuantConfig.formats` maps it onto pyaccel's two weight formats (``weights`` for every
+linear weight, ``expert_weights`` for routed experts, SPEC §6). Which formats a run finally uses
+(flag > etched ASIC > this > system) is decided in :func:`pyaccel.workload.resolve_workload`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import ConfigError
 
+LINEAR = ("attn", "mlp", "shared", "experts", "head")
 # quant_method -> pyaccel format, and which weight groups the method converts at all. The
 # transformers Mxfp4 quantizer replaces only the MoE expert modules; fp8 (FineGrainedFP8,
-# DeepSeek's checkpoints) converts every linear layer.
+# DeepSeek's checkpoints) every linear layer but the output head, which transformers' quantizers
+# always leave alone; compressed-tensors every layer its scheme targets (``Linear``: all, head
+# included) unless ``ignore`` names it.
 METHODS = {
-    "fp8": ("fp8", ("attn", "mlp", "shared", "experts")),
+    "fp8": ("fp8", LINEAR[:-1]),
     "mxfp4": ("mxfp4", ("experts",)),
 }
+COMPRESSED = "compressed-tensors"
 # dtype of the weights a quantization_config leaves unconverted (``torch_dtype``/``dtype``).
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 GROUP_NAMES = {
@@ -30,6 +36,7 @@ GROUP_NAMES = {
     "mlp": "dense MLP",
     "shared": "shared experts",
     "experts": "routed experts",
+    "head": "LM head",
 }
 
 
@@ -37,10 +44,13 @@ GROUP_NAMES = {
 class QuantConfig:
     """The parts of a ``quantization_config`` that decide storage formats.
 
-    ``format`` is the pyaccel format of converted weights (``None``: a method pyaccel does not
-    model); ``unconverted`` the format of weights it leaves alone (the checkpoint's dtype);
-    ``not_converted`` the ``modules_to_not_convert`` patterns (HF module names, regex or prefix);
-    ``block`` the fp8 ``weight_block_size`` (rows, cols), empty when not block-wise.
+    ``format`` is the pyaccel format of converted weights (``None``: a method or scheme pyaccel
+    does not model); ``unconverted`` the format of weights it leaves alone (the checkpoint's
+    dtype); ``converts`` the weight groups the method converts at all (``attn``, ``mlp``,
+    ``shared``, ``experts``, ``head``); ``not_converted`` the exclusions (``modules_to_not_convert``
+    or compressed-tensors ``ignore``, as regexes matched at the start of HF module names);
+    ``block`` the fp8 block size (rows, cols), empty when not block-wise; ``value_format`` fp8's
+    ``fmt`` (e4m3 or e5m2).
     """
 
     method: str
@@ -49,13 +59,13 @@ class QuantConfig:
     not_converted: tuple[str, ...] = ()
     block: tuple[int, ...] = ()
     value_format: str = ""
+    converts: tuple[str, ...] = ()
 
     def formats(self, model) -> tuple[str, str, list[str]]:
         """``(weights, expert_weights, notes)`` for ``model`` (a ModelConfig) as it ships;
         ``notes`` say where pyaccel's two formats approximate the checkpoint."""
         assert self.format is not None, "formats() of a method pyaccel does not model"
-        converts = METHODS[self.method][1]
-        status = {g: _converted(self, model, g, converts) for g in _groups(model)}
+        status = {g: _converted(self, model, g) for g in _groups(model)}
         notes = []
 
         def pick(groups: list[str], what: str) -> str:
@@ -72,17 +82,18 @@ class QuantConfig:
                 )
             return self.unconverted
 
-        weights = pick([g for g in status if g != "experts"], "linear weights")
+        weights = pick([g for g in status if g not in ("experts", "head")], "linear weights")
         experts = pick(["experts"], "routed experts") if "experts" in status else weights
-        if weights == self.format and not model.tied_embeddings:
+        head = self.format if status.get("head") is True else self.unconverted
+        if "head" in status and head != weights:  # pyaccel stores the head at --weights
             notes.append(
-                f"the LM head, kept at {self.unconverted} in the checkpoint, is counted at "
-                f"{weights} with the other linear weights"
+                f"the LM head, {head} in the checkpoint, is counted at {weights} with the "
+                "other linear weights"
             )
         if self.block and self.format in (weights, experts):
             rows, cols = (self.block * 2)[:2]
             notes.append(
-                f"weight_block_size {list(self.block)}: one fp32 scale per {rows}x{cols} block "
+                f"weight block size {list(self.block)}: one fp32 scale per {rows}x{cols} block "
                 f"(+{400 / (rows * cols):.3f} % bytes) is counted as {self.format}'s per-tensor "
                 "scale"
             )
@@ -123,18 +134,61 @@ def parse_quantization_config(cfg: dict, where: str) -> QuantConfig | None:
             f"got {block!r}"
         )
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+    common = {"method": method, "unconverted": TORCH_DTYPES.get(str(dtype), "bf16")}
+    if method == COMPRESSED:
+        return _compressed_tensors(q, where, common)
+    fmt, converts = METHODS.get(method, (None, ()))
     return QuantConfig(
-        method=method,
-        format=METHODS[method][0] if method in METHODS else None,
-        unconverted=TORCH_DTYPES.get(str(dtype), "bf16"),
+        **common,
+        format=fmt,
+        converts=converts,
         not_converted=tuple(patterns),
         block=tuple(block),
         value_format=str(q.get("fmt") or ""),
     )
 
 
+def _compressed_tensors(q: dict, where: str, common: dict) -> QuantConfig:
+    """A ``compressed-tensors`` block: one weight scheme for every ``Linear`` layer that pyaccel
+    has a format for (int4 group 32/128, int8 per channel, fp8), ``ignore`` as exclusions
+    (``re:`` prefix: a regex; otherwise an exact module name). Anything else: not modelled."""
+    field = "quantization_config.config_groups"
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+        raise ConfigError(f"{where}: field '{field}' must be an object of groups, got {groups!r}")
+    ignore = q.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+        raise ConfigError(
+            f"{where}: field 'quantization_config.ignore' must be a list of module names, "
+            f"got {ignore!r}"
+        )
+    patterns = tuple(p[3:] if p.startswith("re:") else re.escape(p) + "$" for p in ignore)
+    schemes = list(groups.values())
+    fmt, block = None, ()
+    if len(schemes) == 1 and schemes[0].get("targets") == ["Linear"]:
+        weights = schemes[0].get("weights")
+        fmt = _compressed_format(weights) if isinstance(weights, dict) else None
+        structure = weights.get("block_structure") if isinstance(weights, dict) else None
+        if fmt == "fp8" and isinstance(structure, list) and len(structure) == 2:
+            block = tuple(int(b) for b in structure if isinstance(b, int) and b > 0)
+    return QuantConfig(**common, format=fmt, converts=LINEAR, not_converted=patterns, block=block)
+
+
+def _compressed_format(weights: dict) -> str | None:
+    """The pyaccel format of one compressed-tensors weight scheme, or None."""
+    kind, bits = weights.get("type"), weights.get("num_bits")
+    strategy, group = weights.get("strategy"), weights.get("group_size")
+    if kind == "int" and bits == 4 and strategy == "group" and group in (32, 128):
+        return "int4-g32" if group == 32 else "int4"
+    if kind == "int" and bits == 8 and strategy == "channel":
+        return "int8"
+    if kind == "float" and bits == 8:
+        return "fp8"
+    return None
+
+
 def _groups(model) -> list[str]:
-    """The weight groups ``model`` has (``attn``, ``mlp``, ``shared``, ``experts``)."""
+    """The weight groups ``model`` has (``attn``, ``mlp``, ``shared``, ``experts``, ``head``)."""
     groups = ["attn"]
     if not model.is_moe or model.dense_layers:
         groups.append("mlp")
@@ -142,12 +196,16 @@ def _groups(model) -> list[str]:
         groups.append("shared")
     if model.is_moe:
         groups.append("experts")
+    if not model.tied_embeddings:  # a tied head reads the 16-bit embedding table
+        groups.append("head")
     return groups
 
 
 def _module_names(model, group: str, layer: int) -> list[str]:
     """HF module names of ``group`` in ``layer`` (one expert stands for all of them)."""
     base = f"model.layers.{layer}"
+    if group == "head":
+        return ["lm_head"]
     if group == "attn":
         if model.attention == "mla":
             q = ["q_a_proj", "q_b_proj"] if model.q_lora_rank else ["q_proj"]
@@ -172,18 +230,17 @@ def _layers(model, group: str) -> range | list[int]:
         return [i for i in range(model.n_layers) if model.is_dense_layer(i)]
     if group in ("shared", "experts"):
         return [i for i in range(model.n_layers) if not model.is_dense_layer(i)]
-    return range(model.n_layers)
+    return range(1) if group == "head" else range(model.n_layers)
 
 
-def _converted(quant: QuantConfig, model, group: str, converts: tuple[str, ...]):
+def _converted(quant: QuantConfig, model, group: str):
     """True when every module of ``group`` is converted, False when none is, ``"some"``
     otherwise."""
-    if group not in converts:
+    if group not in quant.converts:
         return False
+    excluded = _matcher(quant.not_converted)
     hits = {
-        not any(
-            module_matches(name, p) for name in _with_parents(module) for p in quant.not_converted
-        )
+        not any(excluded(name) for name in _with_parents(module))
         for i in _layers(model, group)
         for module in _module_names(model, group, i)
     }
@@ -197,14 +254,27 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
+def _regex(pattern: str) -> str:
+    """``pattern`` as a regex; one that does not compile is a literal with shell-style ``*``."""
+    try:
+        re.compile(pattern)
+        return pattern
+    except re.error:
+        return ".*".join(re.escape(part) for part in pattern.split("*"))
+
+
+@lru_cache(maxsize=64)
+def _matcher(patterns: tuple[str, ...]):
+    """One test for all ``patterns`` (see :func:`module_matches`), compiled once."""
+    if not patterns:
+        return lambda name: False
+    starts = re.compile("|".join(f"(?:{_regex(p)})" for p in patterns))
+    return lambda name: name.endswith(patterns) or starts.match(name) is not None
+
+
 def module_matches(name: str, pattern: str) -> bool:
     """True when ``modules_to_not_convert`` entry ``pattern`` names module ``name``, as
     transformers reads it: the pattern (a regex; ``*`` as in ``model.layers.*.self_attn``)
-    matches the start of the name, or the name ends with it (``lm_head``, ``self_attn``)."""
-    if name.endswith(pattern):
-        return True
-    try:
-        return re.match(pattern, name) is not None
-    except re.error:  # not a regex: a literal prefix with shell-style ``*``
-        regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-        return re.match(regex, name) is not None
+    matches the start of the name, or the name ends with it (``lm_head``, ``self_attn``).
+    Callers also try the module's parents, so a pattern naming a parent excludes its children."""
+    return _matcher((pattern,))(name)
