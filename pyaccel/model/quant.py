@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import ConfigError
+from ..units import fmt_bytes
 
 LINEAR = ("attn", "mlp", "shared", "experts", "head")
 # quant_method -> pyaccel format, and which weight groups the method converts at all. The
@@ -87,8 +88,9 @@ class QuantConfig:
         head = self.format if status.get("head") is True else self.unconverted
         if "head" in status and head != weights:  # pyaccel stores the head at --weights
             notes.append(
-                f"the LM head, {head} in the checkpoint, is counted at {weights} with the "
-                "other linear weights"
+                f"the LM head, {head} in the checkpoint ({_head_bytes(model, head)}), is "
+                f"counted at {weights} ({_head_bytes(model, weights)}, read every step) with "
+                "the other linear weights"
             )
         if self.block and self.format in (weights, experts):
             rows, cols = (self.block * 2)[:2]
@@ -100,6 +102,12 @@ class QuantConfig:
         if self.format == "fp8" and self.value_format not in ("", "e4m3"):
             notes.append(f"fmt {self.value_format} is counted as pyaccel's fp8 (e4m3, same bytes)")
         return weights, experts, notes
+
+
+def _head_bytes(model, fmt: str) -> str:
+    from ..numerics.formats import get_format
+
+    return fmt_bytes(get_format(fmt).tensor_bytes(model.vocab, model.hidden, "head"))
 
 
 def parse_quantization_config(cfg: dict, where: str) -> QuantConfig | None:
