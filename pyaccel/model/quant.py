@@ -13,8 +13,10 @@ linear weight, ``expert_weights`` for routed experts, SPEC §6). Which formats a
 from __future__ import annotations
 
 import re
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from ..errors import ConfigError
 from ..units import fmt_bytes
@@ -131,6 +133,8 @@ def parse_quantization_config(cfg: dict, where: str) -> QuantConfig | None:
             f"{where}: field '{field}.modules_to_not_convert' must be a list of module names, "
             f"got {patterns!r}"
         )
+    for pattern in patterns:
+        _check_regex(pattern, f"{where}: field '{field}.modules_to_not_convert'")
     block = q.get("weight_block_size") or []
     if (
         not isinstance(block, list)
@@ -171,6 +175,8 @@ def _compressed_tensors(q: dict, where: str, common: dict) -> QuantConfig:
             f"got {ignore!r}"
         )
     patterns = tuple(p[3:] if p.startswith("re:") else re.escape(p) + "$" for p in ignore)
+    for pattern in patterns:
+        _check_regex(pattern, f"{where}: field 'quantization_config.ignore'")
     schemes = list(groups.values())
     fmt, block = None, ()
     if len(schemes) == 1 and schemes[0].get("targets") == ["Linear"]:
@@ -246,7 +252,7 @@ def _converted(quant: QuantConfig, model, group: str):
     otherwise."""
     if group not in quant.converts:
         return False
-    excluded = _matcher(quant.not_converted)
+    excluded = cache(_matcher(quant.not_converted))  # parents repeat across a layer's modules
     hits = {
         not any(excluded(name) for name in _with_parents(module))
         for i in _layers(model, group)
@@ -265,10 +271,66 @@ def _with_parents(module: str) -> list[str]:
 def _regex(pattern: str) -> str:
     """``pattern`` as a regex; one that does not compile is a literal with shell-style ``*``."""
     try:
-        re.compile(pattern)
+        with _quiet():
+            re.compile(pattern)
         return pattern
-    except re.error:
+    except (re.error, RecursionError, OverflowError):
         return ".*".join(re.escape(part) for part in pattern.split("*"))
+
+
+# Repeats allowed in one exclusion regex. Module names are short (< 60 characters), so up to
+# three unnested repeats match in ~10 us (real configs use two: ".*self_attn.*"); nested or
+# alternated repeats ("(.*)*x") or many in a row (".*.*.*.*.*.*x": ms, growing as length^n)
+# backtrack for hours, so a config holding one is refused.
+MAX_REPEATS = 3
+
+
+class _Explosive(Exception):
+    """A regex whose backtracking can take exponential time."""
+
+
+def _check_regex(pattern: str, what: str) -> None:
+    """Refuse an exclusion regex whose matching time can explode (see ``MAX_REPEATS``)."""
+    import re._parser as sre  # the stdlib's own parse of a pattern (Python >= 3.11)
+
+    try:
+        with _quiet():
+            tree = sre.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return  # not a regex: matched as a literal with shell-style ``*`` (linear)
+    try:
+        if _repeats(sre, tree, inside=False) <= MAX_REPEATS:
+            return
+    except (_Explosive, RecursionError):
+        pass
+    raise ConfigError(
+        f"{what}: entry {pattern!r} is a regex with nested or alternated repeats, "
+        f"back-references or more than {MAX_REPEATS} repeats, whose matching time can "
+        "explode; write it more simply (e.g. 'model.layers.*.self_attn')"
+    )
+
+
+def _repeats(sre, items, inside: bool) -> int:
+    """Repeats (of more than one) in a parsed regex; raises :class:`_Explosive` for a repeat or
+    an alternation inside a repeat, and for back-references."""
+    count = 0
+    for op, av in items:
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            many = av[1] > 1
+            if many and inside:
+                raise _Explosive
+            count += many + _repeats(sre, av[2], inside or many)
+        elif op is sre.BRANCH:
+            if inside:
+                raise _Explosive
+            count += sum(_repeats(sre, branch, inside) for branch in av[1])
+        elif op in (sre.SUBPATTERN, sre.ASSERT, sre.ASSERT_NOT):
+            count += _repeats(sre, av[-1], inside)
+        elif op is sre.ATOMIC_GROUP:
+            count += _repeats(sre, av, inside)
+        elif op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
+            raise _Explosive
+    return count
 
 
 @lru_cache(maxsize=64)
@@ -276,8 +338,22 @@ def _matcher(patterns: tuple[str, ...]):
     """One test for all ``patterns`` (see :func:`module_matches`), compiled once."""
     if not patterns:
         return lambda name: False
-    starts = re.compile("|".join(f"(?:{_regex(p)})" for p in patterns))
-    return lambda name: name.endswith(patterns) or starts.match(name) is not None
+    regexes = [_regex(p) for p in patterns]
+    with _quiet():
+        try:
+            starts = re.compile("|".join(f"(?:{r})" for r in regexes))
+            return lambda name: name.endswith(patterns) or starts.match(name) is not None
+        except (re.error, RecursionError, OverflowError):  # inline flags are legal only first
+            each = [re.compile(r) for r in regexes]
+            return lambda name: name.endswith(patterns) or any(r.match(name) for r in each)
+
+
+@contextmanager
+def _quiet():
+    """Silence the stdlib's FutureWarnings about odd regexes (stderr carries only our lines)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def module_matches(name: str, pattern: str) -> bool:
