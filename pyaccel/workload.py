@@ -61,7 +61,8 @@ class ResolvedWorkload:
 
     ``formats_from`` maps ``weights``, ``expert_weights`` and ``kv`` to ``flag`` (given
     explicitly), ``etched`` (the format an ASIC's ROM is etched at), ``quantization_config`` (the
-    model's own), ``system`` (the preset's native format) or, for ``kv``, ``default`` (bf16).
+    model's own), ``system`` (the preset's native format) or, for ``kv``, ``default`` (bf16;
+    an explicit ``--kv bf16`` reads the same, as it changes nothing).
     ``warnings`` are sentences for the ``warnings`` list of ``run --json`` (``warning:`` lines in
     text).
     """
@@ -87,7 +88,7 @@ def resolve_workload(workload: Workload, model, spec) -> ResolvedWorkload:
     }
     if source == "quantization_config" and workload.weights:
         warnings = []  # every format flagged: the config's notes no longer apply
-    if source == "quantization_config" and not workload.weights:
+    elif source == "quantization_config":
         taken = [f"weights {weights}"]
         if model.is_moe and not workload.expert_weights:
             taken.append(f"routed experts {experts}")
