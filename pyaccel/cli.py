@@ -153,6 +153,13 @@ def run_cmd(
             _print_json(rec)
         else:
             _print_run(rec)
+            _print_warnings(rec["warnings"])
+
+
+def _print_warnings(warnings) -> None:
+    """Each warning once, as a ``warning:`` line on stderr (text mode only; JSON carries them)."""
+    for text in dict.fromkeys(warnings):
+        err.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_run(rec: dict) -> None:
@@ -232,12 +239,14 @@ def report_cmd(
             alts = choice_alternatives(model, system, units, work, sets, etch, base=result)
         if as_json:
             data = json.loads(rep.to_json())
+            data.update(formats_from=result.formats_from, warnings=list(result.warnings))
             if rows is not None:
                 data["sensitivity"] = [_sensitivity_record(r, sensitivity) for r in rows]
                 data["alternatives"] = [_alternative_record(a) for a in alts]
             _print_json(data)
         else:
             _print_report(rep)
+            _print_warnings(result.warnings)
             if rows is not None:
                 _print_sensitivity(rows, sensitivity)
                 _print_alternatives(alts)
@@ -470,6 +479,7 @@ def compare_cmd(
             _print_json(records)
         else:
             _print_compare(records)
+            _print_warnings(w for r in records for w in r.get("warnings", ()))
 
 
 def _print_compare(records: list[dict]) -> None:

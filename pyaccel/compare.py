@@ -8,7 +8,7 @@ from .errors import ConfigError, PyaccelError
 from .hw.io import preset_names
 from .report import Report
 from .results import error_record, run, run_record
-from .workload import Workload
+from .workload import Workload, resolve_workload
 
 
 def parse_batches(text: str | None, default: int) -> list[int]:
@@ -32,16 +32,20 @@ def compare(model: str, systems: str | None, workload: Workload, batches: str | 
     from .model.config import load_model
 
     # unknown names are errors of the whole command, not of one system
-    load_model(model)
-    for name in names:
-        load_spec(name)
+    cfg = load_model(model)
+    specs = {name: load_spec(name) for name in names}
     records = []
     for name in names:
         for b in parse_batches(batches, workload.batch):
+            work = replace(workload, batch=b)
             try:
-                result = run(model, name, "auto", replace(workload, batch=b))
+                result = run(model, name, "auto", work)
                 rep = Report.from_trace(result.trace, what_if=False)
                 records.append(run_record(result, rep.bottleneck))
             except PyaccelError as exc:
-                records.append(error_record(model, name, b, str(exc)))
+                # the formats it was tried at, and why, still belong with the error
+                resolved = resolve_workload(work, cfg, specs[name])
+                rec = error_record(model, name, b, str(exc))
+                rec.update(formats_from=resolved.formats_from, warnings=list(resolved.warnings))
+                records.append(rec)
     return records

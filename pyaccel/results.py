@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ConfigError
 from .hw.io import load_system
 from .model.config import load_model
 from .place import place
 from .sim.engine import emulate
-from .workload import Workload
+from .workload import Workload, resolve_workload
 
 SCHEMA_VERSION = 1
 
@@ -42,13 +42,16 @@ def parse_units(text: str | int) -> int | str:
 
 @dataclass
 class Run:
-    """Everything one run produced: inputs, placement and trace."""
+    """Everything one run produced: inputs, placement and trace; ``formats_from`` and
+    ``warnings`` as :func:`pyaccel.workload.resolve_workload` decided them."""
 
     model: object
     system: object
     workload: Workload
     placement: object
     trace: object
+    formats_from: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 def prepare(
@@ -61,10 +64,16 @@ def prepare(
 ):
     """Load model and system, check flags, and place; returns (model, system, workload,
     placement)."""
+    cfg, sysm, resolved, plc = _prepare(model, system, units, workload, sets, etch)
+    return cfg, sysm, resolved.workload, plc
+
+
+def _prepare(model, system, units, workload, sets, etch):
+    """:func:`prepare` keeping the whole format resolution (formats_from, warnings)."""
     cfg = load_model(model)
     sysm = load_system(system, parse_units(units), sets, etch)
-    work = (workload or Workload()).resolved(sysm.spec.native_format)
-    return cfg, sysm, work, place(cfg, sysm, work)
+    resolved = resolve_workload(workload or Workload(), cfg, sysm.spec)
+    return cfg, sysm, resolved, place(cfg, sysm, resolved.workload)
 
 
 def run(
@@ -78,9 +87,10 @@ def run(
     functional: bool = False,
 ) -> Run:
     """Load, place and emulate one case (``functional``: also run the numerics)."""
-    cfg, sysm, work, plc = prepare(model, system, units, workload, sets, etch)
+    cfg, sysm, resolved, plc = _prepare(model, system, units, workload, sets, etch)
+    work = resolved.workload
     trace = emulate(cfg, sysm, plc, work, functional=functional, progress=progress)
-    return Run(cfg, sysm, work, plc, trace)
+    return Run(cfg, sysm, work, plc, trace, resolved.formats_from, resolved.warnings)
 
 
 def run_record(result: Run, bottleneck: str) -> dict:
@@ -100,6 +110,8 @@ def run_record(result: Run, bottleneck: str) -> dict:
         "placement_reason": result.placement.reason,
         "assumptions": tr.assumptions,
         "left_out": tr.left_out,
+        "formats_from": dict(result.formats_from),
+        "warnings": list(result.warnings),
         **tr.functional,
     }
     return rec

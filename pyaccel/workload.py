@@ -53,3 +53,90 @@ class Workload:
     def max_len(self) -> int:
         """Tokens each sequence's KV cache must hold by the end of the run."""
         return self.context + self.tokens
+
+
+@dataclass(frozen=True)
+class ResolvedWorkload:
+    """A workload with every format decided, where each came from, and what the user should know.
+
+    ``formats_from`` maps ``weights``, ``expert_weights`` and ``kv`` to ``flag`` (given
+    explicitly), ``etched`` (the format an ASIC's ROM is etched at), ``quantization_config`` (the
+    model's own), ``system`` (the preset's native format) or, for ``kv``, ``default`` (bf16;
+    an explicit ``--kv bf16`` reads the same, as it changes nothing).
+    ``warnings`` are sentences for the ``warnings`` list of ``run --json`` (``warning:`` lines in
+    text).
+    """
+
+    workload: Workload
+    formats_from: dict
+    warnings: tuple[str, ...] = ()
+
+
+def resolve_workload(workload: Workload, model, spec) -> ResolvedWorkload:
+    """Decide the formats of ``workload`` for ``model`` (a ModelConfig) on a machine ``spec``
+    (a HardwareSpec), first that applies (SPEC §6): an explicit format; an etched ASIC's format;
+    the model's ``quantization_config``; the system's native format. Also warns when the run
+    goes past the model's ``max_position_embeddings``."""
+    source, default, warnings = _default_formats(model, spec, needed=not workload.weights)
+    weights = workload.weights or default[0]
+    # an explicit --weights covers routed experts too unless --expert-weights says otherwise
+    experts = workload.expert_weights or workload.weights or default[1]
+    formats_from = {
+        "weights": "flag" if workload.weights else source,
+        "expert_weights": "flag" if workload.expert_weights or workload.weights else source,
+        "kv": "default" if workload.kv == Workload.kv else "flag",
+    }
+    if source == "quantization_config" and workload.weights:
+        warnings = []  # every format flagged: the config's notes no longer apply
+    elif source == "quantization_config":
+        taken = [f"weights {weights}"]
+        if model.is_moe and not workload.expert_weights:
+            taken.append(f"routed experts {experts}")
+        warnings.insert(
+            0,
+            f"formats from {model.name}'s quantization_config (quant_method "
+            f"'{model.quantization.method}'): {', '.join(taken)}; pass --weights or "
+            "--expert-weights to choose others",
+        )
+    warnings += _context_warnings(workload, model)
+    work = replace(workload, weights=weights, expert_weights=experts)
+    return ResolvedWorkload(work, formats_from, tuple(warnings))
+
+
+def _default_formats(model, spec, needed: bool) -> tuple[str, tuple[str, str], list[str]]:
+    """Where unflagged formats come from, the (weights, expert_weights) formats it gives, and
+    warnings about the model's quantization_config (``needed``: some format is unflagged)."""
+    quant = model.quantization
+    etched = getattr(spec.params, "etched_format", None) if spec.kind == "asic" else None
+    if etched:
+        warnings = []
+        if quant is not None and needed:
+            warnings.append(
+                f"{model.name}'s quantization_config ({quant.method}) is not used: "
+                f"{spec.name} dies are etched at {etched}"
+            )
+        return "etched", (etched, etched), warnings
+    if quant is not None and quant.format:
+        weights, experts, notes = quant.formats(model)
+        return "quantization_config", (weights, experts), [f"{model.name}: {n}" for n in notes]
+    warnings = []
+    if quant is not None and needed:
+        warnings.append(
+            f"{model.name}'s quantization_config (quant_method '{quant.method}') describes a "
+            f"format pyaccel does not model: ignored; weights use {spec.native_format}, the "
+            f"{spec.name} native format"
+        )
+    return "system", (spec.native_format, spec.native_format), warnings
+
+
+def _context_warnings(workload: Workload, model) -> list[str]:
+    """A warning when the run's last position lies beyond the model's trained length."""
+    limit = model.max_position
+    if not limit or workload.max_len <= limit:
+        return []
+    text = (
+        f"context {workload.context:,} + {workload.tokens:,} generated tokens = "
+        f"{workload.max_len:,} positions, beyond {model.name}'s max_position_embeddings "
+        f"{limit:,}: emulated as asked, but the model was not trained for that length"
+    )
+    return [text]

@@ -1151,3 +1151,59 @@ def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
     cfg[key] = value
     folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
     assert_ok_or_error(place_model(folder))
+
+
+# ---------------------------------------------------------------- quantization_config (issue 12 item 10)
+
+
+@pytest.mark.parametrize(
+    "quant, needles",
+    [
+        ("fp8", ["'quantization_config'", "'fp8'"]),
+        ([], ["'quantization_config'", "[]"]),
+        ({}, ["'quantization_config.quant_method'", "None"]),
+        ({"quant_method": 8}, ["'quantization_config.quant_method'", "8"]),
+        ({"quant_method": "fp8", "modules_to_not_convert": "lm_head"},
+         ["modules_to_not_convert", "'lm_head'"]),
+        ({"quant_method": "fp8", "modules_to_not_convert": [1]}, ["modules_to_not_convert", "[1]"]),
+        ({"quant_method": "fp8", "modules_to_not_convert": ["(.*)*x"]},
+         ["modules_to_not_convert", "'(.*)*x'", "explode"]),
+        ({"quant_method": "fp8", "modules_to_not_convert": [".*.*.*.*x"]},
+         ["modules_to_not_convert", "more than 3 repeats"]),
+        ({"quant_method": "fp8", "weight_block_size": [128, -1]}, ["weight_block_size", "-1"]),
+        ({"quant_method": "fp8", "weight_block_size": [1, 2, 3]}, ["weight_block_size", "[1, 2, 3]"]),
+        ({"quant_method": "compressed-tensors", "config_groups": "x"}, ["config_groups", "'x'"]),
+        ({"quant_method": "compressed-tensors", "config_groups": {}, "ignore": ["re:(x+)+y"]},
+         ["'quantization_config.ignore'", "(x+)+y", "explode"]),
+    ],
+)  # fmt: skip
+def test_bad_quantization_config(tmp_path, quant, needles):
+    """A malformed quantization_config names the field and value; a regex that could backtrack
+    for hours is refused instead of hanging."""
+    cfg = {**base_config(), "quantization_config": quant}
+    assert_error(place_model(write_config(tmp_path, cfg)), *needles)
+
+
+_PATTERNS = st.lists(st.text(max_size=12), max_size=4)
+
+
+@FUZZ
+@given(
+    key=st.sampled_from(
+        ["quant_method", "modules_to_not_convert", "weight_block_size", "fmt", "config_groups",
+         "ignore", "torch_dtype"]
+    ),
+    value=st.one_of(_JSON_VALUE, _PATTERNS, _PATTERNS.map(lambda ps: [f"re:{p}" for p in ps])),
+    method=st.sampled_from(["fp8", "mxfp4", "compressed-tensors", "gptq"]),
+)  # fmt: skip
+def test_fuzz_quantization_config(tmp_path_factory, key, value, method):
+    """Random fields (and random exclusion regexes) in a quantization_config: accepted, with any
+    warnings, or refused cleanly; never a traceback or a hang."""
+    group = {"targets": ["Linear"], "weights": {"type": "int", "num_bits": 4,
+                                                "strategy": "group", "group_size": 32}}  # fmt: skip
+    quant = {"quant_method": method, "config_groups": {"group_0": group}}
+    cfg = {**base_config(), "quantization_config": quant}
+    (cfg if key == "torch_dtype" else quant)[key] = value
+    folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
+    assert_ok_or_error(invoke("run", "--system", SYSTEM, "--model", folder, "--units", 1,
+                              "--tokens", 1, "--json"))  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PresetError
+from .quant import QuantConfig, parse_quantization_config
 
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
@@ -70,6 +71,8 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     hidden_act: str = "silu"
+    # the config's quantization_config (formats the checkpoint ships in), see model/quant.py
+    quantization: QuantConfig | None = None
     source: str = ""
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -266,6 +269,7 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         norm_eps=_real(cfg, "rms_norm_eps", where, DEFAULT_NORM_EPS.get(mt, 1e-5)),
         hidden_act=str(cfg.get("hidden_act") or "silu"),
         layer_types=_layer_types(cfg, n_layers, where),
+        quantization=parse_quantization_config(cfg, where),
         source=where,
         raw=cfg,
     )

@@ -14,8 +14,11 @@ def place(model, system: System, workload, graph=None) -> Placement:
     fewest units that hold weights, KV cache and buffers in a valid layout). Raises
     :class:`PlacementError` with the unit and bytes short when it cannot fit."""
     from ..model.graph import build_graph
+    from ..workload import resolve_workload
 
-    graph = graph or build_graph(model, workload, native_format=system.spec.native_format)
+    if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
+        work = resolve_workload(workload, model, system.spec).workload
+        graph = build_graph(model, work, native_format=system.spec.native_format)
     placer = placer_module(system.kind)
     if system.units == "auto":
         plc = placer.place_auto(graph, system)

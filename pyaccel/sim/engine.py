@@ -29,7 +29,7 @@ from ..hw.spec import System
 from ..model.config import ModelConfig
 from ..model.graph import DecodeGraph, build_graph
 from ..trace import Trace
-from ..workload import Workload
+from ..workload import Workload, resolve_workload
 
 
 def engine_module(kind: str):
@@ -49,7 +49,8 @@ def _graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:
         raise ConfigError(
             f"emulate() takes a ModelConfig or DecodeGraph, got {type(model_or_graph).__name__}"
         )
-    return build_graph(model_or_graph, workload, native_format=system.spec.native_format)
+    work = resolve_workload(workload, model_or_graph, system.spec).workload  # SPEC §6 formats
+    return build_graph(model_or_graph, work, native_format=system.spec.native_format)
 
 
 def default_event_steps(tokens: int) -> frozenset[int]:
