@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from .errors import ConfigError, PyaccelError
@@ -24,9 +25,15 @@ def parse_batches(text: str | None, default: int) -> list[int]:
     return values
 
 
-def compare(model: str, systems: str | None, workload: Workload, batches: str | None) -> list[dict]:
+def compare(
+    model: str,
+    systems: str | None,
+    workload: Workload,
+    batches: str | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict]:
     """One ``run --json`` record per system and batch; a system that cannot run the model gets
-    an ``error`` field instead of numbers."""
+    an ``error`` field instead of numbers. ``progress(done, total)`` is called after each run."""
     names = [s.strip() for s in systems.split(",") if s.strip()] if systems else preset_names()
     from .hw.io import load_spec
     from .model.config import load_model
@@ -35,13 +42,18 @@ def compare(model: str, systems: str | None, workload: Workload, batches: str | 
     load_model(model)
     for name in names:
         load_spec(name)
+    sizes = parse_batches(batches, workload.batch)
+    if progress is not None:
+        progress(0, len(names) * len(sizes))
     records = []
     for name in names:
-        for b in parse_batches(batches, workload.batch):
+        for b in sizes:
             try:
                 result = run(model, name, "auto", replace(workload, batch=b))
                 rep = Report.from_trace(result.trace, what_if=False)
                 records.append(run_record(result, rep.bottleneck))
             except PyaccelError as exc:
                 records.append(error_record(model, name, b, str(exc)))
+            if progress is not None:
+                progress(len(records), len(names) * len(sizes))
     return records
