@@ -228,6 +228,11 @@ def _progress(show: bool):
         yield update
 
 
+def _labelled(bar, label: str):
+    """``progress(done, total)`` for one labelled bar of :func:`_progress` (``None``: no bar)."""
+    return None if bar is None else lambda done, total: bar(done, total, label)
+
+
 def _run(system, model, units, work, sets, etch, show_progress, functional=False):
     from .results import run
 
@@ -398,7 +403,7 @@ def report_cmd(
                     etch,
                     sensitivity / 100.0,
                     base=result,
-                    progress=bar and (lambda i, n: bar(i, n, "sensitivity")),
+                    progress=_labelled(bar, "sensitivity"),
                 )
                 alts = choice_alternatives(
                     model,
@@ -408,7 +413,7 @@ def report_cmd(
                     sets,
                     etch,
                     base=result,
-                    progress=bar and (lambda i, n: bar(i, n, "other choices")),
+                    progress=_labelled(bar, "other choices"),
                 )
         if as_json:
             data = json.loads(rep.to_json())
@@ -663,9 +668,7 @@ def compare_cmd(
             plot_format(plot, "--plot")
             check_output_file(plot, "--plot")
         with _progress(not as_json) as bar:
-            records = compare(
-                model, systems, base, batches, progress=bar and (lambda i, n: bar(i, n, "compare"))
-            )
+            records = compare(model, systems, base, batches, _labelled(bar, "compare"))
         if plot is not None:
             from .plots import compare_plot
 

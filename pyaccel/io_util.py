@@ -25,6 +25,7 @@ import numpy as np
 from .errors import ConfigError
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+_TMP_PREFIX = ".pyaccel-"  # short, so that a long target name still leaves room
 
 _KINDS = (
     (stat.S_ISCHR, "character device"),
@@ -53,15 +54,16 @@ def _target(path: str | Path, what: str) -> Path:
         raise ConfigError(f"{_label(what, text)}: empty path; give a file name")
     if text.endswith(("/", os.sep)):
         raise ConfigError(f"{what} {text}: names a folder; give a file name")
-    target = Path(os.path.realpath(text))  # write through symlinks: replace what they name
-    if target.is_symlink():  # realpath stops where links loop
-        raise ConfigError(f"{what} {text}: symbolic link loop at {target}")
     try:
-        mode = os.stat(target).st_mode
+        target = Path(os.path.realpath(text))  # write through symlinks: replace what they name
+        mode = os.lstat(target).st_mode
     except FileNotFoundError:
         return target
-    except OSError as exc:
-        raise ConfigError(f"{what} {text}: cannot use it ({exc.strerror})") from None
+    except (OSError, ValueError) as exc:  # name too long, embedded NUL, permissions
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"{what} {text}: cannot use this path ({why})") from None
+    if stat.S_ISLNK(mode):  # realpath stops where links loop
+        raise ConfigError(f"{what} {text}: symbolic link loop at {target}")
     if stat.S_ISDIR(mode):
         raise ConfigError(f"{what} {text}: is a folder; give a file name")
     if not stat.S_ISREG(mode):
@@ -84,7 +86,7 @@ def _check_folder(folder: Path, what: str, text: str) -> None:
     """``folder`` exists, is a folder, and a file can be created in it."""
     _require_folder(folder, what, text)
     try:  # the only sure test of "can write here" (read-only mounts, /proc, permissions)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".pyaccel-probe.", suffix=".tmp")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=_TMP_PREFIX, suffix=".tmp")
     except OSError as exc:
         raise ConfigError(f"{what} {text}: cannot create files in {folder} ({_why(exc)})") from None
     os.close(fd)
@@ -112,15 +114,20 @@ def check_output_folder(
     text = os.fspath(path)
     if not text.strip():
         raise ConfigError(f"{_label(what, text)}: empty path; give a folder name")
-    folder = Path(os.path.realpath(text))
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{what} {text}: is a file, not a folder")
-    if folder.is_dir():
-        _check_folder(folder, what, text)
-        for name in files:
-            _target(folder / name, what)
-    else:
+    try:
+        folder = Path(os.path.realpath(text))
+        mode = os.stat(folder).st_mode
+    except FileNotFoundError:  # to be made; its parent must take it
         _check_folder(folder.parent, what, text)
+        return folder
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"{what} {text}: cannot use this path ({why})") from None
+    if not stat.S_ISDIR(mode):
+        raise ConfigError(f"{what} {text}: is a file, not a folder")
+    _check_folder(folder, what, text)
+    for name in files:
+        _target(folder / name, what)
     return folder
 
 
@@ -158,7 +165,7 @@ def write_atomic(path: str | Path, data: str | bytes, what: str = "output file")
     except FileNotFoundError:
         old = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=_TMP_PREFIX, suffix=".tmp")
     except OSError as exc:
         raise ConfigError(f"{what} {path}: cannot create files in {folder} ({_why(exc)})") from None
     try:

@@ -125,6 +125,17 @@ def test_trace_missing_folder_is_named_and_not_created(tmp_path, no_emulation):
     assert not (tmp_path / "a").exists()
 
 
+@pytest.mark.parametrize("name", ["a" * 300 + ".json", "file/t.json"])
+def test_trace_unusable_path_is_one_error_line(tmp_path, name, no_emulation):
+    """A name longer than the file system takes, or a path through a file."""
+    (tmp_path / "file").write_text("")
+    assert "cannot use this path" in error_line(invoke(*RUN, "--trace", tmp_path / name))
+
+
+def test_report_plot_unusable_path_is_one_error_line(tmp_path, no_emulation):
+    assert "cannot use this path" in error_line(invoke(*REPORT, "--plot", tmp_path / ("d" * 300)))
+
+
 @pytest.mark.parametrize("device", ["/dev/null", "/dev/full"])
 def test_trace_device_node_is_refused_and_kept(device, no_emulation):
     if not os.path.exists(device):
