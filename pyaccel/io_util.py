@@ -189,7 +189,7 @@ def _keep_owner(fd: int, old: os.stat_result) -> None:
     try:
         os.fchown(fd, old.st_uid, old.st_gid)
     except OSError:
-        pass  # an ordinary user cannot give files away; the file is then theirs, as with cp
+        pass  # an ordinary user cannot give files away: the new file is then theirs
 
 
 def finite_or_none(obj: Any) -> Any:
