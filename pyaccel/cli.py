@@ -6,16 +6,21 @@ Bad input exits with status 2 and one ``error:`` line on stderr, never a traceba
 from __future__ import annotations
 
 import json
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from .errors import ConfigError, PyaccelError
+from .hw.spec_wafer import STRATEGIES
+from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder, dumps_strict
+from .numerics.formats import FORMATS
 from .units import fmt_bytes, fmt_seconds
 from .workload import Workload
 
@@ -51,27 +56,129 @@ class _OneLineErrors(typer.core.TyperGroup):
 app = typer.Typer(
     cls=_OneLineErrors,
     add_completion=False,
+    rich_markup_mode=None,
     no_args_is_help=True,
     help="Emulate LLM decode on wafer-scale, LPU, hardwired-ASIC and GPU machines.",
 )
 out = Console(emoji=False)
 err = Console(stderr=True, emoji=False, highlight=False)
 
-System = Annotated[str, typer.Option("--system", help="preset name or TOML file")]
-Model = Annotated[str, typer.Option("--model", help="preset name or folder with config.json")]
-Units = Annotated[str, typer.Option("--units", help="number of units, or 'auto'")]
-Batch = Annotated[int, typer.Option("--batch", help="sequences decoded together")]
-Context = Annotated[int, typer.Option("--context", help="tokens already in each cache")]
-Tokens = Annotated[int, typer.Option("--tokens", help="tokens generated per sequence")]
-Weights = Annotated[Optional[str], typer.Option("--weights", help="format of linear weights")]
-ExpertW = Annotated[
-    Optional[str], typer.Option("--expert-weights", help="format of routed experts")
+# Options shared by several commands. Help says each option's choices and default; the values
+# are checked by pyaccel itself (one `error:` line naming the value and the choices).
+_FORMATS = (
+    ", ".join(FORMATS)
+    + " (aliases: "
+    + ", ".join(f"{a} = {f.name}" for f in FORMATS.values() for a in f.aliases)
+    + ")"
+)
+System = Annotated[
+    str,
+    typer.Option(
+        "--system", metavar="SYS", help="hardware preset (see `pyaccel systems`) or a TOML file"
+    ),
 ]
-Kv = Annotated[str, typer.Option("--kv", help="KV-cache format")]
-Spec = Annotated[Optional[str], typer.Option("--spec-decode", help="speculative decoding")]
-Etch = Annotated[bool, typer.Option("--etch", help="asic: etch dies for this model")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override KEY=VALUE")]
-Json = Annotated[bool, typer.Option("--json", help="print JSON")]
+Model = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        metavar="M",
+        help="model preset (see `pyaccel models`) or a folder with config.json",
+    ),
+]
+Units = Annotated[
+    str,
+    typer.Option(
+        "--units",
+        metavar="N|auto",
+        help="units (wafers, chips, GPUs), or auto: the fewest that fit",
+    ),
+]
+Batch = Annotated[int, typer.Option("--batch", metavar="N", help="sequences decoded together")]
+Context = Annotated[
+    int, typer.Option("--context", metavar="N", help="tokens already in each KV cache")
+]
+Tokens = Annotated[int, typer.Option("--tokens", metavar="N", help="tokens generated per sequence")]
+Weights = Annotated[
+    Optional[str],
+    typer.Option(
+        "--weights",
+        metavar="FMT",
+        help=f"format of linear weights: {_FORMATS}. "
+        "Default: an etched ASIC's format, else the model's quantization_config, else "
+        "the system's native format",
+    ),
+]
+ExpertW = Annotated[
+    Optional[str],
+    typer.Option(
+        "--expert-weights",
+        metavar="FMT",
+        help="format of routed experts (same choices as --weights). Default: as --weights",
+    ),
+]
+Kv = Annotated[
+    str, typer.Option("--kv", metavar="FMT", help="KV-cache format (same choices as --weights)")
+]
+Spec = Annotated[
+    Optional[str],
+    typer.Option("--spec-decode", metavar="KIND", help="speculative decoding (not modelled yet)"),
+]
+Etch = Annotated[bool, typer.Option("--etch", help="asic only: etch dies for this model")]
+Sets = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="override a hardware parameter; repeatable. "
+        "`pyaccel systems SYS` lists the keys with value, unit and source; the wafer's "
+        f"placement_strategy is one of {', '.join(STRATEGIES)}",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from .results import pyaccel_version
+
+        out.print(f"pyaccel {pyaccel_version()}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="print the version and exit", is_eager=True, callback=_show_version
+        ),
+    ] = False,
+) -> None:
+    """Emulate LLM decode on wafer-scale, LPU, hardwired-ASIC and GPU machines."""
+
+
+def _table(title: str | None, columns, caption: str | None = None) -> Table:
+    """A table that reads at 80 columns: light rules and no edge padding. ``columns`` are
+    header names; a ``>`` prefix right-aligns one (numbers), a ``~`` prefix marks free text.
+    Names and numbers stay whole on one line; only free-text columns shrink on a narrow
+    terminal, and they wrap (long words fold) instead of being cut with an ellipsis."""
+    t = Table(
+        title=title,
+        caption=caption,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col in columns:
+        text = col.startswith("~")
+        t.add_column(
+            col.lstrip(">~"),
+            justify="right" if col.startswith(">") else "left",
+            no_wrap=not text,
+            overflow="fold" if text else "ellipsis",
+        )
+    return t
 
 
 @contextmanager
@@ -97,27 +204,41 @@ def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode) 
 
 
 def _print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=1, default=str) + "\n")
+    """Strict JSON on stdout: no NaN/Infinity literals (non-finite numbers are null)."""
+    sys.stdout.write(dumps_strict(data, indent=1) + "\n")
 
 
 @contextmanager
-def _progress(total: int, show: bool):
-    """A progress bar on a terminal (stderr) for runs of many tokens; nothing otherwise."""
-    if not show or total < 64 or not sys.stderr.isatty():
+def _progress(show: bool):
+    """Progress bars on stderr when it is a terminal (never with ``--json``): yields
+    ``update(done, total, label)``, one bar per label, or ``None`` when nothing is shown."""
+    if not show or not sys.stderr.isatty():
         yield None
         return
     from rich.progress import Progress
 
     with Progress(console=err, transient=True) as bar:
-        task = bar.add_task("decode steps", total=total)
-        yield lambda step: bar.update(task, completed=step + 1)
+        tasks: dict[str, int] = {}
+
+        def update(done: int, total: int, label: str) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done, total=total)
+
+        yield update
+
+
+def _labelled(bar, label: str):
+    """``progress(done, total)`` for one labelled bar of :func:`_progress` (``None``: no bar)."""
+    return None if bar is None else lambda done, total: bar(done, total, label)
 
 
 def _run(system, model, units, work, sets, etch, show_progress, functional=False):
     from .results import run
 
-    with _progress(work.tokens, show_progress) as progress:
-        return run(model, system, units, work, sets, etch, progress, functional)
+    with _progress(show_progress and work.tokens >= 64) as bar:
+        steps = None if bar is None else lambda step: bar(step + 1, work.tokens, "decode steps")
+        return run(model, system, units, work, sets, etch, steps, functional)
 
 
 @app.command("run")
@@ -133,8 +254,22 @@ def run_cmd(
     kv: Kv = "bf16",
     spec_decode: Spec = None,
     etch: Etch = False,
-    functional: Annotated[bool, typer.Option("--functional", help="also run the numerics")] = False,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="write a Perfetto JSON")] = None,
+    functional: Annotated[
+        bool,
+        typer.Option(
+            "--functional",
+            help="also run the numerics and compare the logits with "
+            "an fp32 reference (tiny models)",
+        ),
+    ] = False,
+    trace: Annotated[
+        Optional[str],
+        typer.Option(
+            "--trace",
+            metavar="FILE.json",
+            help="write a Perfetto trace (JSON) here; its folder must exist",
+        ),
+    ] = None,
     sets: Sets = None,
     as_json: Json = False,
 ) -> None:
@@ -144,6 +279,8 @@ def run_cmd(
 
     with _user_errors():
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
+        if trace is not None:  # before emulating: a bad path costs nothing
+            check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional)
         rep = Report.from_trace(result.trace, what_if=False)
         if trace is not None:
@@ -184,10 +321,27 @@ def _print_run(rec: dict) -> None:
             f"{rec['tokens']}, weights {rec['weights']}, kv {rec['kv']}",
         ),
     ]
+    rows += _functional_rows(rec)
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
     out.print(f"[dim]{len(rec['assumptions'])} named assumptions (see `pyaccel report`)[/dim]")
+
+
+# run --functional: the SPEC §7 metrics against the fp32 reference, as text
+_FUNCTIONAL_ROWS = (
+    ("top1_agreement", "top-1 agreement", "{:.1%} of tokens vs fp32"),
+    ("max_abs_logit_error", "max |logit error|", "{:.4g} vs fp32"),
+    ("perplexity_ratio", "perplexity ratio", "{:.4f} vs fp32"),
+)
+
+
+def _functional_rows(rec: dict) -> list[tuple[str, str]]:
+    return [
+        (label, "-" if rec[key] is None else fmt.format(rec[key]))
+        for key, label, fmt in _FUNCTIONAL_ROWS
+        if key in rec
+    ]
 
 
 @app.command("report")
@@ -204,7 +358,16 @@ def report_cmd(
     spec_decode: Spec = None,
     etch: Etch = False,
     sets: Sets = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="write plots here")] = None,
+    plot: Annotated[
+        Optional[str],
+        typer.Option(
+            "--plot",
+            metavar="DIR",
+            help="write layers.png, roofline.png (and, for "
+            "wafers, wafer.png) into DIR; DIR is created if missing, its parent must "
+            "exist",
+        ),
+    ] = None,
     sensitivity: Annotated[
         Optional[float],
         typer.Option(
@@ -222,6 +385,10 @@ def report_cmd(
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
         if sensitivity is not None and not 0 < sensitivity < 100:
             raise ConfigError(f"--sensitivity {sensitivity:g}: must be a percent in (0, 100)")
+        if plot is not None:  # before emulating: a bad path costs nothing
+            from .plots import REPORT_PLOT_FILES
+
+            check_output_folder(plot, "--plot", REPORT_PLOT_FILES)
         result = _run(system, model, units, work, sets, etch, not as_json)
         rep = Report.from_trace(result.trace)
         if plot is not None:
@@ -233,10 +400,28 @@ def report_cmd(
             from .sensitivity import assumption_sensitivity, choice_alternatives
 
             n_units = result.placement.n_units
-            rows = assumption_sensitivity(
-                model, system, n_units, work, sets, etch, sensitivity / 100.0, base=result
-            )
-            alts = choice_alternatives(model, system, units, work, sets, etch, base=result)
+            with _progress(not as_json) as bar:
+                rows = assumption_sensitivity(
+                    model,
+                    system,
+                    n_units,
+                    work,
+                    sets,
+                    etch,
+                    sensitivity / 100.0,
+                    base=result,
+                    progress=_labelled(bar, "sensitivity"),
+                )
+                alts = choice_alternatives(
+                    model,
+                    system,
+                    units,
+                    work,
+                    sets,
+                    etch,
+                    base=result,
+                    progress=_labelled(bar, "other choices"),
+                )
         if as_json:
             data = json.loads(rep.to_json())
             data.update(formats_from=result.formats_from, warnings=list(result.warnings))
@@ -282,9 +467,10 @@ def _alternative_record(alt) -> dict:
 def _print_alternatives(alts) -> None:
     if not alts:
         return
-    t = Table(title="step time with each other choice of a named assumption (re-emulated)")
-    for col in ("assumption", "value", "other choice", "step time change", "note"):
-        t.add_column(col)
+    t = _table(
+        "step time with each other choice of a named assumption (re-emulated)",
+        ("assumption", "value", "other choice", ">step time change", "~note"),
+    )
     for a in alts:
         change = "cannot run" if a.change is None else f"{a.change:+.1%}"
         t.add_row(a.param, a.value, a.choice, change, a.note)
@@ -295,9 +481,10 @@ def _print_sensitivity(rows, pct: float) -> None:
     def cell(change):
         return "cannot run" if change is None else f"{change:+.1%}"
 
-    t = Table(title=f"step time with each named assumption -{pct:g} % / +{pct:g} % (re-emulated)")
-    for col in ("assumption", "value", f"-{pct:g} %", f"+{pct:g} %", "note"):
-        t.add_column(col)
+    t = _table(
+        f"step time with each named assumption -{pct:g} % / +{pct:g} % (re-emulated)",
+        ("assumption", ">value", f">-{pct:g} %", f">+{pct:g} %", "~note"),
+    )
     for r in rows:
         t.add_row(r.param, f"{r.value:g}", cell(r.low_change), cell(r.high_change), r.error)
     out.print(t)
@@ -352,8 +539,8 @@ def _print_report(rep) -> None:
 
 @app.command("place")
 def place_cmd(
-    system: Annotated[Optional[str], typer.Option("--system")] = None,
-    model: Annotated[Optional[str], typer.Option("--model")] = None,
+    system: Annotated[Optional[str], typer.Option("--system", metavar="SYS", help="as run")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", metavar="M", help="as run")] = None,
     units: Units = "auto",
     batch: Batch = 1,
     context: Context = 1024,
@@ -450,7 +637,11 @@ def compare_cmd(
     model: Model,
     systems: Annotated[
         Optional[str],
-        typer.Option("--systems", help="comma-separated systems (default: every preset)"),
+        typer.Option(
+            "--systems",
+            metavar="SYS,SYS,...",
+            help="comma-separated systems (presets or TOML files). Default: every preset",
+        ),
     ] = None,
     batch: Batch = 1,
     context: Context = 1024,
@@ -460,17 +651,33 @@ def compare_cmd(
     kv: Kv = "bf16",
     spec_decode: Spec = None,
     batches: Annotated[
-        Optional[str], typer.Option("--batches", help="comma-separated batch sizes")
+        Optional[str],
+        typer.Option(
+            "--batches", metavar="N,N,...", help="comma-separated batch sizes. Default: --batch"
+        ),
     ] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="write a PNG here")] = None,
+    plot: Annotated[
+        Optional[str],
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="write tokens/s per user against total "
+            f"tokens/s here; the suffix picks the format: {', '.join(PLOT_SUFFIXES)}",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Run one model on several systems (units auto) and compare them side by side."""
     from .compare import compare
+    from .io_util import plot_format
 
     with _user_errors():
         base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
-        records = compare(model, systems, base, batches)
+        if plot is not None:  # before emulating: a bad path costs nothing
+            plot_format(plot, "--plot")
+            check_output_file(plot, "--plot")
+        with _progress(not as_json) as bar:
+            records = compare(model, systems, base, batches, _labelled(bar, "compare"))
         if plot is not None:
             from .plots import compare_plot
 
@@ -482,16 +689,22 @@ def compare_cmd(
             _print_warnings(w for r in records for w in r.get("warnings", ()))
 
 
+def _rate(tokens_per_s: float) -> str:
+    """Tokens/s for a table: one decimal below 1,000, whole tokens above (narrower columns)."""
+    return f"{tokens_per_s:,.1f}" if tokens_per_s < 1000 else f"{tokens_per_s:,.0f}"
+
+
 def _print_compare(records: list[dict]) -> None:
-    t = Table(title=f"{records[0]['model']}" if records else "compare")
-    cols = ("system", "units", "batch", "tok/s/user", "tok/s", "step", "bottleneck", "J/token")
-    for col in cols:
-        t.add_column(col, no_wrap=True,
-                     justify="left" if col in ("system", "bottleneck") else "right")  # fmt: skip
+    t = _table(
+        records[0]["model"] if records else "compare",
+        ("system", ">units", ">batch", ">tok/s/user", ">tok/s", ">step", "~bottleneck", ">J/token"),
+        caption="tok/s: tokens per second per user and in total; step: time between two tokens "
+        "of a sequence; J/token: energy per generated token",
+    )
     for r in records:
         if "error" not in r:
             t.add_row(r["system"], str(r["units"]), str(r["batch"]),
-                      f"{r['tokens_per_s_per_user']:,.1f}", f"{r['tokens_per_s']:,.1f}",
+                      _rate(r["tokens_per_s_per_user"]), _rate(r["tokens_per_s"]),
                       fmt_seconds(r["step_time_s"]), r["bottleneck"],
                       f"{r['joules_per_token']:.3g}")  # fmt: skip
     out.print(t)
@@ -502,11 +715,28 @@ def _print_compare(records: list[dict]) -> None:
 
 
 @app.command("systems")
-def systems_cmd(as_json: Json = False) -> None:
-    """List the hardware presets."""
+def systems_cmd(
+    system: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="SYS",
+            help="a preset or TOML file: list each --set key with "
+            "its value, unit and source or named assumption",
+        ),
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """List the hardware presets, or one system's parameters (the --set keys)."""
     from .hw.io import load_spec, preset_names
 
     with _user_errors():
+        if system is not None:
+            spec = load_spec(system)
+            if as_json:
+                _print_json(_system_record(spec))
+            else:
+                _print_system(spec)
+            return
         specs = [load_spec(n) for n in preset_names()]
         if as_json:
             _print_json(
@@ -523,10 +753,12 @@ def systems_cmd(as_json: Json = False) -> None:
                 ]
             )
             return
-        t = Table(title="systems")
-        t.add_column("name", no_wrap=True, min_width=max(len(s.name) for s in specs))
-        for col in ("kind", "native format", "power/unit", "assumptions", "description"):
-            t.add_column(col)
+        t = _table(
+            "systems",
+            ("name", "kind", "format", ">power", ">assumed", "~description"),
+            caption="format: native number format; power: per unit (chip, wafer or GPU); "
+            "assumed: parameters resting on a named assumption (pyaccel systems SYS lists them)",
+        )
         for s in specs:
             t.add_row(
                 s.name,
@@ -537,6 +769,109 @@ def systems_cmd(as_json: Json = False) -> None:
                 s.description,
             )
         out.print(t)
+
+
+# A parameter's unit: the "(unit)" in its doc (fields.py: "SRAM per PE (bytes)"; a parenthesis
+# that is not a unit, "(fabric minus I/O halo)", does not match), else its name's unit suffix.
+_UNIT = re.compile(
+    r"\s*\(((?:bytes|bits|Hz|W|s|cycles|FLOP|OP|rows|transistors|um\^2|mm\^2|x|0-1)"
+    r"(?:/(?:s|cycle|bit))?(?: per direction)?)\)"
+)
+_UNIT_SUFFIXES = (
+    ("_bytes_per_s", "bytes/s"),
+    ("_bytes_per_cycle", "bytes/cycle"),
+    ("_flops_per_s", "FLOP/s"),
+    ("_ops_per_s", "OP/s"),
+    ("_per_cycle", "per cycle"),
+    ("_bytes", "bytes"),
+    ("_cycles", "cycles"),
+    ("_hz", "Hz"),
+    ("_w", "W"),
+    ("_s", "s"),
+    ("_pes", "PEs"),
+    ("transistors", "transistors"),
+)
+
+
+def _param_unit(name: str, meta: dict) -> str:
+    """Unit of a hardware parameter for listings (``text`` for text, ``count`` for counts)."""
+    if meta.get("text"):
+        return "text"
+    found = _UNIT.findall(meta["doc"])
+    if found:
+        return "fraction" if found[-1] == "0-1" else found[-1]
+    unit = next((u for suffix, u in _UNIT_SUFFIXES if name.endswith(suffix)), None)
+    return unit or ("count" if meta.get("integer") else "-")
+
+
+def _param_value(value) -> str:
+    """A parameter value as ``--set`` takes it back (shortest form that round-trips)."""
+    if isinstance(value, float):
+        short = f"{value:.6g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
+
+
+def _system_record(spec) -> dict:
+    """``systems SYS --json``: the spec and each parameter with value, unit, doc and either its
+    ``source`` or its named ``assumption``."""
+    from dataclasses import fields
+
+    from .hw.spec import PARAMS_BY_KIND
+
+    params = []
+    for f in fields(PARAMS_BY_KIND[spec.kind]):
+        row = {
+            "key": f.name,
+            "value": getattr(spec.params, f.name),
+            "unit": _param_unit(f.name, f.metadata),
+            "doc": f.metadata["doc"],
+        }
+        if f.name in spec.sources:
+            row["source"] = spec.sources[f.name]
+        else:
+            row["assumption"] = spec.assumptions.get(f.name, "")
+        if f.metadata.get("choices"):
+            row["choices"] = list(f.metadata["choices"])
+        params.append(row)
+    return {
+        "name": spec.name,
+        "kind": spec.kind,
+        "description": spec.description,
+        "native_format": spec.native_format,
+        "power_w": spec.power_w,
+        "params": params,
+    }
+
+
+def _print_system(spec) -> None:
+    from rich.text import Text
+
+    rec = _system_record(spec)
+    out.print(
+        Text.assemble(
+            (rec["name"], "bold"),
+            f" ({rec['kind']}): {rec['description']}; native format {rec['native_format']}",
+        )
+    )
+    out.print(
+        f"{len(rec['params'])} parameters, each a --set KEY=VALUE key: value and unit, what it "
+        "is, then its public source or the named assumption it rests on.",
+        markup=False,
+        highlight=False,
+    )
+    for p in rec["params"]:
+        unit = "" if p["unit"] in ("count", "text", "-") else f" {p['unit']}"
+        choices = f" (one of {', '.join(p['choices'])})" if "choices" in p else ""
+        doc = _UNIT.sub("", p["doc"], count=1)  # the unit is already beside the value
+        out.print()
+        out.print(
+            Text.assemble(
+                (p["key"], "bold"), f" = {_param_value(p['value'])}{unit}: {doc}{choices}"
+            )
+        )
+        how = f"source: {p['source']}" if "source" in p else f"assumption: {p['assumption']}"
+        out.print(Text(how, style="dim"))
 
 
 @app.command("models")
@@ -564,22 +899,29 @@ def models_cmd(as_json: Json = False) -> None:
         if as_json:
             _print_json(rows)
             return
-        t = Table(title="models")
-        t.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
-        for col in ("type", "params", "layers", "hidden", "attention", "experts"):
-            t.add_column(col)
+        t = _table(
+            "models",
+            ("name", "type", ">params", ">layers", ">hidden", "attn", "experts"),
+            caption="params: B = 10^9, M = 10^6; attn: attention (gqa: grouped-query, mla: "
+            "multi-head latent); experts: routed experts (and how many each token uses)",
+        )
         for r in rows:
             experts = f"{r['experts']} (top {r['top_k']})" if r["experts"] else "-"
             t.add_row(
                 r["name"],
                 r["model_type"],
-                f"{r['params'] / 1e9:,.2f} B",
+                _params(r["params"]),
                 str(r["layers"]),
                 str(r["hidden"]),
                 r["attention"],
                 experts,
             )
         out.print(t)
+
+
+def _params(count: int) -> str:
+    """A parameter count in billions (B), or millions (M) for the tiny test models."""
+    return f"{count / 1e9:,.2f} B" if count >= 1e9 else f"{count / 1e6:,.2f} M"
 
 
 def main() -> None:

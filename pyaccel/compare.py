@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from .errors import ConfigError, PyaccelError
@@ -24,9 +25,15 @@ def parse_batches(text: str | None, default: int) -> list[int]:
     return values
 
 
-def compare(model: str, systems: str | None, workload: Workload, batches: str | None) -> list[dict]:
+def compare(
+    model: str,
+    systems: str | None,
+    workload: Workload,
+    batches: str | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict]:
     """One ``run --json`` record per system and batch; a system that cannot run the model gets
-    an ``error`` field instead of numbers."""
+    an ``error`` field instead of numbers. ``progress(done, total)`` is called after each run."""
     names = [s.strip() for s in systems.split(",") if s.strip()] if systems else preset_names()
     from .hw.io import load_spec
     from .model.config import load_model
@@ -34,9 +41,12 @@ def compare(model: str, systems: str | None, workload: Workload, batches: str | 
     # unknown names are errors of the whole command, not of one system
     cfg = load_model(model)
     specs = {name: load_spec(name) for name in names}
+    sizes = parse_batches(batches, workload.batch)
+    if progress is not None:
+        progress(0, len(names) * len(sizes))
     records = []
     for name in names:
-        for b in parse_batches(batches, workload.batch):
+        for b in sizes:
             work = replace(workload, batch=b)
             try:
                 result = run(model, name, "auto", work)
@@ -48,4 +58,6 @@ def compare(model: str, systems: str | None, workload: Workload, batches: str | 
                 rec = error_record(model, name, b, str(exc))
                 rec.update(formats_from=resolved.formats_from, warnings=list(resolved.warnings))
                 records.append(rec)
+            if progress is not None:
+                progress(len(records), len(names) * len(sizes))
     return records

@@ -1,12 +1,15 @@
-"""Plots (matplotlib, written atomically as PNG): per-layer time by resource, roofline of the
-ops, and tokens/s per user against total tokens/s."""
+"""Plots (matplotlib, written atomically; PNG, SVG or PDF by the file's suffix): per-layer time by
+resource, roofline of the ops, and tokens/s per user against total tokens/s."""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
 
-from .io_util import write_atomic
+from .io_util import make_output_folder, plot_format, write_atomic
+
+REPORT_PLOT_FILES = ("layers.png", "roofline.png", "wafer.png")
+"""The files ``report --plot DIR`` may write (``wafer.png`` for wafer runs only)."""
 
 
 def _figure():
@@ -18,11 +21,22 @@ def _figure():
     return plt
 
 
+# no creation date, and fixed SVG element ids: the same inputs give the same file bytes
+_NO_DATE = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+
+
 def _save(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` in the format its suffix names (png, svg or pdf)."""
+    import matplotlib
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    _figure().close(fig)
-    return write_atomic(path, buf.getvalue())
+    try:
+        fmt = plot_format(path)
+        with matplotlib.rc_context({"svg.hashsalt": "pyaccel"}):
+            fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight", metadata=_NO_DATE[fmt])
+    finally:
+        _figure().close(fig)
+    return write_atomic(path, buf.getvalue(), "plot file")
 
 
 def layer_plot(report, path: Path) -> Path:
@@ -76,8 +90,9 @@ def roofline_plot(trace, path: Path) -> Path:
 
 
 def report_plots(trace, report, folder: Path) -> list[Path]:
-    """Write the report's plots into ``folder`` (and, for wafer runs, ``wafer.png``)."""
-    folder = Path(folder)
+    """Write the report's plots into ``folder`` (and, for wafer runs, ``wafer.png``); the
+    folder is created if missing, its parents never are."""
+    folder = make_output_folder(folder, "plot folder")
     out = [
         layer_plot(report, folder / "layers.png"),
         roofline_plot(trace, folder / "roofline.png"),

@@ -86,8 +86,13 @@ class Report:
         return rep
 
     def to_json(self) -> str:
-        """The report as JSON text."""
-        return json.dumps(self.as_dict(), indent=1, default=_jsonable, allow_nan=False)
+        """The report as strict JSON text (non-finite numbers as ``null``), with the
+        ``schema_version`` of the ``run --json`` record."""
+        from .io_util import finite_or_none
+        from .results import SCHEMA_VERSION
+
+        data = finite_or_none({"schema_version": SCHEMA_VERSION, **self.as_dict()})
+        return json.dumps(data, indent=1, default=_jsonable, allow_nan=False)
 
     def as_dict(self) -> dict:
         """The report as plain data."""

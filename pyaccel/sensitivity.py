@@ -14,6 +14,7 @@ scaled; :func:`choice_alternatives` re-emulates the case with each of its other 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from .errors import PyaccelError
@@ -67,10 +68,12 @@ def assumption_sensitivity(
     frac: float = 0.5,
     params: list[str] | None = None,
     base=None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Sensitivity]:
     """±``frac`` sensitivity of the step time to each named assumption of ``system`` (or to
     ``params``), largest first. The unit count is the one the unchanged case places on;
-    ``base`` is that case's :class:`~pyaccel.results.Run` when the caller already has it."""
+    ``base`` is that case's :class:`~pyaccel.results.Run` when the caller already has it;
+    ``progress(done, total)`` is called after each assumption."""
     if not 0.0 < frac < 1.0:
         raise ValueError(f"frac must be in (0, 1), got {frac}")
     if base is None:
@@ -79,7 +82,9 @@ def assumption_sensitivity(
     kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
     names = params if params is not None else list(spec.assumptions)
     out = []
-    for name in names:
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(i, len(names))
         value = getattr(spec.params, name)
         if name == "power_w":  # energy only: the step time cannot depend on it
             continue
@@ -148,17 +153,21 @@ def choice_alternatives(
     sets: list[str] | None = None,
     etch: bool = False,
     base=None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Alternative]:
     """Each other choice of each text assumption of ``system`` that has a fixed set of choices,
     re-placed on the unchanged case's unit count and re-emulated, in the order of the choices.
     When ``units`` is ``"auto"`` and a choice does not fit on that count, it is placed again
-    with ``"auto"`` (the fewest units it needs)."""
+    with ``"auto"`` (the fewest units it needs). ``progress(done, total)`` is called per
+    assumption."""
     if base is None:
         base = run(model, system, units, workload, sets, etch)
     spec, n_units = base.system.spec, base.placement.n_units
     meta = {f.name: f.metadata for f in fields(PARAMS_BY_KIND[spec.kind])}
     out = []
-    for name in spec.assumptions:
+    for i, name in enumerate(spec.assumptions):
+        if progress is not None:
+            progress(i, len(spec.assumptions))
         choices = meta[name].get("choices") or ()
         value = getattr(spec.params, name)
         for choice in (c for c in choices if c != value):

@@ -7,14 +7,13 @@ of ``clock_hz``; reports convert to seconds. Full events are kept for the steps 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .io_util import write_atomic
+from .io_util import dumps_strict, write_atomic
 
 EVENT_FIELDS = (
     "step",
@@ -171,7 +170,7 @@ class Trace:
     def to_perfetto(self, path: str | Path) -> Path:
         """Write a Chrome trace-event JSON (opens in ui.perfetto.dev): one process per unit, one
         thread (track) per resource class; times in microseconds. Written atomically."""
-        return write_atomic(path, json.dumps(self.perfetto_events()))
+        return write_atomic(path, dumps_strict(self.perfetto_events()), "trace file")
 
     def perfetto_events(self) -> dict:
         """The Chrome trace-event object :meth:`to_perfetto` writes."""

@@ -255,10 +255,12 @@ def test_run_trace_with_tensor_parallel_units(tmp_path):
     assert pids == {0, 1, 2, 3}
 
 
-def test_run_trace_into_new_folder(tmp_path):
+def test_run_trace_into_missing_folder_is_an_error(tmp_path):
+    """Missing folders are not created silently (tests/test_cli_output.py has the rest)."""
     path = tmp_path / "new" / "deeper" / "t.json"
-    ok("run", "--system", "h100", "--model", MODEL, *FAST, "--trace", path)
-    assert "hbm" in check_trace(path)
+    line = error_line(invoke("run", "--system", "h100", "--model", MODEL, *FAST, "--trace", path))
+    assert str(tmp_path / "new" / "deeper") in line and "does not exist" in line
+    assert not (tmp_path / "new").exists()
 
 
 # ---------------------------------------------------------------- place
