@@ -72,6 +72,15 @@ Spec = Annotated[Optional[str], typer.Option("--spec-decode", help="speculative 
 Etch = Annotated[bool, typer.Option("--etch", help="asic: etch dies for this model")]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override KEY=VALUE")]
 Json = Annotated[bool, typer.Option("--json", help="print JSON")]
+TraceSteps = Annotated[
+    str,
+    typer.Option(
+        "--trace-steps",
+        help="decode steps whose events are recorded: 'ends' (first and last), 'all', or "
+        "START:STOP:STEP (0-based, STOP exclusive, e.g. 0:128:16)",
+        metavar="ends|all|START:STOP:STEP",
+    ),
+]
 
 
 @contextmanager
@@ -113,11 +122,12 @@ def _progress(total: int, show: bool):
         yield lambda step: bar.update(task, completed=step + 1)
 
 
-def _run(system, model, units, work, sets, etch, show_progress, functional=False):
+def _run(system, model, units, work, sets, etch, show_progress, functional=False,
+         trace_steps="ends"):  # fmt: skip
     from .results import run
 
     with _progress(work.tokens, show_progress) as progress:
-        return run(model, system, units, work, sets, etch, progress, functional)
+        return run(model, system, units, work, sets, etch, progress, functional, trace_steps)
 
 
 @app.command("run")
@@ -135,6 +145,7 @@ def run_cmd(
     etch: Etch = False,
     functional: Annotated[bool, typer.Option("--functional", help="also run the numerics")] = False,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="write a Perfetto JSON")] = None,
+    trace_steps: TraceSteps = "ends",
     sets: Sets = None,
     as_json: Json = False,
 ) -> None:
@@ -144,7 +155,8 @@ def run_cmd(
 
     with _user_errors():
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
-        result = _run(system, model, units, work, sets, etch, not as_json, functional)
+        result = _run(system, model, units, work, sets, etch, not as_json, functional,
+                      trace_steps)  # fmt: skip
         rep = Report.from_trace(result.trace, what_if=False)
         if trace is not None:
             result.trace.to_perfetto(trace)
@@ -206,6 +218,7 @@ def report_cmd(
             metavar="PCT",
         ),
     ] = None,
+    trace_steps: TraceSteps = "ends",
     as_json: Json = False,
 ) -> None:
     """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking."""
@@ -215,7 +228,7 @@ def report_cmd(
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
         if sensitivity is not None and not 0 < sensitivity < 100:
             raise ConfigError(f"--sensitivity {sensitivity:g}: must be a percent in (0, 100)")
-        result = _run(system, model, units, work, sets, etch, not as_json)
+        result = _run(system, model, units, work, sets, etch, not as_json, False, trace_steps)
         rep = Report.from_trace(result.trace)
         if plot is not None:
             from .plots import report_plots
@@ -295,7 +308,7 @@ def _print_sensitivity(rows, pct: float) -> None:
 
 
 def _print_report(rep) -> None:
-    from .report import fmt_ratio
+    from .report import OCCUPANCY_NOTE, fmt_ratio
 
     s = rep.summary
     out.print(
@@ -311,11 +324,12 @@ def _print_report(rep) -> None:
             f"{rep.meta.get('micro_batches', 1)} micro-batch(es) in flight"
         )
     t = Table(title="time by resource class (first recorded step)")
-    for col in ("resource", "time", "share"):
+    for col in ("resource", "time", "occupancy"):
         t.add_column(col)
     for res, sec in sorted(rep.by_resource.items(), key=lambda kv: -kv[1]):
         t.add_row(res, fmt_seconds(sec), f"{sec / s['step_time_s']:.0%}")
     out.print(t)
+    out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
     t = Table(title="by op kind")
     for col in ("op kind", "emulated", "lower bound", "ratio", "bound by"):
         t.add_column(col)
