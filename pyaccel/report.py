@@ -14,7 +14,6 @@ import numpy as np
 from . import kernels
 from .units import fmt_seconds
 
-
 OCCUPANCY_NOTE = (
     "resource shares are occupancy: the part of the step each resource class is busy on some "
     "unit; classes work at the same time, so shares overlap and may add up to more than 100 %"

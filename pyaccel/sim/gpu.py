@@ -322,5 +322,6 @@ def emulate(graph, system, placement, event_steps, progress=None):
         t0 += step_c
         if progress:
             progress(step)
-    return log, steps, dict(tp=tp, pp=pp, micro_batches=len(sizes), micro_batch_size=sizes[0],
-                            micro_batch_sizes=sizes)  # fmt: skip
+    meta = {"tp": tp, "pp": pp, "micro_batches": len(sizes), "micro_batch_size": sizes[0],
+            "micro_batch_sizes": sizes}  # fmt: skip
+    return log, steps, meta

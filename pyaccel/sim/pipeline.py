@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 
 def pipeline_step_cycles(stage_cycles: Sequence[int], n_micro: int) -> int:
