@@ -77,7 +77,7 @@ TraceSteps = Annotated[
     typer.Option(
         "--trace-steps",
         help="decode steps whose events are recorded: 'ends' (first and last), 'all', or "
-        "START:STOP:STEP (0-based, STOP exclusive, e.g. 0:128:16)",
+        "START:STOP:STEP (0-based, STOP exclusive, e.g. 0:128:16); at most 1024 steps",
         metavar="ends|all|START:STOP:STEP",
     ),
 ]

@@ -40,6 +40,17 @@ def test_bad_trace_steps_are_refused_naming_the_value(text):
         parse_trace_steps(text, 10)
 
 
+def test_too_many_recorded_steps_are_refused_with_the_limit():
+    from pyaccel.sim.engine import MAX_TRACE_STEPS
+
+    n = MAX_TRACE_STEPS + 1
+    for text in ("all", f"0:{n}", f"0:{10 * n}:1"):
+        with pytest.raises(ConfigError, match=rf"records [\d,]+ steps, more than the 1,024"):
+            parse_trace_steps(text, 10 * n)
+    assert len(parse_trace_steps("all", MAX_TRACE_STEPS)) == MAX_TRACE_STEPS
+    assert len(parse_trace_steps("::11", 10 * n)) == -(-10 * n // 11)  # a sample of the run
+
+
 def test_emulate_records_the_chosen_steps():
     model, sysm = pa.load_model("tiny-llama"), pa.load_system("h100", units=1)
     work = pa.Workload(context=16, tokens=6)

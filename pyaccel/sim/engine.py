@@ -57,19 +57,30 @@ def default_event_steps(tokens: int) -> frozenset[int]:
     return frozenset({0, tokens - 1})
 
 
-TRACE_STEPS_HELP = (
-    "decode steps whose events the trace records: 'ends' (first and last, the default), "
-    "'all', or START:STOP:STEP (0-based, STOP exclusive, as a Python slice; e.g. 0:128:16)"
-)
+# Events of one step run from ~10^2 (a tiny model on one GPU) to ~10^5 (a 70B model over hundreds
+# of LPU chips); past this many recorded steps a trace would not fit in memory.
+MAX_TRACE_STEPS = 1024
+
+
+def _check_trace_size(text: str, n_steps: int) -> None:
+    if n_steps > MAX_TRACE_STEPS:
+        raise ConfigError(
+            f"--trace-steps '{text}': records {n_steps:,} steps, more than the "
+            f"{MAX_TRACE_STEPS:,} a trace can hold; choose fewer with START:STOP:STEP "
+            "(e.g. a STEP that samples the run)"
+        )
 
 
 def parse_trace_steps(text: str, tokens: int) -> frozenset[int]:
-    """The steps of a ``tokens``-step run that ``--trace-steps text`` selects (see
-    :data:`TRACE_STEPS_HELP`); a bad value raises :class:`ConfigError` naming it."""
+    """The steps of a ``tokens``-step run that ``--trace-steps text`` selects: ``ends`` (first and
+    last), ``all``, or ``START:STOP:STEP`` (0-based, STOP exclusive, as a Python slice; parts may
+    be left empty), at most :data:`MAX_TRACE_STEPS`. A bad value raises :class:`ConfigError`
+    naming it."""
     spec = str(text).strip().lower()
     if spec == "ends":
         return default_event_steps(tokens)
     if spec == "all":
+        _check_trace_size(text, tokens)
         return frozenset(range(tokens))
     parts = spec.split(":")
     expected = (
@@ -86,6 +97,7 @@ def parse_trace_steps(text: str, tokens: int) -> frozenset[int]:
     if any(n is not None and n < 0 for n in (start, stop)) or (step is not None and step < 1):
         raise ConfigError(expected)
     steps = frozenset(range(tokens)[slice(start, stop, step)])
+    _check_trace_size(text, len(steps))
     if not steps:
         raise ConfigError(
             f"--trace-steps '{text}': selects none of the run's steps 0..{tokens - 1} "
