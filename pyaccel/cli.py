@@ -135,6 +135,15 @@ Sets = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+TraceSteps = Annotated[
+    str,
+    typer.Option(
+        "--trace-steps",
+        help="decode steps whose events are recorded: 'ends' (first and last), 'all', or "
+        "START:STOP:STEP (0-based, STOP exclusive, e.g. 0:128:16); at most 1024 steps",
+        metavar="ends|all|START:STOP:STEP",
+    ),
+]
 
 
 def _show_version(value: bool) -> None:
@@ -233,12 +242,13 @@ def _labelled(bar, label: str):
     return None if bar is None else lambda done, total: bar(done, total, label)
 
 
-def _run(system, model, units, work, sets, etch, show_progress, functional=False):
+def _run(system, model, units, work, sets, etch, show_progress, functional=False,
+         trace_steps="ends"):  # fmt: skip
     from .results import run
 
     with _progress(show_progress and work.tokens >= 64) as bar:
         steps = None if bar is None else lambda step: bar(step + 1, work.tokens, "decode steps")
-        return run(model, system, units, work, sets, etch, steps, functional)
+        return run(model, system, units, work, sets, etch, steps, functional, trace_steps)
 
 
 @app.command("run")
@@ -270,6 +280,7 @@ def run_cmd(
             help="write a Perfetto trace (JSON) here; its folder must exist",
         ),
     ] = None,
+    trace_steps: TraceSteps = "ends",
     sets: Sets = None,
     as_json: Json = False,
 ) -> None:
@@ -281,7 +292,8 @@ def run_cmd(
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
         if trace is not None:  # before emulating: a bad path costs nothing
             check_output_file(trace, "--trace")
-        result = _run(system, model, units, work, sets, etch, not as_json, functional)
+        result = _run(system, model, units, work, sets, etch, not as_json, functional,
+                      trace_steps)  # fmt: skip
         rep = Report.from_trace(result.trace, what_if=False)
         if trace is not None:
             result.trace.to_perfetto(trace)
@@ -376,6 +388,7 @@ def report_cmd(
             metavar="PCT",
         ),
     ] = None,
+    trace_steps: TraceSteps = "ends",
     as_json: Json = False,
 ) -> None:
     """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking."""
@@ -389,7 +402,7 @@ def report_cmd(
             from .plots import REPORT_PLOT_FILES
 
             check_output_folder(plot, "--plot", REPORT_PLOT_FILES)
-        result = _run(system, model, units, work, sets, etch, not as_json)
+        result = _run(system, model, units, work, sets, etch, not as_json, False, trace_steps)
         rep = Report.from_trace(result.trace)
         if plot is not None:
             from .plots import report_plots
@@ -491,7 +504,7 @@ def _print_sensitivity(rows, pct: float) -> None:
 
 
 def _print_report(rep) -> None:
-    from .report import fmt_ratio
+    from .report import OCCUPANCY_NOTE, fmt_ratio
 
     s = rep.summary
     out.print(
@@ -507,11 +520,12 @@ def _print_report(rep) -> None:
             f"{rep.meta.get('micro_batches', 1)} micro-batch(es) in flight"
         )
     t = Table(title="time by resource class (first recorded step)")
-    for col in ("resource", "time", "share"):
+    for col in ("resource", "time", "occupancy"):
         t.add_column(col)
     for res, sec in sorted(rep.by_resource.items(), key=lambda kv: -kv[1]):
         t.add_row(res, fmt_seconds(sec), f"{sec / s['step_time_s']:.0%}")
     out.print(t)
+    out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
     t = Table(title="by op kind")
     for col in ("op kind", "emulated", "lower bound", "ratio", "bound by"):
         t.add_column(col)

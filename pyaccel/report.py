@@ -5,6 +5,7 @@ make it faster (SPEC §5). Built from a :class:`~pyaccel.trace.Trace`.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,11 @@ import numpy as np
 
 from . import kernels
 from .units import fmt_seconds
+
+OCCUPANCY_NOTE = (
+    "resource shares are occupancy: the part of the step each resource class is busy on some "
+    "unit; classes work at the same time, so shares overlap and may add up to more than 100 %"
+)
 
 
 def fmt_ratio(ratio: float | None) -> str:
@@ -103,6 +109,8 @@ class Report:
             "by_layer_s": self.by_layer,
             "bottleneck": self.bottleneck,
             "bottleneck_share": self.bottleneck_share,
+            "share_is_occupancy": True,
+            "notes": [OCCUPANCY_NOTE],
             "emulated_over_lower_bound": self.bound_ratio,
             "what_if": self.what_if,
             "assumptions": self.assumptions,
@@ -122,12 +130,13 @@ class Report:
             f"{fmt_ratio(self.bound_ratio)})",
             f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
             "",
-            "| resource | time | share |",
+            "| resource | time | occupancy |",
             "|---|---|---|",
         ]
         step = s["step_time_s"]
         for res, t in sorted(self.by_resource.items(), key=lambda kv: -kv[1]):
             lines.append(f"| {res} | {fmt_seconds(t)} | {t / step:.0%} |")
+        lines += ["", f"Note: {OCCUPANCY_NOTE}."]
         lines += [
             "",
             "| op kind | emulated | lower bound | ratio | bound by |",
@@ -163,21 +172,37 @@ def _jsonable(x: Any):
     return str(x)
 
 
+def op_bound_seconds(seconds: float, clock_hz: float) -> float:
+    """An op's lower bound in whole cycles of the clock of the unit that runs it (s): an op
+    takes at least one cycle, and its events are whole cycles, so the bound is rounded up."""
+    return math.ceil(seconds * clock_hz) / clock_hz if seconds > 0 else 0.0
+
+
 def _by_kind(trace, step: int) -> list[dict]:
     """Per op kind: emulated time in the step (union over units), its lower bound and the
-    resource that sets the bound."""
+    resource that sets the bound.
+
+    Events lay out the pass of one micro-batch (``meta['micro_batch_size']`` sequences when the
+    batch is split over pipeline stages), so each op is bounded for that micro-batch, in whole
+    cycles (:func:`op_bound_seconds`)."""
     emulated = _union_by(trace, "kind", step)
     bounds: dict[str, list] = {}
     if trace.inputs is not None:
+        from dataclasses import replace
+
         from .sim.roofline import roofline
 
         model, system, placement, work = trace.inputs
+        size = int(trace.meta.get("micro_batch_size", work.batch))
+        if size != work.batch:
+            work = replace(work, batch=size)
         roof = roofline(model, system, placement, work, int(trace.step_context[step]))
         for b in roof.ops:
             kind = b.op.split(".")[-1]
+            sec = op_bound_seconds(b.seconds, trace.clock_hz)
             acc = bounds.setdefault(kind, [0.0, {}])
-            acc[0] += b.seconds
-            acc[1][b.resource] = acc[1].get(b.resource, 0.0) + b.seconds
+            acc[0] += sec
+            acc[1][b.resource] = acc[1].get(b.resource, 0.0) + sec
     rows = []
     for kind, t in sorted(emulated.items(), key=lambda kv: -kv[1]):
         bound, res = bounds.get(kind, [0.0, {}])

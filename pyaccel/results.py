@@ -85,11 +85,17 @@ def run(
     etch: bool = False,
     progress=None,
     functional: bool = False,
+    trace_steps: str = "ends",
 ) -> Run:
-    """Load, place and emulate one case (``functional``: also run the numerics)."""
+    """Load, place and emulate one case (``functional``: also run the numerics; ``trace_steps``:
+    which steps' events the trace records, as :func:`pyaccel.emulate` takes it)."""
+    from .sim.engine import parse_trace_steps
+
+    parse_trace_steps(trace_steps, (workload or Workload()).tokens)  # bad syntax: fail first
     cfg, sysm, resolved, plc = _prepare(model, system, units, workload, sets, etch)
     work = resolved.workload
-    trace = emulate(cfg, sysm, plc, work, functional=functional, progress=progress)
+    trace = emulate(cfg, sysm, plc, work, functional=functional, progress=progress,
+                    trace_steps=trace_steps)  # fmt: skip
     return Run(cfg, sysm, work, plc, trace, resolved.formats_from, resolved.warnings)
 
 

@@ -169,17 +169,26 @@ class Trace:
 
     def to_perfetto(self, path: str | Path) -> Path:
         """Write a Chrome trace-event JSON (opens in ui.perfetto.dev): one process per unit, one
-        thread (track) per resource class; times in microseconds. Written atomically."""
+        thread (track) per resource class, split into lanes where its events overlap; times in
+        microseconds. Written atomically."""
         return write_atomic(path, dumps_strict(self.perfetto_events()), "trace file")
 
     def perfetto_events(self) -> dict:
-        """The Chrome trace-event object :meth:`to_perfetto` writes."""
+        """The Chrome trace-event object :meth:`to_perfetto` writes.
+
+        Perfetto drops slices that partly overlap another on the same track, and a unit's
+        resource class can run several ops at once (an LPU's memory slices serve several
+        streams), so each (unit, resource) is laid on as many lanes as its busiest moment
+        needs: a slice goes on the first lane free at its start, and lanes after the first are
+        named ``resource #2``, ``#3``... Slices on one track are thus disjoint."""
         ev = self.events
-        tracks = sorted({(int(u), str(r)) for u, r in zip(ev["unit"], ev["resource"])})
+        lane_of = _lanes(ev["unit"], ev["resource"], ev["start"], ev["duration"])
+        tracks = sorted({(int(u), str(r), ln) for u, r, ln in zip(ev["unit"], ev["resource"],
+                                                                   lane_of)})  # fmt: skip
         tid = {t: i + 1 for i, t in enumerate(tracks)}
         us = 1e6 / self.clock_hz
         out: list[dict] = []
-        for unit in sorted({u for u, _ in tracks}):
+        for unit in sorted({u for u, _, _ in tracks}):
             out.append(
                 {
                     "ph": "M",
@@ -189,12 +198,14 @@ class Trace:
                     "args": {"name": f"{self.system} unit {unit}"},
                 }
             )
-        for (unit, res), t in tid.items():
+        for (unit, res, lane), t in tid.items():
+            name = res if lane == 0 else f"{res} #{lane + 1}"
             out.append(
-                {"ph": "M", "name": "thread_name", "pid": unit, "tid": t, "args": {"name": res}}
+                {"ph": "M", "name": "thread_name", "pid": unit, "tid": t, "args": {"name": name}}
             )
         for i in range(self.n_events):
-            key = (int(ev["unit"][i]), str(ev["resource"][i]))
+            key = (int(ev["unit"][i]), str(ev["resource"][i]), int(lane_of[i]))
+            start, end = int(ev["start"][i]), int(ev["start"][i]) + int(ev["duration"][i])
             out.append(
                 {
                     "ph": "X",
@@ -202,8 +213,8 @@ class Trace:
                     "cat": str(ev["resource"][i]),
                     "pid": key[0],
                     "tid": tid[key],
-                    "ts": int(ev["start"][i]) * us,
-                    "dur": int(ev["duration"][i]) * us,
+                    "ts": start * us,
+                    "dur": end * us - start * us,
                     "args": {
                         "step": int(ev["step"][i]),
                         "layer": str(ev["layer"][i]),
@@ -217,3 +228,24 @@ class Trace:
             "displayTimeUnit": "ns",
             "metadata": {"system": self.system, "model": self.model, "clock_hz": self.clock_hz},
         }
+
+
+def _lanes(units, resources, starts, durations) -> np.ndarray:
+    """Lane of each event within its (unit, resource) so that events on one lane never
+    overlap: events taken in order of start go on the lowest-numbered lane free by then."""
+    import heapq
+
+    lane = np.zeros(len(starts), dtype=np.int64)
+    free: dict = {}  # (unit, resource) -> heap of (end, lane) of each lane's last event
+    spare: dict = {}  # (unit, resource) -> heap of lanes free at the current start
+    order = np.argsort(np.asarray(starts, dtype=np.int64), kind="stable")
+    for i in order.tolist():
+        key = (int(units[i]), str(resources[i]))
+        start, end = int(starts[i]), int(starts[i]) + int(durations[i])
+        busy, idle = free.setdefault(key, []), spare.setdefault(key, [])
+        while busy and busy[0][0] <= start:
+            heapq.heappush(idle, heapq.heappop(busy)[1])
+        n = heapq.heappop(idle) if idle else len(busy) + len(idle)
+        lane[i] = n
+        heapq.heappush(busy, (end, n))
+    return lane

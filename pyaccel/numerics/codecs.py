@@ -2,7 +2,10 @@
 
 A weight tensor is ``rows x cols`` (output channels x inputs); blocks/groups run along ``cols``.
 
-Rounding rules (all round-to-nearest, ties to even, as the specs say):
+Rounding rules (all round-to-nearest, ties to even, as the specs say). bf16, E4M3 and E2M1
+conversions run through ``ml_dtypes`` (its casts implement these rules); each has a
+``*_reference`` twin spelling the rule out in NumPy, and tests hold the two bit-identical on
+random and special values (NaN, inf, subnormals, ties).
 
 - ``bf16``/``fp16``: IEEE round-to-nearest-even of the fp32 value.
 - ``fp8`` (OCP FP8 E4M3, "FN": no infinities, max 448, S.1111.111 is NaN): per-tensor fp32 scale
@@ -28,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ml_dtypes import bfloat16, float4_e2m1fn, float8_e4m3fn
 
 from ..errors import ConfigError
 
@@ -36,7 +40,22 @@ from ..errors import ConfigError
 
 
 def bf16_bits(x) -> np.ndarray:
-    """fp32 values -> bf16 bit patterns (uint16), round to nearest even; NaN stays NaN."""
+    """fp32 values -> bf16 bit patterns (uint16), round to nearest even; NaN stays NaN (quiet,
+    sign and top payload bits kept). ml_dtypes rounds; bit-identical to
+    :func:`bf16_bits_reference` (tests hold them to it)."""
+    f = np.ascontiguousarray(x, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        out = f.astype(bfloat16).view(np.uint16)
+    nan = np.isnan(f)
+    if nan.any():  # ml_dtypes writes a canonical NaN; keep the value's own sign and payload
+        u = f[nan].view(np.uint32)
+        out[nan] = ((u >> 16) | 0x0040).astype(np.uint16)
+    return out
+
+
+def bf16_bits_reference(x) -> np.ndarray:
+    """:func:`bf16_bits` spelled out on the fp32 bits (round half to even by adding 0x7FFF plus
+    the kept LSB); the rule the fast path must match bit for bit."""
     f = np.ascontiguousarray(x, dtype=np.float32)
     u = f.view(np.uint32).astype(np.uint64)
     rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
@@ -48,30 +67,27 @@ def bf16_bits(x) -> np.ndarray:
 
 
 def bf16_decode(bits) -> np.ndarray:
-    """bf16 bit patterns (uint16) -> fp32 values (exact)."""
+    """bf16 bit patterns (uint16) -> fp32 values (exact, NaN payloads kept)."""
+    b = np.ascontiguousarray(bits, dtype=np.uint16)
+    return b.view(bfloat16).astype(np.float32)
+
+
+def bf16_decode_reference(bits) -> np.ndarray:
+    """:func:`bf16_decode` as a 16-bit shift of the pattern into an fp32."""
     b = np.ascontiguousarray(bits, dtype=np.uint16)
     return (b.astype(np.uint32) << 16).view(np.float32)
-
-
-_U16, _U1, _RND, _HI = np.uint32(16), np.uint32(1), np.uint32(0x7FFF), np.uint32(0xFFFF0000)
 
 
 def round_bf16(x) -> np.ndarray:
     """fp32 values rounded to the nearest bf16 (ties to even), returned as fp32.
 
-    Same rule as :func:`bf16_bits` in fewer passes, in place on one scratch array (this runs on
-    every activation, mostly on short vectors where per-call overhead is the cost)."""
+    This runs on every activation, mostly on short vectors where per-call overhead is the cost:
+    one ml_dtypes round trip; NaN inputs take the exact path (:func:`bf16_bits`), which keeps
+    each NaN's sign and payload."""
     f = np.ascontiguousarray(x, dtype=np.float32)
-    u = f.view(np.uint32)
-    r = u >> _U16
-    r &= _U1
-    r += _RND
-    r += u
-    r &= _HI
-    out = r.view(np.float32)
-    if f.size and np.isnan(f.max()):  # NaN propagates through max: then take the exact path
-        out = bf16_decode(bf16_bits(f))
-    return out
+    if f.size and np.isnan(f.max()):  # NaN propagates through max
+        return bf16_decode(bf16_bits(f))
+    return f.astype(bfloat16).astype(np.float32)
 
 
 def round_fp16(x) -> np.ndarray:
@@ -116,6 +132,8 @@ def _round_to_table(mag: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 
 def _minifloat_encode(x, table: np.ndarray, sign_bit: int, nan_code: int | None) -> np.ndarray:
+    """Reference encoder: nearest table entry (ties to the even code), saturating, sign bit
+    set for negative values (and -0); NaN -> ``nan_code``."""
     f = np.asarray(x, dtype=np.float32)
     nan = np.isnan(f)
     if nan.any() and nan_code is None:
@@ -127,8 +145,27 @@ def _minifloat_encode(x, table: np.ndarray, sign_bit: int, nan_code: int | None)
     return codes.astype(np.uint8)
 
 
+def _saturating_cast(x, dtype, limit: float) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, NaN mask) of fp32 ``x`` cast by ml_dtypes to ``dtype`` (RNE) after clamping to
+    +-``limit``: the OCP saturating conversion (ml_dtypes alone would overflow to NaN)."""
+    f = np.asarray(x, dtype=np.float32)
+    nan = np.isnan(f)
+    with np.errstate(invalid="ignore"):
+        codes = np.asarray(np.clip(f, -limit, limit)).astype(dtype).view(np.uint8)
+    return codes, nan
+
+
 def e2m1_encode(x) -> np.ndarray:
-    """fp32 -> E2M1 codes (uint8 in 0..15, bit 3 = sign), RNE, saturating at +-6."""
+    """fp32 -> E2M1 codes (uint8 in 0..15, bit 3 = sign), RNE, saturating at +-6. ml_dtypes
+    rounds; bit-identical to :func:`e2m1_encode_reference`."""
+    codes, nan = _saturating_cast(x, float4_e2m1fn, E2M1_MAX)
+    if nan.any():
+        raise ConfigError("cannot encode NaN in a format without NaN (E2M1)")
+    return codes
+
+
+def e2m1_encode_reference(x) -> np.ndarray:
+    """:func:`e2m1_encode` as a nearest-value search over the eight E2M1 magnitudes."""
     return _minifloat_encode(x, E2M1_MAGNITUDES, 3, None)
 
 
@@ -141,7 +178,16 @@ def e2m1_decode(codes) -> np.ndarray:
 
 
 def e4m3_encode(x) -> np.ndarray:
-    """fp32 -> OCP E4M3 codes (uint8), RNE, saturating at +-448; NaN -> 0x7F/0xFF."""
+    """fp32 -> OCP E4M3 codes (uint8), RNE, saturating at +-448; NaN -> 0x7F (either sign).
+    ml_dtypes rounds; bit-identical to :func:`e4m3_encode_reference`."""
+    codes, nan = _saturating_cast(x, float8_e4m3fn, E4M3_MAX)
+    if nan.any():
+        codes[nan] = 0x7F
+    return codes
+
+
+def e4m3_encode_reference(x) -> np.ndarray:
+    """:func:`e4m3_encode` as a nearest-value search over the 127 finite E4M3 magnitudes."""
     return _minifloat_encode(x, E4M3_MAGNITUDES, 7, 0x7F)
 
 

@@ -1,30 +1,31 @@
 """Model weights for functional emulation: a Hugging Face folder (lazy safetensors) or a seeded
 random model of the same shapes, both under the Hugging Face checkpoint tensor names.
 
-Safetensors are read with a small reader of our own (header JSON + ``np.memmap``) so that bf16
-files load without torch and nothing is read before it is needed. Every tensor the model needs is
-checked (present, shape, dtype) from the headers before any is returned: a bad folder raises one
-:class:`ConfigError` naming the file and tensor, never a partial model.
+Safetensors are read through ``safetensors.safe_open`` (NumPy framework, memory-mapped; bf16 as
+``ml_dtypes.bfloat16``) so that bf16 files load without torch and nothing is read before it is
+needed. Every tensor the model needs is checked (present, shape, dtype) from the headers before
+any is returned: a bad folder raises one :class:`ConfigError` naming the file and tensor, never a
+partial model.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
+from ml_dtypes import bfloat16  # registers bfloat16 with NumPy: safetensors' BF16 arrays
 
 from ..errors import ConfigError
 from ..model.config import ModelConfig
-from .codecs import bf16_bits, bf16_decode
+from .codecs import bf16_bits
 
 # Families whose forward pass numerics/reference.py implements.
 FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3",
                     "kimi_k2"}  # fmt: skip
 
-_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
-FLOAT_DTYPES = tuple(_ST_DTYPES)
+# safetensors dtypes read as weights (converted to fp32; bf16 via ml_dtypes' bfloat16)
+FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
 
 
 def check_supported(cfg: ModelConfig) -> None:
@@ -137,65 +138,54 @@ def random_weights(cfg: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------
-# safetensors
+# safetensors (read and written by the safetensors library; bf16 as ml_dtypes.bfloat16)
 
 
-def read_header(path: Path) -> tuple[dict, int]:
-    """(tensor entries, byte offset of the data) of a safetensors file; bad files raise
-    :class:`ConfigError` naming the file."""
+def open_safetensors(path: Path):
+    """An open ``safetensors.safe_open`` handle (NumPy arrays, memory-mapped); a file that is
+    not safetensors, is cut short or cannot be read raises :class:`ConfigError` naming it."""
+    from safetensors import SafetensorError, safe_open
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(8)
-            if len(raw) != 8:
-                raise ConfigError(f"{path}: not a safetensors file (shorter than 8 bytes)")
-            (n,) = struct.unpack("<Q", raw)
-            if n > 100_000_000:
-                raise ConfigError(f"{path}: not a safetensors file (header length {n})")
-            header = json.loads(fh.read(n).decode("utf-8"))
+        return safe_open(str(path), framework="numpy")
+    except SafetensorError as exc:
+        if "not fully covered" in str(exc):  # the header's data end != the file's length
+            raise ConfigError(
+                f"{path}: truncated or corrupt: its tensor data runs past the end of the file "
+                f"or stops short of it ({path.stat().st_size:,} bytes)"
+            ) from None
+        raise ConfigError(f"{path}: not a safetensors file ({exc})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError(f"{path}: not a safetensors file (header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise ConfigError(f"{path}: not a safetensors file (header is not an object)")
-    header.pop("__metadata__", None)
-    return header, 8 + n
+
+
+def _as_fp32(arr: np.ndarray) -> np.ndarray:
+    """A tensor of any supported float dtype as fp32 (exact for bf16, fp16 and fp32)."""
+    return np.asarray(arr).astype(np.float32)
 
 
 def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray], bf16: bool = False) -> None:
-    """Write ``tensors`` (fp32, or bf16 with ``bf16=True``) as one safetensors file."""
-    header, blobs, offset = {}, [], 0
+    """Write ``tensors`` (fp32, or bf16 with ``bf16=True``, rounded to nearest even) as one
+    safetensors file."""
+    from safetensors.numpy import save_file
+
+    out = {}
     for name in sorted(tensors):
         arr = np.ascontiguousarray(tensors[name], dtype=np.float32)
-        data = bf16_bits(arr).tobytes() if bf16 else arr.tobytes()
-        header[name] = {
-            "dtype": "BF16" if bf16 else "F32",
-            "shape": list(arr.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            fh.write(blob)
+        out[name] = bf16_bits(arr).view(bfloat16) if bf16 else arr
+    save_file(out, str(path))
 
 
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     """Every tensor of one safetensors file as fp32 arrays (small files: golden data)."""
     path = Path(path)
-    header, start = read_header(path)
-    raw = path.read_bytes()
+    fh = open_safetensors(path)
     out = {}
-    for name, entry in header.items():
-        if entry.get("dtype") not in _ST_DTYPES:
-            raise ConfigError(f"{path}: tensor '{name}' has dtype {entry.get('dtype')}")
-        lo, hi = entry["data_offsets"]
-        arr = np.frombuffer(raw[start + lo : start + hi], dtype=_ST_DTYPES[entry["dtype"]])
-        arr = bf16_decode(arr) if entry["dtype"] == "BF16" else arr.astype(np.float32)
-        out[name] = arr.reshape(entry["shape"])
+    for name in fh.keys():
+        dtype = fh.get_slice(name).get_dtype()
+        if dtype not in FLOAT_DTYPES:
+            raise ConfigError(f"{path}: tensor '{name}' has dtype {dtype}")
+        out[name] = _as_fp32(fh.get_tensor(name))
     return out
 
 
@@ -208,9 +198,9 @@ class LazyWeights:
     def __init__(self, folder: Path, cfg: ModelConfig):
         self.folder = folder
         self.expected = expected_tensors(cfg)
-        self._where: dict[str, tuple[Path, dict, int]] = {}
+        self._where: dict[str, Path] = {}
+        self._files: dict[Path, object] = {}  # open safe_open handles
         self._cache: dict[str, np.ndarray] = {}
-        self._maps: dict[Path, np.memmap] = {}
         self._index(folder)
         self._validate()
 
@@ -219,23 +209,23 @@ class LazyWeights:
         if index.is_file():
             try:
                 wmap = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            except (OSError, ValueError, KeyError, TypeError):
+                files = sorted({folder / f for f in wmap.values()})
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 raise ConfigError(f"{index}: not a valid index (needs a 'weight_map')") from None
-            files = sorted({folder / f for f in wmap.values()})
         else:
             files = sorted(folder.glob("*.safetensors"))
         if not files:
             raise ConfigError(f"{folder}: no *.safetensors files")
         for path in files:
             if not path.is_file():
-                raise ConfigError(f"{index}: lists {path.name}, which is missing")
-            header, start = read_header(path)
-            size = path.stat().st_size
-            for name, entry in header.items():
-                end = start + int(entry.get("data_offsets", [0, 0])[1])
-                if end > size:
-                    raise ConfigError(f"{path}: tensor '{name}' runs past the end of the file")
-                self._where[name] = (path, entry, start)
+                raise ConfigError(
+                    f"{index}: lists {path.name}, which is missing"
+                    if index.is_file()
+                    else f"{path}: not a regular file"
+                )
+            self._files[path] = fh = open_safetensors(path)
+            for name in fh.keys():
+                self._where[name] = path
 
     def _validate(self) -> None:
         for name, shape in self.expected.items():
@@ -244,15 +234,16 @@ class LazyWeights:
                     f"{self.folder}: missing tensor '{name}' (shape {list(shape)}); the model "
                     f"needs {len(self.expected)} tensors"
                 )
-            path, entry, _ = self._where[name]
-            if tuple(entry.get("shape", ())) != shape:
+            path = self._where[name]
+            info = self._files[path].get_slice(name)
+            if tuple(info.get_shape()) != shape:
                 raise ConfigError(
-                    f"{path}: tensor '{name}' has shape {entry.get('shape')}, the config "
+                    f"{path}: tensor '{name}' has shape {list(info.get_shape())}, the config "
                     f"needs {list(shape)}"
                 )
-            if entry.get("dtype") not in _ST_DTYPES:
+            if info.get_dtype() not in FLOAT_DTYPES:
                 raise ConfigError(
-                    f"{path}: tensor '{name}' has dtype {entry.get('dtype')}; supported: "
+                    f"{path}: tensor '{name}' has dtype {info.get_dtype()}; supported: "
                     f"{', '.join(FLOAT_DTYPES)}"
                 )
 
@@ -263,14 +254,7 @@ class LazyWeights:
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._cache:
-            path, entry, start = self._where[name]
-            if path not in self._maps:
-                self._maps[path] = np.memmap(path, dtype=np.uint8, mode="r")
-            lo, hi = entry["data_offsets"]
-            raw = self._maps[path][start + lo : start + hi]
-            arr = np.frombuffer(raw, dtype=_ST_DTYPES[entry["dtype"]])
-            arr = bf16_decode(arr) if entry["dtype"] == "BF16" else arr.astype(np.float32)
-            self._cache[name] = arr.reshape(entry["shape"])
+            self._cache[name] = _as_fp32(self._files[self._where[name]].get_tensor(name))
         return self._cache[name]
 
     def __contains__(self, name: str) -> bool:

@@ -58,6 +58,55 @@ def default_event_steps(tokens: int) -> frozenset[int]:
     return frozenset({0, tokens - 1})
 
 
+# Events of one step run from ~10^2 (a tiny model on one GPU) to ~10^5 (a 70B model over hundreds
+# of LPU chips); past this many recorded steps a trace would not fit in memory.
+MAX_TRACE_STEPS = 1024
+
+
+def _check_trace_size(text: str, n_steps: int) -> None:
+    if n_steps > MAX_TRACE_STEPS:
+        raise ConfigError(
+            f"--trace-steps '{text}': records {n_steps:,} steps, more than the "
+            f"{MAX_TRACE_STEPS:,} a trace can hold; choose fewer with START:STOP:STEP "
+            "(e.g. a STEP that samples the run)"
+        )
+
+
+def parse_trace_steps(text: str, tokens: int) -> frozenset[int]:
+    """The steps of a ``tokens``-step run that ``--trace-steps text`` selects: ``ends`` (first and
+    last), ``all``, or ``START:STOP:STEP`` (0-based, STOP exclusive, as a Python slice; parts may
+    be left empty), at most :data:`MAX_TRACE_STEPS`. A bad value raises :class:`ConfigError`
+    naming it."""
+    spec = str(text).strip().lower()
+    if spec == "ends":
+        return default_event_steps(tokens)
+    if spec == "all":
+        _check_trace_size(text, tokens)
+        return frozenset(range(tokens))
+    parts = spec.split(":")
+    expected = (
+        f"--trace-steps '{text}': expected 'ends', 'all' or START:STOP:STEP with integers "
+        "START >= 0, STOP >= 0, STEP >= 1 (each may be left empty)"
+    )
+    if len(parts) not in (2, 3):
+        raise ConfigError(expected)
+    try:
+        nums = [int(x) if x.strip() else None for x in parts]
+    except ValueError:
+        raise ConfigError(expected) from None
+    start, stop, step = (nums + [None])[:3]
+    if any(n is not None and n < 0 for n in (start, stop)) or (step is not None and step < 1):
+        raise ConfigError(expected)
+    steps = frozenset(range(tokens)[slice(start, stop, step)])
+    _check_trace_size(text, len(steps))
+    if not steps:
+        raise ConfigError(
+            f"--trace-steps '{text}': selects none of the run's steps 0..{tokens - 1} "
+            f"(--tokens {tokens})"
+        )
+    return steps
+
+
 def emulate(
     model_or_graph,
     system: System,
@@ -66,15 +115,22 @@ def emulate(
     functional: bool = False,
     event_steps=None,
     progress=None,
+    trace_steps: str | None = None,
 ) -> Trace:
     """Emulate ``workload.tokens`` decode steps of a model on ``system`` as ``placement`` lays it
-    out; returns the :class:`Trace` (events for ``event_steps``, times for every step)."""
+    out; returns the :class:`Trace` (times for every step, events for some).
+
+    Which steps' events are recorded: ``trace_steps`` as the CLI's ``--trace-steps`` spells it
+    (``"ends"``, the default: first and last; ``"all"``; or ``"START:STOP:STEP"``), or an explicit
+    set of 0-based step indices as ``event_steps`` (not both)."""
     if workload is None:
         workload = Workload()
     graph = _graph(model_or_graph, system, workload)
     engine = engine_module(system.kind)
+    if event_steps is not None and trace_steps is not None:
+        raise ConfigError("emulate(): give trace_steps or event_steps, not both")
     steps_kept = (
-        default_event_steps(graph.workload.tokens)
+        parse_trace_steps(trace_steps or "ends", graph.workload.tokens)
         if event_steps is None
         else frozenset(event_steps)
     )

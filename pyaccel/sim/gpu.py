@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..model.graph import ACT_BYTES
 from ..units import cycles
-from .pipeline import micro_batches, pipeline_step_cycles
+from .pipeline import micro_batch_sizes, pipeline_cycles
 
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "fixed_latency")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
@@ -248,25 +248,57 @@ def _attention_classes(graph, kernels: list[Kernel]) -> dict:
     return groups
 
 
+class _GpuPass:
+    """The kernels of one micro-batch's pass of ``size`` sequences, and its stage cycles at any
+    context (only attention depends on it: one kernel per (stage, window) group is re-costed)."""
+
+    def __init__(self, graph, size: int, system, cost: GpuCost, stage_of: dict, pp: int):
+        from dataclasses import replace
+
+        from ..model.graph import build_graph
+
+        work = graph.workload
+        if size != work.batch:
+            work = replace(work, batch=size)
+            graph = build_graph(graph.model, work, graph.context, system.spec.native_format)
+        self.graph, self.cost = graph, cost
+        self.kernels = _kernels_for(graph, cost, stage_of, int(system.spec.params.gpus_per_node))
+        self.groups = _attention_classes(graph, self.kernels)
+        attn = {i for idx in self.groups.values() for i in idx}
+        self.base_c = _stage_cycles([k for i, k in enumerate(self.kernels) if i not in attn], pp)
+
+    def stage_cycles(self, ctx: int, keep: bool) -> list[int]:
+        """Cycles of each stage at ``ctx``; with ``keep`` the pass's kernels are updated too."""
+        from dataclasses import replace
+
+        from ..model.graph import attention_op
+
+        graph, kernels = self.graph, self.kernels
+        stage_c = list(self.base_c)
+        for (stage, _), idx in self.groups.items():
+            op = attention_op(graph.model, graph.workload, kernels[idx[0]].layer, ctx)
+            k = self.cost.kernel(op, stage)
+            stage_c[stage] += k.cycles * len(idx)
+            if keep:
+                for i in idx:
+                    kernels[i] = replace(k, op=kernels[i].op, layer=kernels[i].layer)
+        return stage_c
+
+
 def emulate(graph, system, placement, event_steps, progress=None):
     """Emulate ``graph.workload.tokens`` decode steps on GPUs.
 
-    Returns (event log, step cycles, layout notes). Only attention depends on
-    the context, so each step re-costs one attention kernel per (stage, window) group and lays
-    out events only for ``event_steps``.
+    Returns (event log, step cycles, layout notes). The batch is split into micro-batches over
+    the pipeline stages (:func:`micro_batch_sizes`); events lay out the pass of the first
+    (largest) micro-batch for ``event_steps``. Only attention depends on the context, so each
+    step re-costs one attention kernel per (stage, window) group and micro-batch size.
     """
-    from dataclasses import replace
-
-    from ..model.graph import attention_op, build_graph
     from ..numerics.formats import get_format
     from ..trace import EventLog
 
     spec, work = system.spec, graph.workload
     tp, pp = int(placement.layout["tp"]), int(placement.layout["pp"])
-    n_micro, mb = micro_batches(work.batch, pp)
-    if mb != work.batch:
-        work = replace(work, batch=mb)
-        graph = build_graph(graph.model, work, graph.context, spec.native_format)
+    sizes = micro_batch_sizes(work.batch, pp)
     stage_of = {s.layer: int(s.region["stage"]) for s in placement.layers}
     cost = GpuCost(
         spec,
@@ -276,25 +308,20 @@ def emulate(graph, system, placement, event_steps, progress=None):
         get_format(work.kv).compute,
         graph.model.attention == "mla",
     )
-    kernels = _kernels_for(graph, cost, stage_of, int(spec.params.gpus_per_node))
-    groups = _attention_classes(graph, kernels)
-    attn = {i for idx in groups.values() for i in idx}
-    base_c = _stage_cycles([k for i, k in enumerate(kernels) if i not in attn], pp)
+    passes = {size: _GpuPass(graph, size, system, cost, stage_of, pp) for size in set(sizes)}
+    first = passes[sizes[0]]
     log, steps, t0 = EventLog(), [], 0
     for step in range(work.tokens):
         ctx = work.context + step
-        stage_c = list(base_c)
-        for (stage, _), idx in groups.items():
-            k = cost.kernel(attention_op(graph.model, work, kernels[idx[0]].layer, ctx), stage)
-            stage_c[stage] += k.cycles * len(idx)
-            if step in event_steps:
-                for i in idx:
-                    kernels[i] = replace(k, op=kernels[i].op, layer=kernels[i].layer)
-        step_c = pipeline_step_cycles(stage_c, n_micro)
-        if step in event_steps:
-            _emit(log, step, t0, kernels, tp)
+        keep = step in event_steps
+        stage_c = {size: p.stage_cycles(ctx, keep and p is first) for size, p in passes.items()}
+        step_c = pipeline_cycles(stage_c, sizes)
+        if keep:
+            _emit(log, step, t0, first.kernels, tp)
         steps.append(step_c)
         t0 += step_c
         if progress:
             progress(step)
-    return log, steps, dict(tp=tp, pp=pp, micro_batches=n_micro, micro_batch_size=mb)
+    meta = {"tp": tp, "pp": pp, "micro_batches": len(sizes), "micro_batch_size": sizes[0],
+            "micro_batch_sizes": sizes}  # fmt: skip
+    return log, steps, meta

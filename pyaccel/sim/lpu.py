@@ -17,7 +17,7 @@ import numpy as np
 from ..model.graph import ACT_BYTES, attention_op
 from .lpu_net import Network
 from .lpu_program import INPUT, ChipModel, Program
-from .pipeline import micro_batches, pipeline_step_cycles
+from .pipeline import micro_batch_sizes, pipeline_cycles
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
@@ -385,31 +385,42 @@ def _emit_events(log, step: int, t0: int, sim: LpuSim, scheds, stage_c) -> np.nd
     return sent, links
 
 
-def emulate(graph, system, placement, event_steps, progress=None):
-    """Emulate ``graph.workload.tokens`` decode steps on LPU chips; returns (event log, step
-    cycles, layout notes)."""
+def _micro_graph(graph, size: int, native_format: str):
+    """``graph`` for a micro-batch of ``size`` sequences."""
     from dataclasses import replace
 
     from ..model.graph import build_graph
+
+    work = graph.workload
+    if size == work.batch:
+        return graph
+    return build_graph(graph.model, replace(work, batch=size), graph.context, native_format)
+
+
+def emulate(graph, system, placement, event_steps, progress=None):
+    """Emulate ``graph.workload.tokens`` decode steps on LPU chips; returns (event log, step
+    cycles, layout notes). The batch is split into micro-batches over the stages
+    (:func:`micro_batch_sizes`); events lay out the pass of the first (largest) micro-batch."""
     from ..trace import EventLog
 
     work = graph.workload
     n_stages = len(stages_of(placement))
-    n_micro, mb = micro_batches(work.batch, n_stages)
-    if mb != work.batch:
-        work = replace(work, batch=mb)
-        graph = build_graph(graph.model, work, graph.context, system.spec.native_format)
-    sim = LpuSim(graph, system, placement)
+    sizes = micro_batch_sizes(work.batch, n_stages)
+    native = system.spec.native_format
+    sims = {s: LpuSim(_micro_graph(graph, s, native), system, placement) for s in set(sizes)}
+    sim = sims[sizes[0]]
+    graph = sim.graph
     log, steps, t0 = EventLog(), [], 0
     sent = links = None
     for step in range(work.tokens):
         ctx = work.context + step
+        stage_c = {s: other.stage_cycles_at(ctx) for s, other in sims.items() if other is not sim}
         if step in event_steps:
-            stage_c, scheds = sim.stage_cycles(graph.at_context(ctx))
-            sent, links = _emit_events(log, step, t0, sim, scheds, stage_c)
+            stage_c[sizes[0]], scheds = sim.stage_cycles(graph.at_context(ctx))
+            sent, links = _emit_events(log, step, t0, sim, scheds, stage_c[sizes[0]])
         else:
-            stage_c = sim.stage_cycles_at(ctx)
-        step_c = pipeline_step_cycles(stage_c, n_micro)
+            stage_c[sizes[0]] = sim.stage_cycles_at(ctx)
+        step_c = pipeline_cycles(stage_c, sizes)
         steps.append(int(step_c))
         t0 += step_c
         if progress:
@@ -417,8 +428,9 @@ def emulate(graph, system, placement, event_steps, progress=None):
     meta = dict(
         tp=int(placement.layout.get("tp", 1)),
         stages=n_stages,
-        micro_batches=n_micro,
-        micro_batch_size=mb,
+        micro_batches=len(sizes),
+        micro_batch_size=sizes[0],
+        micro_batch_sizes=sizes,
         programs_compiled=len(sim._sched),
         install_cycles_per_block=sim.chip.install_cycles,
         stream_transit_cycles=sim.chip.transit,
@@ -432,9 +444,13 @@ def emulate(graph, system, placement, event_steps, progress=None):
 
 
 def step_cycles(graph, system, placement, context: int | None = None) -> int:
-    """Cycles of one step at ``context`` (default the graph's), batch as in the graph."""
-    sim = LpuSim(graph, system, placement)
-    g = graph.at_context(graph.context if context is None else context)
-    stage_c, _ = sim.stage_cycles(g)
-    n_micro, _ = micro_batches(graph.workload.batch, len(sim.stages))
-    return int(pipeline_step_cycles(stage_c, n_micro))
+    """Cycles of one step at ``context`` (default the graph's), the batch split into
+    micro-batches as :func:`emulate` splits it."""
+    ctx = graph.context if context is None else context
+    sizes = micro_batch_sizes(graph.workload.batch, len(stages_of(placement)))
+    native = system.spec.native_format
+    stage_c = {}
+    for size in set(sizes):
+        g = _micro_graph(graph, size, native)
+        stage_c[size] = LpuSim(g, system, placement).stage_cycles(g.at_context(ctx))[0]
+    return int(pipeline_cycles(stage_c, sizes))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def pipeline_step_cycles(stage_cycles: Sequence[int], n_micro: int) -> int:
-    """Time between two tokens of one sequence when ``n_micro`` micro-batches share a pipeline.
+    """Time between two tokens of one sequence when ``n_micro`` equal micro-batches share a
+    pipeline.
 
     One micro-batch's pass takes the sum of its stages; with ``n_micro`` in flight every stage
     must also serve all of them before the first comes round again, so the interval is the larger
@@ -17,8 +18,39 @@ def pipeline_step_cycles(stage_cycles: Sequence[int], n_micro: int) -> int:
     return max(int(sum(stage_cycles)), n_micro * int(max(stage_cycles)))
 
 
-def micro_batches(batch: int, stages: int) -> tuple[int, int]:
-    """(micro-batches in flight, sequences per micro-batch) for ``batch`` over ``stages``: the
-    batch is split so that each stage has a micro-batch to work on when it can."""
+def micro_batch_sizes(batch: int, stages: int) -> list[int]:
+    """Sequences in each micro-batch for ``batch`` over ``stages``, largest first.
+
+    The batch is split into ``min(batch, stages)`` micro-batches, so that each stage has one to
+    work on when it can, as evenly as whole sequences allow: the sizes differ by at most one and
+    add up to ``batch`` (16 over 5 stages: 4, 3, 3, 3, 3).
+    """
     n_micro = max(1, min(batch, stages))
-    return n_micro, -(-batch // n_micro)
+    q, r = divmod(batch, n_micro)
+    return [q + 1] * r + [q] * (n_micro - r)
+
+
+def micro_batches(batch: int, stages: int) -> tuple[int, int]:
+    """(micro-batches in flight, sequences in the largest) for ``batch`` over ``stages``; see
+    :func:`micro_batch_sizes` for the split."""
+    sizes = micro_batch_sizes(batch, stages)
+    return len(sizes), sizes[0]
+
+
+def pipeline_cycles(stage_cycles_of: Mapping[int, Sequence[int]], sizes: Sequence[int]) -> int:
+    """Time between two tokens of one sequence when micro-batches of ``sizes`` share a pipeline.
+
+    ``stage_cycles_of[size]`` is the cycles each stage spends on one micro-batch of ``size``
+    sequences. A sequence waits for its micro-batch's whole pass, and every stage must serve all
+    micro-batches before the first comes round again: the interval is the larger of the longest
+    pass and the busiest stage's total. With equal sizes this is :func:`pipeline_step_cycles`.
+    """
+    if not sizes:
+        return 0
+    distinct = set(sizes)
+    longest_pass = max(int(sum(stage_cycles_of[s])) for s in distinct)
+    n_stages = len(stage_cycles_of[sizes[0]])
+    busiest = max(
+        (sum(int(stage_cycles_of[s][i]) for s in sizes) for i in range(n_stages)), default=0
+    )
+    return max(longest_pass, busiest)

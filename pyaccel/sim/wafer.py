@@ -8,7 +8,7 @@ chains, multicast broadcasts, point-to-point query shifts, each wavelet 32 bits 
 cycle, one cycle per hop, a start overhead per message and links reserved first come first served.
 Between regions the hidden vector is handed off over the mesh; between wafers over the system
 I/O. Time per step: the pass through all regions, or with several micro-batches in flight the
-pipeline interval (``pipeline_step_cycles``).
+pipeline interval (``pipeline_cycles``).
 
 What does not depend on the context (every op but attention) is costed once per distinct
 (op shape, region shape); attention is re-costed per step only when its tokens per PE change.
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_op, build_graph
 from ..units import cycles
-from .pipeline import micro_batches, pipeline_step_cycles
+from .pipeline import micro_batch_sizes, pipeline_cycles
 from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
 
 RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
@@ -197,27 +197,28 @@ class WaferPass:
         return out
 
 
-def _micro_graph(graph, n_stages: int):
+def _micro_graph(graph, size: int):
+    """``graph`` for a micro-batch of ``size`` sequences."""
     work = graph.workload
-    n_micro, mb = micro_batches(work.batch, n_stages)
-    if mb != work.batch:
-        graph = build_graph(graph.model, replace(work, batch=mb), graph.context,
-                            work.weights)  # fmt: skip
-    return graph, n_micro
+    if size == work.batch:
+        return graph
+    return build_graph(graph.model, replace(work, batch=size), graph.context, work.weights)
 
 
-def pass_for(graph, system, placement):
-    """(pass, micro-batches in flight) for a placement: the graph is cut into micro-batches
-    when the batch can fill several stages."""
+def passes_for(graph, system, placement) -> tuple[dict, list[int]]:
+    """({micro-batch size: pass}, micro-batch sizes, largest first) for a placement: the batch
+    is split into micro-batches when it can fill several stages (:func:`micro_batch_sizes`)."""
     n_stages = len({Region.of(s) for s in placement.layers})
-    micro, n_micro = _micro_graph(graph, n_stages)
-    return WaferPass(micro, system, placement), n_micro
+    sizes = micro_batch_sizes(graph.workload.batch, n_stages)
+    passes = {size: WaferPass(_micro_graph(graph, size), system, placement) for size in set(sizes)}
+    return passes, sizes
 
 
 def step_cycles_at(graph, system, placement, context: int) -> int:
     """One step's cycles at ``context`` (used by the placer to compare strategies)."""
-    wp, n_micro = pass_for(graph, system, placement)
-    return pipeline_step_cycles(wp.stage_cycles(wp.at_context(context)), n_micro)
+    passes, sizes = passes_for(graph, system, placement)
+    stage_c = {size: wp.stage_cycles(wp.at_context(context)) for size, wp in passes.items()}
+    return pipeline_cycles(stage_c, sizes)
 
 
 def _emit(log, step: int, t0: int, entries: list[Entry]) -> int:
@@ -270,7 +271,8 @@ def emulate(graph, system, placement, event_steps, progress=None):
     from ..trace import EventLog
 
     work = graph.workload
-    wp, n_micro = pass_for(graph, system, placement)
+    passes, sizes = passes_for(graph, system, placement)
+    wp = passes[sizes[0]]  # events lay out the pass of the first (largest) micro-batch
     log, steps, t0 = EventLog(), [], 0
     meta: dict = {}
     last_ctx, last = None, None
@@ -281,7 +283,10 @@ def emulate(graph, system, placement, event_steps, progress=None):
         key = tuple(-(-(ctx + 1) // w) for w in widths)
         if key != last_ctx or step in event_steps or step == 0:
             entries = wp.at_context(ctx)
-            last = pipeline_step_cycles(wp.stage_cycles(entries), n_micro)
+            stage_c = {size: other.stage_cycles(other.at_context(ctx))
+                       for size, other in passes.items() if other is not wp}  # fmt: skip
+            stage_c[sizes[0]] = wp.stage_cycles(entries)
+            last = pipeline_cycles(stage_c, sizes)
             last_ctx = key
         steps.append(last)
         if step in event_steps:
@@ -300,8 +305,9 @@ def emulate(graph, system, placement, event_steps, progress=None):
     meta.update(
         strategy=placement.layout.get("strategy"),
         stages=wp.n_stages,
-        micro_batches=n_micro,
-        micro_batch_size=wp.graph.workload.batch,
+        micro_batches=len(sizes),
+        micro_batch_size=sizes[0],
+        micro_batch_sizes=sizes,
     )
     return log, steps, meta
 
