@@ -4,6 +4,9 @@
 or ``backend=`` asks for one by name, and a missing one raises :class:`KernelBuildError` (no silent
 downgrade when a backend was named).
 
+Numba's compiled-kernel cache goes to a per-user cache folder (``NUMBA_CACHE_DIR`` if set), never
+inside the installed package.
+
 Kernels of one topic live in modules named by backend prefix: ``reference*.py`` (NumPy twins, the
 specification), ``jit*.py`` (Numba, ``cache=True``) and ``ffi*.py`` (wrappers of the C module built
 from ``csrc/*.c``; each ``csrc/*.h`` is a cdef fragment). E.g. ``reference_mesh.py``,
@@ -24,6 +27,33 @@ _PREFIX = {"c": "ffi", "numba": "jit", "numpy": "reference"}
 
 class KernelBuildError(PyaccelError):
     """A kernel backend that was asked for by name is not available."""
+
+
+def _use_user_cache_dir() -> None:
+    """Point Numba's kernel cache (``cache=True``) at a per-user folder unless the user chose one
+    with ``NUMBA_CACHE_DIR``: by default Numba writes next to the source, i.e. inside the installed
+    package, where pip never removes the files and the leftover ``__pycache__`` later shadows a
+    reinstall. Runs before any ``jit*`` module imports numba (they are submodules of this
+    package); numba itself is not imported here."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    import sys
+    import tempfile
+
+    import platformdirs
+
+    folder = os.path.join(platformdirs.user_cache_dir("pyaccel"), "numba")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:  # no writable home (e.g. a service account): a private temporary folder
+        user = os.getuid() if hasattr(os, "getuid") else "user"
+        folder = os.path.join(tempfile.gettempdir(), f"pyaccel-numba-{user}")
+    os.environ["NUMBA_CACHE_DIR"] = folder
+    if "numba" in sys.modules:  # imported before pyaccel: its config was read without ours
+        sys.modules["numba"].core.config.reload_config()
+
+
+_use_user_cache_dir()
 
 
 @lru_cache(maxsize=None)
