@@ -2,7 +2,8 @@
 
 ``get(name)`` returns the fastest available backend's version; ``PYACCEL_BACKEND=c|numba|numpy``
 or ``backend=`` asks for one by name, and a missing one raises :class:`KernelBuildError` (no silent
-downgrade when a backend was named).
+downgrade when a backend was named). When the C module was not built (no C compiler at install
+time), the first automatic choice says so in one ``warning:`` line on stderr.
 
 Numba's compiled-kernel cache goes to a per-user cache folder (``NUMBA_CACHE_DIR`` if set), never
 inside the installed package.
@@ -87,10 +88,26 @@ def available_backends() -> list[str]:
     return [b for b in BACKENDS if _modules(b)]
 
 
+@lru_cache(maxsize=None)
+def _warn_no_c_module() -> None:
+    """Say once per process (on stderr, never in JSON output) that the C kernels are missing and
+    the slower Numba/NumPy kernels stand in (same results)."""
+    import sys
+
+    print(
+        "warning: pyaccel's C kernels were not built at install time (no working C compiler?); "
+        "using the Numba/NumPy kernels instead (same results, slower). Reinstall with a C "
+        "compiler to get them.",
+        file=sys.stderr,
+    )
+
+
 def get(name: str, backend: str | None = None):
     """The kernel ``name`` from ``backend`` (default: ``PYACCEL_BACKEND`` or the fastest)."""
     wanted = backend or os.environ.get("PYACCEL_BACKEND") or "auto"
     if wanted == "auto":
+        if not _modules("c"):
+            _warn_no_c_module()
         for b in BACKENDS:
             fn = _find(b, name)
             if fn is not None:
