@@ -6,7 +6,8 @@ downgrade when a backend was named). When the C module was not built (no C compi
 time), the first automatic choice says so in one ``warning:`` line on stderr.
 
 Numba's compiled-kernel cache goes to a per-user cache folder (``NUMBA_CACHE_DIR`` if set), never
-inside the installed package.
+inside the installed package. Every backend of a kernel checks its inputs the same way
+(``checks.py``) before the compiled code indexes anything.
 
 Kernels of one topic live in modules named by backend prefix: ``reference*.py`` (NumPy twins, the
 specification), ``jit*.py`` (Numba, ``cache=True``) and ``ffi*.py`` (wrappers of the C module built
