@@ -27,7 +27,9 @@ ONE_PER_KIND = ("wse3", "groq-tsp", "taalas-hc1")  # a wafer, an LPU and an ASIC
 
 
 def _run(cmd, **kw) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=900, **kw)
+    done = subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, timeout=900, check=False, **kw
+    )
     if done.returncode:
         pytest.fail(f"{' '.join(map(str, cmd))} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done
@@ -79,7 +81,8 @@ def _package_files(bindir, cwd) -> tuple[Path, set]:
 
 def _pyaccel(bindir, cwd, *args) -> subprocess.CompletedProcess:
     """The installed CLI, with a cache folder of its own (XDG_CACHE_HOME under ``cwd``)."""
-    return _run([bindir / "pyaccel", *args], cwd=cwd, env=_clean_env(XDG_CACHE_HOME=str(cwd / "xdg")))
+    env = _clean_env(XDG_CACHE_HOME=str(cwd / "xdg"))
+    return _run([bindir / "pyaccel", *args], cwd=cwd, env=env)
 
 
 def _run_json(bindir, cwd, system, *more) -> tuple[dict, str]:

@@ -43,7 +43,8 @@ def csr(ptr_name: str, ptr: np.ndarray, n: int, idx_name: str, idx: np.ndarray) 
     same_length(n + 1, **{ptr_name: ptr})
     if ptr[0] != 0 or ptr[-1] != len(idx):
         raise ValueError(
-            f"{ptr_name} runs from {ptr[0]} to {ptr[-1]}; expected 0 to len({idx_name}) = {len(idx)}"
+            f"{ptr_name} runs from {ptr[0]} to {ptr[-1]}; "
+            f"expected 0 to len({idx_name}) = {len(idx)}"
         )
     step = np.diff(ptr)
     if (step < 0).any():
@@ -125,7 +126,8 @@ def asic_pipeline(occ, lat, res, n_users, record) -> None:
 
 def gemv_packed(packed, bits, lut, bscale, block, rscale, x) -> None:
     """A rows x bytes code array holding ``len(x)`` codes of ``bits`` (1..8) per row, a table
-    with every code, ``rscale`` per row and, when ``block``, ``bscale`` rows x ceil(cols / block)."""
+    with every code, ``rscale`` per row and, when ``block``, ``bscale`` of rows x
+    ceil(cols / block)."""
     if np.ndim(packed) != 2 or np.ndim(x) != 1:
         raise ValueError(f"packed must be 2-D and x 1-D; got {np.shape(packed)} and {np.shape(x)}")
     rows, cols, bits, block = np.shape(packed)[0], len(x), int(bits), int(block)
