@@ -9,7 +9,9 @@
  * fp-contract is off) and the pragma below says so again, because the avx512f target implies
  * FMA and a*b+c could otherwise be contracted. Results are bit-identical to the NumPy twin.
  *
- * Three implementations of that one order, chosen at run time (__builtin_cpu_supports):
+ * Three implementations of that one order, chosen at run time (__builtin_cpu_supports); the
+ * two SIMD ones exist only on x86 with GCC or Clang (PYACCEL_X86 below; -DPYACCEL_NO_X86 turns
+ * them off, as on aarch64, for the test that builds this portable variant):
  *   - AVX-512 (F+BW+VBMI): one zmm holds the 16 lanes of a row; 4 rows at a time share each
  *     x load. Codes are unpacked straight into registers (vpmultishiftqb picks each code's bits
  *     out of a broadcast qword); a 4- or 3-bit code selects its value from a 16-float table
@@ -25,7 +27,14 @@
  * Large calls split their rows over up to 2 POSIX threads (see pyaccel_gemv_packed_isa); each
  * row is computed by one thread in the order above, so results do not depend on the thread count. */
 #define _POSIX_C_SOURCE 200809L /* pthreads and sysconf under -std=c99 */
+#define _DARWIN_C_SOURCE        /* macOS hides _SC_NPROCESSORS_ONLN under plain POSIX */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(PYACCEL_NO_X86)
+#define PYACCEL_X86 1
 #include <immintrin.h>
+#else
+#define PYACCEL_X86 0
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -33,8 +42,11 @@
 #include "gemv.h"
 
 /* -O3 for this file only (the generic decode and 16-lane loops need the vectoriser's full cost
- * model); never contract a*b+c into an FMA. */
+ * model); never contract a*b+c into an FMA (build_ffi.py also passes -ffp-contract=off, which
+ * is what keeps Clang, which has no such pragma, from contracting). */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3", "fp-contract=off")
+#endif
 
 #define LANES 16
 #define CHUNK 1024 /* generic path: elements decoded at a time (multiple of 16, 32 and 128) */
@@ -173,6 +185,7 @@ static int simd_kind(const gemv_args *a) {
     }
 }
 
+#if PYACCEL_X86
 /* The 16 codes of 3-bit elements j..j+15 sit in 6 bytes, of 6-bit ones in 12 (j % 16 == 0).
  * Load 8 / 16 bytes when the row holds them, else copy the exact bytes (last groups of a row:
  * never read past the buffer). */
@@ -455,6 +468,19 @@ static int has_avx512(void) {
            __builtin_cpu_supports("avx512vbmi");
 }
 
+/* The path to run for a requested isa (-1: the best this CPU has), or -1 when the CPU lacks it. */
+static int64_t choose_isa(int64_t isa) {
+    __builtin_cpu_init();
+    int avx512 = has_avx512(), avx2 = __builtin_cpu_supports("avx2");
+    if (isa < 0) return avx512 ? 2 : avx2 ? 1 : 0;
+    if (isa == 0 || (isa == 1 && avx2) || (isa == 2 && avx512)) return isa;
+    return -1;
+}
+#else
+/* Not x86 (or PYACCEL_NO_X86): only the generic C path exists. */
+static int64_t choose_isa(int64_t isa) { return isa <= 0 ? 0 : -1; }
+#endif /* PYACCEL_X86 */
+
 /* ------------------------------------------------------------------------------------------
  * rows over threads: tasks of whole rows handed out in order from a shared counter (a thread
  * slowed by another process just takes fewer); every row is computed by exactly one thread with
@@ -470,12 +496,19 @@ typedef struct {
 } gemv_job;
 
 static void run_rows(const gemv_args *a, int isa, int kind, int64_t r0, int64_t r1) {
-    if (kind == KIND_NONE)
-        gemv_generic(a, r0, r1);
-    else if (isa == 2)
-        gemv_avx512(a, kind, r0, r1);
-    else
-        gemv_avx2(a, kind, r0, r1);
+#if PYACCEL_X86
+    if (kind != KIND_NONE) {
+        if (isa == 2)
+            gemv_avx512(a, kind, r0, r1);
+        else
+            gemv_avx2(a, kind, r0, r1);
+        return;
+    }
+#else
+    (void)isa; /* kind is always KIND_NONE: choose_isa gives 0 */
+    (void)kind;
+#endif
+    gemv_generic(a, r0, r1);
 }
 
 static void *gemv_worker(void *arg) {
@@ -501,10 +534,8 @@ int64_t pyaccel_gemv_packed_isa(float *out, const uint8_t *packed, int64_t rows,
                                 const float *x, int64_t cols, int64_t isa, int64_t threads) {
     gemv_args a = {out, packed, rows, row_bytes, bits, lut, bscale, n_blocks, block, rscale,
                    mode, x, cols};
-    __builtin_cpu_init();
-    if (isa < 0) isa = has_avx512() ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-    if ((isa == 2 && !has_avx512()) || (isa == 1 && !__builtin_cpu_supports("avx2")) || isa > 2)
-        return -1;
+    isa = choose_isa(isa);
+    if (isa < 0) return -1;
     int kind = isa ? simd_kind(&a) : KIND_NONE;
     if (threads <= 0) threads = auto_threads(&a);
     if (threads > MAX_THREADS) threads = MAX_THREADS;

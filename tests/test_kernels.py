@@ -1,6 +1,9 @@
 """Every fast kernel against its NumPy twin; the C build is present and not stale in CI."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,3 +44,38 @@ def test_c_module_built_and_fresh():
             pytest.fail("the C kernels are not built (cffi build missing) in CI")
         pytest.skip("C kernels not built on this machine")
     assert not ffi.is_stale(), "csrc/ changed since the C module was built: reinstall"
+
+
+def _numba_cache_path(tmp_path, prelude="", **env) -> tuple[Path, bool]:
+    """(Where a jit kernel caches its compiled code, whether numba was imported before the jit
+    module) in a new process with ``env`` (XDG_CACHE_HOME is tmp_path/xdg)."""
+    code = (
+        f"{prelude}\nimport sys\nimport pyaccel, pyaccel.kernels\n"
+        "eager = 'numba' in sys.modules\n"
+        "import pyaccel.kernels.jit as j\n"
+        "print(j._interval_union._cache._cache_path); print(eager)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    environ |= {"XDG_CACHE_HOME": str(tmp_path / "xdg"), **env}
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True).stdout.split()  # fmt: skip
+    return Path(out[0]), out[1] == "True"
+
+
+PACKAGE = Path(kernels.__file__).resolve().parent
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="XDG_CACHE_HOME is the Linux cache folder")
+def test_numba_caches_in_the_user_cache_folder_not_the_package(tmp_path):
+    path, eager = _numba_cache_path(tmp_path)
+    assert path.is_relative_to(tmp_path / "xdg" / "pyaccel" / "numba"), path
+    assert not path.resolve().is_relative_to(PACKAGE)
+    assert not eager, "importing pyaccel imported numba"
+    # numba imported first (its config already read) still caches there
+    path, _ = _numba_cache_path(tmp_path, prelude="import numba")
+    assert path.is_relative_to(tmp_path / "xdg" / "pyaccel" / "numba"), path
+
+
+def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
+    path, _ = _numba_cache_path(tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "mine"))
+    assert path.is_relative_to(tmp_path / "mine"), path

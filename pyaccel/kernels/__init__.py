@@ -2,7 +2,12 @@
 
 ``get(name)`` returns the fastest available backend's version; ``PYACCEL_BACKEND=c|numba|numpy``
 or ``backend=`` asks for one by name, and a missing one raises :class:`KernelBuildError` (no silent
-downgrade when a backend was named).
+downgrade when a backend was named). When the C module was not built (no C compiler at install
+time), the first automatic choice says so in one ``warning:`` line on stderr.
+
+Numba's compiled-kernel cache goes to a per-user cache folder (``NUMBA_CACHE_DIR`` if set), never
+inside the installed package. Every backend of a kernel checks its inputs the same way
+(``checks.py``) before the compiled code indexes anything.
 
 Kernels of one topic live in modules named by backend prefix: ``reference*.py`` (NumPy twins, the
 specification), ``jit*.py`` (Numba, ``cache=True``) and ``ffi*.py`` (wrappers of the C module built
@@ -24,6 +29,33 @@ _PREFIX = {"c": "ffi", "numba": "jit", "numpy": "reference"}
 
 class KernelBuildError(PyaccelError):
     """A kernel backend that was asked for by name is not available."""
+
+
+def _use_user_cache_dir() -> None:
+    """Point Numba's kernel cache (``cache=True``) at a per-user folder unless the user chose one
+    with ``NUMBA_CACHE_DIR``: by default Numba writes next to the source, i.e. inside the installed
+    package, where pip never removes the files and the leftover ``__pycache__`` later shadows a
+    reinstall. Runs before any ``jit*`` module imports numba (they are submodules of this
+    package); numba itself is not imported here."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    import sys
+    import tempfile
+
+    import platformdirs
+
+    folder = os.path.join(platformdirs.user_cache_dir("pyaccel"), "numba")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:  # no writable home (e.g. a service account): a private temporary folder
+        user = os.getuid() if hasattr(os, "getuid") else "user"
+        folder = os.path.join(tempfile.gettempdir(), f"pyaccel-numba-{user}")
+    os.environ["NUMBA_CACHE_DIR"] = folder
+    if "numba" in sys.modules:  # imported before pyaccel: its config was read without ours
+        sys.modules["numba"].core.config.reload_config()
+
+
+_use_user_cache_dir()
 
 
 @lru_cache(maxsize=None)
@@ -57,10 +89,26 @@ def available_backends() -> list[str]:
     return [b for b in BACKENDS if _modules(b)]
 
 
+@lru_cache(maxsize=None)
+def _warn_no_c_module() -> None:
+    """Say once per process (on stderr, never in JSON output) that the C kernels are missing and
+    the slower Numba/NumPy kernels stand in (same results)."""
+    import sys
+
+    print(
+        "warning: pyaccel's C kernels were not built at install time (no working C compiler?); "
+        "using the Numba/NumPy kernels instead (same results, slower). Reinstall with a C "
+        "compiler to get them.",
+        file=sys.stderr,
+    )
+
+
 def get(name: str, backend: str | None = None):
     """The kernel ``name`` from ``backend`` (default: ``PYACCEL_BACKEND`` or the fastest)."""
     wanted = backend or os.environ.get("PYACCEL_BACKEND") or "auto"
     if wanted == "auto":
+        if not _modules("c"):
+            _warn_no_c_module()
         for b in BACKENDS:
             fn = _find(b, name)
             if fn is not None:

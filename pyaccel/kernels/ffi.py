@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import checks
+
 try:
     from pyaccel._ckernels import ffi, lib  # type: ignore[import-not-found]
 
@@ -43,8 +45,7 @@ def _i64(arr: np.ndarray):
 
 def interval_union(starts: np.ndarray, ends: np.ndarray) -> int:
     """C twin of :func:`pyaccel.kernels.reference.interval_union`."""
-    if len(starts) != len(ends):
-        raise ValueError("starts and ends differ in length")
+    checks.interval_union(starts, ends)
     s, ps = _i64(starts)
     e, pe = _i64(ends)
     return int(lib.pyaccel_interval_union(ps, pe, len(s)))

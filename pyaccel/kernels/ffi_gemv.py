@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
 from .ffi import ffi, lib
 
 # instruction-set paths of the C kernel (csrc/gemv.c); "best" is what the CPU has
@@ -23,14 +24,9 @@ def gemv_packed(
     x = np.ascontiguousarray(x, np.float32)
     packed = np.ascontiguousarray(packed, np.uint8)
     lut = np.ascontiguousarray(lut, np.float32)
+    checks.gemv_packed(packed, bits, lut, bscale, block, rscale, x)
     rows, cols = packed.shape[0], x.shape[0]
-    if packed.shape[1] * 8 < cols * int(bits):
-        raise ValueError("packed rows are shorter than cols * bits")
-    if lut.shape[0] < 1 << int(bits):
-        raise ValueError("lut has fewer than 2**bits entries")
     bs = np.ascontiguousarray(bscale if block else np.ones((rows, 1)), np.float32)
-    if block and bs.shape != (rows, -(-cols // int(block))):
-        raise ValueError("bscale must be rows x ceil(cols / block)")
     rs = np.ascontiguousarray(rscale, np.float32)
     out = np.empty(rows, np.float32)
     ran = lib.pyaccel_gemv_packed_isa(

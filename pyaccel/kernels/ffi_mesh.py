@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
 from .ffi import available, ffi, lib
 
 # Without the symbol (an older C build) this module offers nothing, so ``kernels.get`` falls
@@ -20,6 +21,8 @@ def _mesh_run(
     link_lat, n_pes, pass_lat,
 ):  # fmt: skip
     """C twin of :func:`pyaccel.kernels.reference_mesh.mesh_run`."""
+    checks.mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path_ptr,
+                    path_link, link_lat, n_pes)  # fmt: skip
     ins = [
         np.ascontiguousarray(a, dtype=np.int64)
         for a in (task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path_ptr,

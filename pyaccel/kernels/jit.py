@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import checks
+
 
 @numba.njit(cache=True)
 def _interval_union(starts, ends):  # pragma: no cover - compiled
@@ -32,4 +34,5 @@ def _interval_union(starts, ends):  # pragma: no cover - compiled
 
 def interval_union(starts: np.ndarray, ends: np.ndarray) -> int:
     """Numba twin of :func:`pyaccel.kernels.reference.interval_union`."""
+    checks.interval_union(starts, ends)
     return int(_interval_union(starts, ends))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import checks
+
 
 @numba.njit(cache=True)
 def _asic_pipeline(occ, lat, res, n_users, record, finish, starts):  # pragma: no cover - compiled
@@ -37,6 +39,7 @@ def asic_pipeline(
     lat = np.ascontiguousarray(lat, dtype=np.int64)
     res = np.ascontiguousarray(res, dtype=np.int64)
     record = np.ascontiguousarray(record, dtype=np.bool_)
+    checks.asic_pipeline(occ, lat, res, n_users, record)
     finish = np.zeros((occ.shape[0], n_users), dtype=np.int64)
     starts = np.zeros((int(record.sum()), n_users, occ.shape[1]), dtype=np.int64)
     _asic_pipeline(occ, lat, res, int(n_users), record, finish, starts)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import checks
+
 LANES = 16
 
 
@@ -84,6 +86,7 @@ def gemv_packed(packed, bits, lut, bscale, block, rscale, mode, x) -> np.ndarray
     """Numba twin of :func:`pyaccel.kernels.reference_gemv.gemv_packed`."""
     x = np.ascontiguousarray(x, np.float32)
     packed = np.ascontiguousarray(packed, np.uint8)
+    checks.gemv_packed(packed, bits, lut, bscale, block, rscale, x)
     out = np.empty(packed.shape[0], np.float32)
     bs = np.ascontiguousarray(bscale if block else np.ones((1, 1)), np.float32)
     return _gemv(

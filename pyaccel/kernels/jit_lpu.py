@@ -8,6 +8,8 @@ import math
 import numba
 import numpy as np
 
+from . import checks
+
 
 @numba.njit(cache=True)
 def _list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources):  # pragma: no cover
@@ -72,6 +74,7 @@ def _i64(a):
 
 def lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources):
     """Numba twin of :func:`pyaccel.kernels.reference_lpu.lpu_list_schedule`."""
+    checks.lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources)
     return _list_schedule(
         _i64(resource), _i64(duration), _i64(latency), _i64(dep_ptr), _i64(dep_idx),
         int(n_resources),
@@ -82,6 +85,9 @@ def lpu_link_schedule(
     link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency, vector_bytes
 ):
     """Numba twin of :func:`pyaccel.kernels.reference_lpu.lpu_link_schedule`."""
+    checks.lpu_link_schedule(
+        link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency
+    )
     return _link_schedule(
         _i64(link), _i64(n_bytes), np.ascontiguousarray(cut_through, dtype=np.bool_),
         _i64(dep_ptr), _i64(dep_idx),

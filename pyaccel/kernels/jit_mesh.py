@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import checks
+
 
 @numba.njit(cache=True)
 def _mesh_run(
@@ -72,6 +74,8 @@ def mesh_run(
     link_lat, n_pes, pass_lat,
 ):  # fmt: skip
     """Numba twin of :func:`pyaccel.kernels.reference_mesh.mesh_run`."""
+    checks.mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path_ptr,
+                    path_link, link_lat, n_pes)  # fmt: skip
     n = len(task_pe)
     head = np.zeros(n, dtype=np.int64)
     tail = np.zeros(n, dtype=np.int64)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
+
 
 def interval_union(starts: np.ndarray, ends: np.ndarray) -> int:
     """Length covered by the union of half-open intervals ``[starts[i], ends[i])`` (int64 cycles),
     given sorted by start. Empty intervals (end <= start) cover nothing."""
+    checks.interval_union(starts, ends)
     covered: list[list[int]] = []
     for s, e in zip(starts.tolist(), ends.tolist()):
         if e <= s:

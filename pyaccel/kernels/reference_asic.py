@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
+
 
 def asic_pipeline(
     occ: np.ndarray, lat: np.ndarray, res: np.ndarray, n_users: int, record: np.ndarray
@@ -23,6 +25,7 @@ def asic_pipeline(
     Returns ``finish[t, u]`` (int64: cycle the token leaves the last stage) and, for the steps
     with ``record[t]`` true in order, ``starts[r, u, s]`` (cycle each token starts each stage).
     """
+    checks.asic_pipeline(occ, lat, res, n_users, record)
     n_steps, n_stages = occ.shape
     free = [0] * (int(res.max()) + 1 if n_stages else 0)
     ready = [0] * n_users

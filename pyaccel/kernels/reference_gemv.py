@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
+
 LANES = 16
 
 
@@ -37,6 +39,7 @@ def gemv_packed(packed, bits, lut, bscale, block, rscale, mode, x) -> np.ndarray
     """Reference packed GEMV (see the module docstring); returns fp32 ``[rows]``."""
     del mode  # the table already holds the values
     x = np.asarray(x, np.float32)
+    checks.gemv_packed(packed, bits, lut, bscale, block, rscale, x)
     cols = x.shape[0]
     rows = packed.shape[0]
     vals = np.asarray(lut, np.float32)[unpack_codes(packed, bits, cols)]

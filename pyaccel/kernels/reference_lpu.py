@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from . import checks
+
 
 def lpu_list_schedule(
     resource: np.ndarray,
@@ -28,6 +30,7 @@ def lpu_list_schedule(
     cycle when all its dependencies ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]`` are usable and its
     resource's previous reservation has ended (in-order per resource, no back-filling).
     """
+    checks.lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources)
     n = len(resource)
     start = np.zeros(n, dtype=np.int64)
     free = [0] * n_resources
@@ -62,6 +65,9 @@ def lpu_link_schedule(
     last byte still cannot leave before j's last byte has arrived). Each link carries its
     transfers one after another in list order.
     """
+    checks.lpu_link_schedule(
+        link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency
+    )
     n = len(link)
     start = np.zeros(n, dtype=np.int64)
     end = np.zeros(n, dtype=np.int64)

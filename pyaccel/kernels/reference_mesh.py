@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
+
 
 def mesh_run(
     task_pe: np.ndarray,
@@ -43,6 +45,8 @@ def mesh_run(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Simulate the tasks in order; returns (head arrival, tail arrival) per task and the cycles
     each link was reserved (all int64)."""
+    checks.mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path_ptr,
+                    path_link, link_lat, n_pes)  # fmt: skip
     n_tasks, n_links = len(task_pe), len(link_lat)
     head = np.zeros(n_tasks, dtype=np.int64)
     tail = np.zeros(n_tasks, dtype=np.int64)

@@ -1,0 +1,144 @@
+"""Input checks shared by every backend of a kernel (NumPy twin, Numba and C wrappers).
+
+The compiled kernels index arrays without bounds checks: a bad id would read or write outside
+an array and corrupt memory silently. Each kernel's wrappers call the same check here first, so
+a bad input raises the same ``ValueError`` (naming the array, the position, the value and the
+limit) on every backend. The checks are vectorised and cost a few array passes per call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _fail(name: str, arr: np.ndarray, bad: np.ndarray, limit: str):
+    i = int(np.flatnonzero(bad)[0])
+    raise ValueError(f"{name}[{i}] = {arr.reshape(-1)[i]} is out of range ({limit})")
+
+
+def same_length(n: int, **arrays) -> None:
+    """Every array is one-dimensional with ``n`` entries."""
+    for name, arr in arrays.items():
+        if np.ndim(arr) != 1 or len(arr) != n:
+            raise ValueError(f"{name} has shape {np.shape(arr)}; expected ({n},)")
+
+
+def ids_in(name: str, ids: np.ndarray, low: int | None, limit: int | None) -> None:
+    """Every id is in ``[low, limit)`` (None: no bound on that side)."""
+    ids = np.asarray(ids)
+    bad = np.zeros(ids.shape, dtype=bool)
+    if low is not None:
+        bad |= ids < low
+    if limit is not None:
+        bad |= ids >= limit
+    if bad.any():
+        bounds = [f">= {low}" if low is not None else "", f"< {limit}" if limit is not None else ""]
+        _fail(name, ids, bad, "must be " + " and ".join(b for b in bounds if b))
+
+
+def csr(ptr_name: str, ptr: np.ndarray, n: int, idx_name: str, idx: np.ndarray) -> None:
+    """``ptr`` (``n + 1`` offsets from 0, non-decreasing, ending at ``len(idx)``) splits ``idx``
+    into ``n`` lists."""
+    ptr = np.asarray(ptr)
+    same_length(n + 1, **{ptr_name: ptr})
+    if ptr[0] != 0 or ptr[-1] != len(idx):
+        raise ValueError(
+            f"{ptr_name} runs from {ptr[0]} to {ptr[-1]}; "
+            f"expected 0 to len({idx_name}) = {len(idx)}"
+        )
+    step = np.diff(ptr)
+    if (step < 0).any():
+        _fail(f"{ptr_name} step", step, step < 0, "offsets must not decrease")
+
+
+def earlier_deps(ptr: np.ndarray, idx: np.ndarray, n: int) -> None:
+    """CSR dependency lists of ``n`` items, each naming only earlier items."""
+    csr("dep_ptr", ptr, n, "dep_idx", idx)
+    owner = np.repeat(np.arange(n), np.diff(np.asarray(ptr)))
+    idx = np.asarray(idx)
+    bad = (idx < 0) | (idx >= owner)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"dep_idx[{i}] = {idx[i]} is out of range (a dependency of item {owner[i]} "
+            "must be an earlier item, >= 0)"
+        )
+
+
+def interval_union(starts: np.ndarray, ends: np.ndarray) -> None:
+    """Two int arrays of one length, sorted by start."""
+    same_length(len(starts), starts=starts, ends=ends)
+    down = np.diff(np.asarray(starts)) < 0
+    if down.any():
+        i = int(np.flatnonzero(down)[0]) + 1
+        raise ValueError(f"starts[{i}] = {starts[i]} is below starts[{i - 1}]: must be sorted")
+
+
+def lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources) -> None:
+    """Resource ids in ``[-1, n_resources)`` (-1: none), earlier dependencies, one length."""
+    n = len(resource)
+    same_length(n, resource=resource, duration=duration, latency=latency)
+    ids_in("resource", resource, -1, int(n_resources))
+    earlier_deps(dep_ptr, dep_idx, n)
+
+
+def lpu_link_schedule(
+    link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency
+) -> None:
+    """Link ids in range, positive finite link rates, earlier dependencies, one length."""
+    n, n_links = len(link), len(link_bytes_per_cycle)
+    same_length(n, link=link, n_bytes=n_bytes, cut_through=cut_through)
+    same_length(n_links, link_bytes_per_cycle=link_bytes_per_cycle, link_latency=link_latency)
+    ids_in("link", link, 0, n_links)
+    bpc = np.asarray(link_bytes_per_cycle, dtype=np.float64)
+    bad = ~(np.isfinite(bpc) & (bpc > 0))
+    if bad.any():
+        _fail("link_bytes_per_cycle", bpc, bad, "must be positive and finite")
+    earlier_deps(dep_ptr, dep_idx, n)
+
+
+def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path_ptr,
+             path_link, link_lat, n_pes) -> None:  # fmt: skip
+    """PE ids below ``n_pes`` (negative: a router forward), link ids in range, earlier
+    dependencies, well-formed path lists, one length per task array."""
+    n = len(task_pe)
+    same_length(n, task_pe=task_pe, task_setup=task_setup, task_stream=task_stream,
+                task_nwav=task_nwav)  # fmt: skip
+    if int(n_pes) < 0:
+        raise ValueError(f"n_pes = {n_pes} is out of range (must be >= 0)")
+    ids_in("task_pe", task_pe, None, int(n_pes))
+    earlier_deps(dep_ptr, dep_idx, n)
+    csr("path_ptr", path_ptr, n, "path_link", path_link)
+    ids_in("path_link", path_link, 0, len(link_lat))
+
+
+def asic_pipeline(occ, lat, res, n_users, record) -> None:
+    """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0; per-step ``record``."""
+    if np.ndim(occ) != 2:
+        raise ValueError(f"occ has shape {np.shape(occ)}; expected (steps, stages)")
+    n_steps, n_stages = np.shape(occ)
+    same_length(n_stages, lat=lat, res=res)
+    same_length(n_steps, record=record)
+    ids_in("res", res, 0, None)
+    if int(n_users) < 0:
+        raise ValueError(f"n_users = {n_users} is out of range (must be >= 0)")
+
+
+def gemv_packed(packed, bits, lut, bscale, block, rscale, x) -> None:
+    """A rows x bytes code array holding ``len(x)`` codes of ``bits`` (1..8) per row, a table
+    with every code, ``rscale`` per row and, when ``block``, ``bscale`` of rows x
+    ceil(cols / block)."""
+    if np.ndim(packed) != 2 or np.ndim(x) != 1:
+        raise ValueError(f"packed must be 2-D and x 1-D; got {np.shape(packed)} and {np.shape(x)}")
+    rows, cols, bits, block = np.shape(packed)[0], len(x), int(bits), int(block)
+    if not 1 <= bits <= 8:
+        raise ValueError(f"bits = {bits} is out of range (must be 1 to 8)")
+    if np.shape(packed)[1] * 8 < cols * bits:
+        raise ValueError("packed rows are shorter than cols * bits")
+    if np.ndim(lut) != 1 or len(lut) < 1 << bits:
+        raise ValueError("lut has fewer than 2**bits entries")
+    same_length(rows, rscale=rscale)
+    if block < 0:
+        raise ValueError(f"block = {block} is out of range (must be >= 0; 0: no block scales)")
+    if block and np.shape(bscale) != (rows, -(-cols // block)):
+        raise ValueError("bscale must be rows x ceil(cols / block)")
