@@ -637,7 +637,7 @@ def test_placement_path_is_a_directory(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "key", ["n_units", "layers", "capacity_bytes", "level_of", "system", "model", "kind"]
+    "key", ["units", "layers", "system", "model", "kind"]
 )
 def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
     doc = copy.deepcopy(placement_doc)
@@ -668,9 +668,9 @@ def test_placement_missing_layer_field(tmp_path, placement_doc, key):
 @pytest.mark.parametrize("n_units", [0, -1, "one", 1.5, None, True])
 def test_placement_bad_n_units(tmp_path, placement_doc, n_units):
     doc = copy.deepcopy(placement_doc)
-    doc["n_units"] = n_units
+    doc["units"] = n_units
     path, result = check_doc(tmp_path, doc)
-    assert_error(result, str(path), "n_units")
+    assert_error(result, str(path), "units")
 
 
 @pytest.mark.parametrize("units", [[1], [0, 7], [-1], ["0"]])
@@ -710,19 +710,19 @@ def test_placement_bad_bytes(tmp_path, placement_doc, field, value):
     assert_error(result, str(path), "layer 7", field)
 
 
-@pytest.mark.parametrize("value", [-1, "85e9", 8.5e10])
-def test_placement_bad_capacity(tmp_path, placement_doc, value):
+@pytest.mark.parametrize(
+    "key, value",
+    [("capacity_bytes", {"hbm": 10**16}), ("capacity_bytes", -1), ("capacity_bytes", [1]),
+     ("level_of", {"kv": "sram"}), ("level_of", "hbm"), ("reserved_bytes", None)],
+)  # fmt: skip
+def test_placement_capacities_in_the_file_are_not_read(tmp_path, placement_doc, key, value):
+    """Capacities, levels and the reserve come from the system (SPEC §7): the file's copies,
+    whatever they say, change nothing."""
     doc = copy.deepcopy(placement_doc)
-    doc["capacity_bytes"]["hbm"] = value
-    path, result = check_doc(tmp_path, doc)
-    assert_error(result, str(path), "hbm")
-
-
-def test_placement_level_of_unknown_level(tmp_path, placement_doc):
-    doc = copy.deepcopy(placement_doc)
-    doc["level_of"]["kv"] = "sram"
-    path, result = check_doc(tmp_path, doc)
-    assert_error(result, str(path), "level_of", "kv")
+    doc[key] = value
+    _path, result = check_doc(tmp_path, doc)
+    assert result.exit_code == 0, result.output
+    assert "85.05 GB" in result.output  # the h100's HBM
 
 
 @pytest.mark.parametrize(
@@ -731,9 +731,10 @@ def test_placement_level_of_unknown_level(tmp_path, placement_doc):
         ("layers", None),
         ("layers", 5),
         ("layers", [1, 2]),
-        ("capacity_bytes", [1]),
-        ("level_of", "hbm"),
         ("workload", "batch=1"),
+        ("sets", ["hbm_capacity_bytes=1"]),
+        ("etch", "yes"),
+        ("system_source", "h100"),
     ],
 )
 def test_placement_field_of_wrong_type(tmp_path, placement_doc, key, value):
@@ -785,27 +786,27 @@ def test_placement_need_bytes_disagree_with_model(tmp_path, placement_doc):
 
 
 def test_placement_capacity_exceeded_names_unit_and_bytes(tmp_path, placement_doc):
+    """Bytes over the h100's HBM are refused even when the file claims 10,000 TB."""
     doc = copy.deepcopy(placement_doc)
-    cap = 10_000_000_000
-    doc["capacity_bytes"]["hbm"] = cap
+    doc["capacity_bytes"]["hbm"] = 10**16
+    doc["layers"][layer_index(doc, 4)]["weight_bytes"][0] += 80 * 10**9
     _path, result = check_doc(tmp_path, doc)
-    assert_error(result, "unit 0", f"{cap:,}", "hbm")
+    assert_error(result, "unit 0", "85,045,477,376", "hbm", "GPU 0")
 
 
 def test_placement_capacity_exceeded_on_second_unit(tmp_path, placement_doc):
     """Two units, everything on unit 1: only unit 1 is over-full and the message says so."""
     doc = copy.deepcopy(placement_doc)
-    doc["n_units"] = 2
+    doc["units"] = 2
     for slot in doc["layers"]:
         slot["units"] = [1]
+    doc["layers"][layer_index(doc, 4)]["weight_bytes"][0] += 60 * 10**9
     reserved = doc["reserved_bytes"]["hbm"]
     used = reserved + sum(
         s["weight_bytes"][0] + s["kv_bytes"][0] + s["buffer_bytes"][0] for s in doc["layers"]
     )
-    cap = reserved + 1_000_000_000
-    doc["capacity_bytes"]["hbm"] = cap
     _path, result = check_doc(tmp_path, doc)
-    line = assert_error(result, "unit 1", f"{cap:,}", f"{used:,}")
+    line = assert_error(result, "unit 1", "85,045,477,376", f"{used:,}")
     assert "unit 0" not in line
 
 

@@ -61,8 +61,18 @@ def _split(total: int, parts: int, replicated: bool) -> list[int]:
     return [total] * parts if replicated else split_even(total, parts)
 
 
-def _capacity(spec: HardwareSpec) -> dict[str, int]:
-    return {"hbm": int(spec.params.hbm_capacity_bytes)}
+def capacity(system, graph=None) -> tuple[dict, dict, dict]:
+    """(capacity, level of each category, runtime reserve) of one GPU: all in ``hbm``, with the
+    runtime's reservation."""
+    return _capacity(system.spec)
+
+
+def _capacity(spec: HardwareSpec) -> tuple[dict, dict, dict]:
+    return (
+        {"hbm": int(spec.params.hbm_capacity_bytes)},
+        dict.fromkeys(("weights", "kv", "buffers"), "hbm"),
+        {"hbm": int(spec.params.runtime_reserved_bytes)},
+    )
 
 
 def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Placement:
@@ -74,14 +84,15 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
     slots = tuple(
         _slot(graph, k, [s * tp + r for r in range(tp)], s, mla) for k, s in zip(keys, stages)
     )
+    cap, level_of, reserved = _capacity(spec)
     return Placement(
         system=spec.name,
         kind="gpu",
         model=graph.model.name,
         n_units=tp * pp,
-        capacity_bytes=_capacity(spec),
-        level_of=dict.fromkeys(("weights", "kv", "buffers"), "hbm"),
-        reserved_bytes={"hbm": int(spec.params.runtime_reserved_bytes)},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=slots,
         layout={"tp": tp, "pp": pp, "stages": max(stages) + 1},
         workload=_workload_dict(graph),

@@ -62,6 +62,20 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> 
     return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
 
 
+def capacity(system, graph=None) -> tuple[dict, dict, dict]:
+    """(capacity, level of each category, runtime reserve) of one chip: all in ``sram``, no
+    reserve."""
+    return _capacity(system.spec)
+
+
+def _capacity(spec) -> tuple[dict, dict, dict]:
+    return (
+        {"sram": int(spec.params.sram_bytes)},
+        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
+        {"sram": 0},
+    )
+
+
 def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     """Layers over ``units // tp`` stages of ``tp`` chips (at most one stage per layer key; any
     chips left over stay idle)."""
@@ -73,14 +87,15 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     for k, s in zip(keys, stage_of):
         chips = list(range(s * tp, s * tp + tp))
         slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0])))
+    cap, level_of, reserved = _capacity(spec)
     return Placement(
         system=spec.name,
         kind="lpu",
         model=graph.model.name,
         n_units=units,
-        capacity_bytes={"sram": int(spec.params.sram_bytes)},
-        level_of=dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        reserved_bytes={"sram": 0},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=tuple(slots),
         layout={"tp": tp, "pp": max(stage_of) + 1, "idle_chips": units - (max(stage_of) + 1) * tp},
         workload=_workload_dict(graph),

@@ -8,7 +8,7 @@ and the byte tuples give each one's share, aligned with ``units``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +36,20 @@ class LayerSlot:
     region: dict = field(default_factory=dict)
 
 
+UNIT_NOUN = {"wafer": "wafer", "lpu": "chip", "asic": "die", "gpu": "GPU"}
+
+
 @dataclass(frozen=True)
 class Placement:
     """A model placed on ``n_units`` units of one system.
 
     ``capacity_bytes`` maps each memory level to the bytes one unit has there; ``level_of`` maps
     the categories weights/kv/buffers to a level; ``reserved_bytes`` is kept per unit per level by
-    the runtime. ``layout`` holds the strategy (e.g. ``{"tp": 8, "pp": 2}``) and ``reason`` why this
-    many units were chosen.
+    the runtime. All three come from the system (a placement file's copies are never trusted).
+    ``layout`` holds the strategy (e.g. ``{"tp": 8, "pp": 2}``) and ``reason`` why this many units
+    were chosen. ``basis`` is the ``(graph, system)`` the placement was made for or loaded
+    against (not serialised, not compared): with it :meth:`check` checks every level a layer can
+    overflow (per PE on a wafer, per MEM slice on an LPU) against the system's capacities.
     """
 
     system: str
@@ -57,13 +63,26 @@ class Placement:
     layout: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     reason: str = ""
+    basis: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def unit_noun(self) -> str:
+        """What one unit is on this kind: wafer, chip, die or GPU."""
+        return UNIT_NOUN.get(self.kind, "unit")
+
+    def layer_keys(self) -> list[int | str]:
+        """Every placed layer key, in order (decoder layers are ints; ``"embed"``, ``"head"``)."""
+        return [s.layer for s in self.layers]
 
     def slot(self, layer: int | str) -> LayerSlot:
-        """The slot of one layer key; a missing one raises :class:`PlacementError`."""
+        """The slot of one layer key; a missing one raises :class:`PlacementError` listing the
+        valid keys."""
         for s in self.layers:
             if s.layer == layer:
                 return s
-        raise PlacementError(f"layer {layer!r} is not placed")
+        raise PlacementError(
+            f"layer {layer!r} is not placed; layer keys are {keys_text(self.layer_keys())}"
+        )
 
     def units_of(self, layer: int | str) -> tuple[int, ...]:
         """The units holding ``layer``."""
@@ -102,26 +121,50 @@ class Placement:
                     out.append((unit, level, used, cap))
         return out
 
-    def check(self, graph=None) -> "Placement":
-        """Verify capacity on every unit and, with a graph, that every layer is placed once with
-        the resident bytes the graph needs. Raises :class:`PlacementError` naming the unit and
-        the bytes; returns ``self``."""
+    def with_capacity_of(self, system, graph=None) -> "Placement":
+        """A copy whose capacities, levels and runtime reservation are the system's."""
+        from .checks import capacity_of
+
+        got = capacity_of(system, graph)
+        if got is None:  # not derivable without the graph (etched ASIC dies): keep the placer's
+            return self
+        cap, level_of, reserved = got
+        return replace(self, capacity_bytes=cap, level_of=level_of, reserved_bytes=reserved)
+
+    def check(self, graph=None, system=None) -> "Placement":
+        """Verify capacity on every unit and level; with a graph, that every layer is placed once
+        with the resident bytes the graph needs; with a graph and a system (by default the
+        placement's ``basis``), every finer level a layer can overflow: each PE of a wafer
+        (largest tile + KV share + code and buffers) and overlapping PE rectangles, each MEM
+        slice range of an LPU chip. Capacities come from the system when one is known. Raises
+        :class:`PlacementError` naming the unit (PE, slice), the bytes and the limit; returns
+        ``self``."""
         _check_structure(self)
-        short = self.shortfalls()
-        if short:
-            unit, level, used, cap = max(short, key=lambda s: s[2] - s[3])
-            more = f" ({len(short) - 1} more unit(s) short)" if len(short) > 1 else ""
-            raise PlacementError(
-                f"{self.system} unit {unit} is short of {fmt_bytes(used - cap)} in {level}: needs "
-                f"{used:,} B ({fmt_bytes(used)}), has {cap:,} B ({fmt_bytes(cap)}){more}"
-            )
+        b_graph, b_system = self.basis or (None, None)
+        graph = graph if graph is not None else b_graph
+        system = system if system is not None else b_system
+        plc = self.with_capacity_of(system, graph) if system is not None else self
+        _check_structure(plc)
+        _check_units(plc)
         if graph is not None:
-            _check_coverage(self, graph)
+            _check_coverage(plc, graph)
+            if system is not None:
+                from .checks import check_levels
+
+                check_levels(plc, graph, system)
         return self
 
+    def to_dict(self) -> dict:
+        """This placement in the one placement file format (versioned; SPEC §7): what
+        ``place --json`` prints and :meth:`from_json` reads."""
+        from .files import record
+
+        return record(self)
+
     def to_json(self, path: str | Path | None = None) -> str:
-        """This placement as JSON text; with ``path``, also written there atomically."""
-        text = json.dumps(asdict(self), indent=1)
+        """This placement as JSON text (:meth:`to_dict`); with ``path``, also written there
+        atomically."""
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
         if path is not None:
             from ..io_util import write_atomic
 
@@ -129,21 +172,38 @@ class Placement:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "Placement":
-        """A placement from JSON text or a file; malformed input raises :class:`ConfigError`."""
+    def from_json(cls, text_or_path: str | Path, system=None, model=None) -> "Placement":
+        """A placement from JSON text or a file, in the format :meth:`to_json` writes (or the
+        unversioned format of pyaccel before it). The system is the one the file records
+        (preset name, or a TOML file whose content hash must match) with its ``--set``
+        overrides reapplied, unless ``system`` (a name, TOML path or :class:`System`) is given;
+        the model is the recorded one unless ``model`` (a name, folder or ``ModelConfig``).
+        Capacities come from that system, never from the file. Malformed input raises
+        :class:`ConfigError`."""
+        from .files import load
+
         where, text = "placement JSON", str(text_or_path)
         is_text = not isinstance(text_or_path, Path) and text.lstrip().startswith("{")
+        folder = None
         if not is_text or _is_file(text):
             where = text
             try:
                 text = Path(text).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__})") from None
+            folder = Path(where).parent
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        return _from_dict(data, where)
+        return load(data, where, folder, system, model)
+
+
+def keys_text(keys) -> str:
+    ints = [k for k in keys if isinstance(k, int)]
+    names = [repr(k) for k in keys if not isinstance(k, int)]
+    span = [f"{min(ints)}..{max(ints)}"] if ints else []
+    return ", ".join(names[:1] + span + names[1:]) if names or span else "(none)"
 
 
 def _is_file(text: str) -> bool:
@@ -153,42 +213,19 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def _from_dict(data: Any, where: str) -> Placement:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a JSON object")
-    try:
-        slots = tuple(
-            LayerSlot(
-                layer=s["layer"],
-                units=tuple(s["units"]),
-                weight_bytes=tuple(s["weight_bytes"]),
-                kv_bytes=tuple(s["kv_bytes"]),
-                buffer_bytes=tuple(s["buffer_bytes"]),
-                need_weight_bytes=s["need_weight_bytes"],
-                need_kv_bytes=s["need_kv_bytes"],
-                region=dict(s.get("region") or {}),
-            )
-            for s in data["layers"]
+def _check_units(plc: Placement) -> None:
+    """Every unit and memory level holds what is placed on it."""
+    short = plc.shortfalls()
+    if short:
+        unit, level, used, cap = max(short, key=lambda s: s[2] - s[3])
+        more = f" ({len(short) - 1} more unit(s) short)" if len(short) > 1 else ""
+        reserve = plc.reserved_bytes.get(level, 0)
+        incl = f", {fmt_bytes(reserve)} of it the runtime's reserve" if reserve else ""
+        raise PlacementError(
+            f"{plc.system} unit {unit} is short of {fmt_bytes(used - cap)} in {level} of "
+            f"{plc.unit_noun} {unit}: needs {used:,} B ({fmt_bytes(used)}{incl}), has {cap:,} B "
+            f"({fmt_bytes(cap)}){more}"
         )
-        plc = Placement(
-            system=data["system"],
-            kind=data["kind"],
-            model=data["model"],
-            n_units=data["n_units"],
-            capacity_bytes=dict(data["capacity_bytes"]),
-            level_of=dict(data["level_of"]),
-            reserved_bytes=dict(data.get("reserved_bytes", {})),
-            layers=slots,
-            layout=dict(data.get("layout") or {}),
-            workload=dict(data.get("workload") or {}),
-            reason=str(data.get("reason", "")),
-        )
-    except KeyError as exc:
-        raise ConfigError(f"{where}: missing field {exc}") from None
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise ConfigError(f"{where}: malformed field ({exc})") from None
-    _check_structure(plc, where)
-    return plc
 
 
 def _is_count(x: Any) -> bool:

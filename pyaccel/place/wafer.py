@@ -182,19 +182,30 @@ def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot
     )
 
 
-def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+def capacity(system, graph=None) -> tuple[dict, dict, dict]:
+    """(capacity, level of each category, runtime reserve) of one wafer: level ``sram`` is every
+    usable PE's SRAM; code and buffers are reserved on every usable PE."""
     p = system.spec.params
     wid, hgt = _usable(p)
     pes = wid * hgt
+    return (
+        {"sram": pes * int(p.pe_sram_bytes)},
+        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
+        {"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
+    )
+
+
+def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+    cap, level_of, reserved = capacity(system)
     w = graph.workload
     return Placement(
         system=system.spec.name,
         kind="wafer",
         model=graph.model.name,
         n_units=units,
-        capacity_bytes={"sram": pes * int(p.pe_sram_bytes)},
-        level_of=dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        reserved_bytes={"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=tuple(slots),
         layout=layout,
         workload=dict(
