@@ -390,8 +390,8 @@ def _print_place(plc) -> None:
     if plc.reason:
         out.print(plc.reason, markup=False, highlight=False)
     t = Table()
-    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used / capacity"):
-        t.add_column(col)
+    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used", "capacity"):
+        t.add_column(col, overflow="fold")  # narrow terminals wrap, never cut with "…"
     for row in plc.to_dict()["per_unit"]:
         layers = row["layers"]
         span = f"{layers[0]}..{layers[-1]} ({len(layers)})" if layers else "-"
@@ -403,7 +403,8 @@ def _print_place(plc) -> None:
             fmt_bytes(row["kv_bytes"]),
             fmt_bytes(row["buffer_bytes"]),
             fmt_bytes(row["reserved_bytes"]),
-            f"{fmt_bytes(used)} / {fmt_bytes(cap)} ({used / cap:.0%})",
+            f"{fmt_bytes(used)} ({used / cap:.0%})",
+            fmt_bytes(cap),
         )
     out.print(t)
 
