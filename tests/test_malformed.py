@@ -720,9 +720,10 @@ def test_placement_capacities_in_the_file_are_not_read(tmp_path, placement_doc, 
     whatever they say, change nothing."""
     doc = copy.deepcopy(placement_doc)
     doc[key] = value
-    _path, result = check_doc(tmp_path, doc)
+    path, _result = check_doc(tmp_path, doc)
+    result = invoke("place", "--check", path, "--json")
     assert result.exit_code == 0, result.output
-    assert "85.05 GB" in result.output  # the h100's HBM
+    assert json.loads(result.output)["capacity_bytes"] == {"hbm": 85_045_477_376}  # the h100's
 
 
 @pytest.mark.parametrize(

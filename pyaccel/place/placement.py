@@ -131,12 +131,14 @@ class Placement:
         cap, level_of, reserved = got
         return replace(self, capacity_bytes=cap, level_of=level_of, reserved_bytes=reserved)
 
-    def check(self, graph=None, system=None) -> "Placement":
+    def check(self, graph=None, system=None, *, exact: bool = True) -> "Placement":
         """Verify capacity on every unit and level; with a graph, that every layer is placed once
         with the resident bytes the graph needs; with a graph and a system (by default the
         placement's ``basis``), every finer level a layer can overflow: each PE of a wafer
         (largest tile + KV share + code and buffers) and overlapping PE rectangles, each MEM
-        slice range of an LPU chip. Capacities come from the system when one is known. Raises
+        slice range of an LPU chip. Capacities come from the system when one is known.
+        ``exact=False`` accepts a placement made for a larger workload than ``graph``'s (each
+        layer holds at least what the graph needs), as when emulating fewer users. Raises
         :class:`PlacementError` naming the unit (PE, slice), the bytes and the limit; returns
         ``self``."""
         _check_structure(self)
@@ -147,7 +149,7 @@ class Placement:
         _check_structure(plc)
         _check_units(plc)
         if graph is not None:
-            _check_coverage(plc, graph)
+            _check_coverage(plc, graph, exact)
             if system is not None:
                 from .checks import check_levels
 
@@ -262,8 +264,9 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                 )
 
 
-def _check_coverage(plc: Placement, graph) -> None:
-    """Every graph layer placed once, with at least the resident bytes the graph needs."""
+def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
+    """Every graph layer placed once, with at least the resident bytes the graph needs (and,
+    ``exact``, recording exactly the bytes the graph counts)."""
     keys = [s.layer for s in plc.layers]
     dup = sorted({str(k) for k in keys if keys.count(k) > 1})
     if dup:
@@ -277,7 +280,7 @@ def _check_coverage(plc: Placement, graph) -> None:
         )
     for s in plc.layers:
         need_w, need_kv = graph.resident_bytes(s.layer)
-        if (s.need_weight_bytes, s.need_kv_bytes) != (need_w, need_kv):
+        if exact and (s.need_weight_bytes, s.need_kv_bytes) != (need_w, need_kv):
             raise PlacementError(
                 f"layer {s.layer!r}: placement records {s.need_weight_bytes:,} B "
                 f"weights / {s.need_kv_bytes:,} B KV, the model needs "
