@@ -33,11 +33,32 @@ def check_levels(plc, graph, system) -> None:
     if plc.kind == "wafer":
         check_wafer(plc, graph, system)
     elif plc.kind == "lpu":
+        _check_stages(plc, required=False)
         check_lpu(plc, system)
+    elif plc.kind == "gpu":
+        _check_stages(plc, required=True)
     elif plc.kind == "asic":
         from .asic import check_etch
 
         check_etch(graph, system)
+        if not system.etch and plc.n_units != 1:
+            raise PlacementError(
+                f"{system.name} holds all of {graph.model.name} on one chip; a placement of "
+                f"{plc.n_units} units needs --etch (dies designed for the model)"
+            )
+
+
+def _check_stages(plc, required: bool) -> None:
+    """A slot's pipeline ``stage`` (which the engine orders by) is an integer in range."""
+    for s in plc.layers:
+        stage = s.region.get("stage")
+        if stage is None and not required:
+            continue
+        if isinstance(stage, bool) or not isinstance(stage, int) or not 0 <= stage < plc.n_units:
+            raise PlacementError(
+                f"layer {s.layer!r}: region 'stage' must be a pipeline stage 0..{plc.n_units - 1}, "
+                f"got {stage!r}"
+            )
 
 
 # ----------------------------------------------------------------------------- wafer

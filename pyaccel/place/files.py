@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .checks import capacity_of
-from .placement import LayerSlot, Placement, _check_structure, _is_count
+from .placement import MAX_UNITS, LayerSlot, Placement, _check_structure, _is_count
 
 FORMAT_VERSION = 2
 READS = (1, 2)
@@ -75,23 +75,22 @@ def _provenance(plc: Placement) -> tuple[dict, dict, bool]:
 def per_unit(plc: Placement) -> list[dict]:
     """One row per unit: layer keys, resident bytes by category, the runtime reserve, used
     (their sum) and capacity, all summed over memory levels."""
-    rows = []
     capacity = sum(plc.capacity_bytes.values())
     reserved = sum(plc.reserved_bytes.values())
-    for u in range(plc.n_units):
-        b = plc.unit_bytes(u)
-        rows.append(
-            {
-                "unit": u,
-                "layers": plc.layers_on(u),
-                "weight_bytes": b["weights"],
-                "kv_bytes": b["kv"],
-                "buffer_bytes": b["buffers"],
-                "reserved_bytes": reserved,
-                "used_bytes": sum(b.values()) + reserved,
-                "capacity_bytes": capacity,
-            }
-        )
+    rows = [
+        {"unit": u, "layers": [], "weight_bytes": 0, "kv_bytes": 0, "buffer_bytes": 0}
+        for u in range(plc.n_units)
+    ]
+    for s in plc.layers:  # one pass over the slots, not one per unit
+        for i, u in enumerate(s.units):
+            row = rows[u]
+            row["layers"].append(s.layer)
+            row["weight_bytes"] += s.weight_bytes[i]
+            row["kv_bytes"] += s.kv_bytes[i]
+            row["buffer_bytes"] += s.buffer_bytes[i]
+    for row in rows:
+        used = row["weight_bytes"] + row["kv_bytes"] + row["buffer_bytes"] + reserved
+        row.update(reserved_bytes=reserved, used_bytes=used, capacity_bytes=capacity)
     return rows
 
 
@@ -153,18 +152,24 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
         raise ConfigError(f"{where}: missing field {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(f"{where}: malformed field ({exc})") from None
-    if not _is_count(n_units) or n_units < 1:
-        raise ConfigError(f"{where}: {units_key} must be a positive integer, got {n_units!r}")
+    if not _is_count(n_units) or not 1 <= n_units <= MAX_UNITS:
+        raise ConfigError(
+            f"{where}: {units_key} must be an integer from 1 to {MAX_UNITS:,}, got {n_units!r}"
+        )
     for key, typ in (("workload", dict), ("layout", dict), ("sets", dict),
                      ("system_source", dict), ("etch", bool)):  # fmt: skip
         if key in data and not isinstance(data[key], typ):
             raise ConfigError(f"{where}: field '{key}' must be a JSON {_json_type(typ)}")
     if not all(isinstance(x, str) for x in (*names, kind)):
         raise ConfigError(f"{where}: fields 'system', 'model' and 'kind' must be strings")
-    sysm = _system(data, where, folder, system, n_units)
+    try:
+        sysm = _system(data, where, folder, system, n_units)
+        graph = _graph(data, model or names[1], sysm)
+    except ConfigError as exc:
+        text = str(exc)
+        raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
     if sysm.kind != kind:
         raise ConfigError(f"{where}: kind '{kind}', but system {sysm.name} is a {sysm.kind}")
-    graph = _graph(data, model or names[1], sysm)
     cap = capacity_of(sysm, graph)
     plc = Placement(
         system=sysm.name,
@@ -200,7 +205,7 @@ def _slots(layers) -> tuple[LayerSlot, ...]:
             buffer_bytes=tuple(s["buffer_bytes"]),
             need_weight_bytes=s["need_weight_bytes"],
             need_kv_bytes=s["need_kv_bytes"],
-            region=dict(s.get("region") or {}),
+            region=s.get("region") or {},
         )
         for s in layers
     )
@@ -251,6 +256,9 @@ def _graph(data: dict, model, sysm):
     from ..workload import Workload
 
     cfg = model if isinstance(model, ModelConfig) else load_model(model)
-    known = Workload.__dataclass_fields__
-    work = Workload(**{k: v for k, v in (data.get("workload") or {}).items() if k in known})
+    given, known = data.get("workload") or {}, Workload.__dataclass_fields__
+    unknown = sorted(k for k in given if k not in known)
+    if unknown:
+        raise ConfigError(f"workload field '{unknown[0]}' is not one of {', '.join(known)}")
+    work = Workload(**given)
     return build_graph(cfg, work, native_format=sysm.spec.native_format)

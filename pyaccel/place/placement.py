@@ -36,6 +36,8 @@ class LayerSlot:
     region: dict = field(default_factory=dict)
 
 
+# far above any placer's largest layout (4,096 GPUs, 256 wafers, 8 chips per layer key)
+MAX_UNITS = 65_536
 UNIT_NOUN = {"wafer": "wafer", "lpu": "chip", "asic": "die", "gpu": "GPU"}
 
 
@@ -113,9 +115,20 @@ class Placement:
 
     def shortfalls(self) -> list[tuple[int, str, int, int]]:
         """(unit, level, bytes needed, bytes available) for every over-full unit and level."""
+        use: dict[int, dict[str, int]] = {}  # one pass over the slots, not one per unit
+        for s in self.layers:
+            for i, u in enumerate(s.units):
+                lv = use.setdefault(u, dict(self.reserved_bytes))
+                for cat, n in zip(CATEGORIES, (s.weight_bytes[i], s.kv_bytes[i],
+                                               s.buffer_bytes[i])):  # fmt: skip
+                    level = self.level_of[cat]
+                    lv[level] = lv.get(level, 0) + n
+        idle = next((u for u in range(self.n_units) if u not in use), None)
+        if idle is not None:  # an idle unit holds the runtime's reserve alone
+            use[idle] = dict(self.reserved_bytes)
         out = []
-        for unit in range(self.n_units):
-            for level, used in self.level_use(unit).items():
+        for unit in sorted(use):
+            for level, used in use[unit].items():
                 cap = self.capacity_bytes.get(level, 0)
                 if used > cap:
                     out.append((unit, level, used, cap))
@@ -236,8 +249,10 @@ def _is_count(x: Any) -> bool:
 
 def _check_structure(plc: Placement, where: str = "placement") -> None:
     """Types and index ranges of a placement (hand-written JSON goes through this)."""
-    if not _is_count(plc.n_units) or plc.n_units < 1:
-        raise ConfigError(f"{where}: n_units must be a positive integer, got {plc.n_units!r}")
+    if not _is_count(plc.n_units) or not 1 <= plc.n_units <= MAX_UNITS:
+        raise ConfigError(
+            f"{where}: units must be an integer from 1 to {MAX_UNITS:,}, got {plc.n_units!r}"
+        )
     for cat in CATEGORIES:
         if plc.level_of.get(cat) not in plc.capacity_bytes:
             raise ConfigError(f"{where}: level_of['{cat}'] must name a level of capacity_bytes")
@@ -248,6 +263,13 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                     f"{where}: {name} for level '{level}' must be a non-negative integer, got {n!r}"
                 )
     for s in plc.layers:
+        if isinstance(s.layer, bool) or not isinstance(s.layer, (int, str)):
+            raise ConfigError(
+                f"{where}: layer key {s.layer!r} must be an integer (a decoder layer) or a "
+                "string ('embed', 'head')"
+            )
+        if not isinstance(s.region, dict):
+            raise ConfigError(f"{where}: layer {s.layer!r} field 'region' must be an object")
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")
         bad = [u for u in s.units if not _is_count(u) or u >= plc.n_units]
@@ -255,6 +277,8 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
             raise ConfigError(
                 f"{where}: layer {s.layer!r} names unit {bad[0]!r}; units are 0..{plc.n_units - 1}"
             )
+        if len(set(s.units)) != len(s.units):
+            raise ConfigError(f"{where}: layer {s.layer!r} names a unit twice: {list(s.units)}")
         for name in ("weight_bytes", "kv_bytes", "buffer_bytes"):
             vals = getattr(s, name)
             if len(vals) != len(s.units) or not all(_is_count(v) for v in vals):
