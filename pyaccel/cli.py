@@ -385,17 +385,22 @@ def place_cmd(
 
 
 def _print_place(plc) -> None:
-    """What each unit holds; the runtime's reserve is a column, so the columns add up to used."""
+    """What each unit holds; the runtime's reserve is a column, so the columns add up to used
+    (every unit of a system has the same capacity, given once)."""
     out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {json.dumps(plc.layout)}")
     if plc.reason:
         out.print(plc.reason, markup=False, highlight=False)
-    t = Table()
-    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used", "capacity"):
-        t.add_column(col, overflow="fold")  # narrow terminals wrap, never cut with "…"
-    for row in plc.to_dict()["per_unit"]:
+    rows = plc.to_dict()["per_unit"]
+    cap = rows[0]["capacity_bytes"]
+    t = Table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "
+                      f"{plc.unit_noun}")  # fmt: skip
+    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used"):
+        # wrap at spaces; a layer span folds; headers keep their width (never "…")
+        t.add_column(col, overflow="fold", min_width=None if col == "layers" else len(col))
+    for row in rows:
         layers = row["layers"]
         span = f"{layers[0]}..{layers[-1]} ({len(layers)})" if layers else "-"
-        used, cap = row["used_bytes"], row["capacity_bytes"]
+        used = row["used_bytes"]
         t.add_row(
             str(row["unit"]),
             span,
@@ -404,7 +409,6 @@ def _print_place(plc) -> None:
             fmt_bytes(row["buffer_bytes"]),
             fmt_bytes(row["reserved_bytes"]),
             f"{fmt_bytes(used)} ({used / cap:.0%})",
-            fmt_bytes(cap),
         )
     out.print(t)
 

@@ -400,3 +400,11 @@ def test_wafer_weight_hint_names_weights_for_a_dense_model():
                              "--weights", "fp32", "--set", "pe_sram_bytes=24576"))  # fmt: skip
     assert "--expert-weights" not in line
     assert "linear weights" in line and "--weights int4 would fit on --units" in line
+
+
+def test_gpu_units_error_describes_the_units_asked_for_when_nothing_fits():
+    line = error_line(invoke("place", "--system", "h100", "--model", "llama-3.1-8b",
+                             "--batch", 4096, "--context", 1_000_000, "--units", 2))  # fmt: skip
+    assert "on 2 h100" in line and "4096 h100" not in line
+    assert "no GPU count fits" in line and "KV cache" in line and "user(s) fit" in line
+    assert line.count("the KV cache of") == 1
