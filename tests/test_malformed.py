@@ -1153,3 +1153,96 @@ def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
     cfg[key] = value
     folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
     assert_ok_or_error(place_model(folder))
+
+
+# ---------------------------------------------------------------- placement files (issue 12 item 5)
+# A placement file names its system (preset or TOML hash), its --set overrides and etch; every
+# field a hand-edit can break is refused with the file, the field and the value or limit.
+
+
+@pytest.mark.parametrize(
+    "edit, needles",
+    [
+        ({"format_version": 3}, ["format_version", "3"]),
+        ({"format_version": "2"}, ["format_version"]),
+        ({"sets": {"nope": 1}}, ["nope", "no such parameter"]),
+        ({"sets": {"clock_hz": None}}, ["clock_hz", "number"]),
+        ({"sets": {"clock_hz": 0}}, ["clock_hz", "> 0"]),
+        ({"sets": ["clock_hz=1"]}, ["sets", "object"]),
+        ({"system_source": {"preset": "h900"}}, ["h900", "known presets"]),
+        ({"system_source": {"file": "/nonexistent/x.toml", "sha256": "0" * 64}}, ["x.toml"]),
+        ({"system_source": "h100"}, ["system_source", "object"]),
+        ({"etch": True}, ["--etch", "h100"]),
+        ({"etch": "yes"}, ["etch", "boolean"]),
+        ({"units": 10**12}, ["units", "65,536"]),
+        ({"kind": "tpu"}, ["tpu", "gpu"]),
+        ({"model": 5}, ["model", "string"]),
+    ],
+)
+def test_placement_file_provenance_fields(tmp_path, placement_doc, edit, needles):
+    doc = {**copy.deepcopy(placement_doc), **edit}
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), *needles)
+
+
+@pytest.mark.parametrize(
+    "field, value, needles",
+    [
+        ("layer", 2.0, ["layer key 2.0", "integer"]),
+        ("layer", [2], ["layer key [2]"]),
+        ("layer", None, ["layer key None"]),
+        ("region", [1, 2], ["region", "object"]),
+        ("region", "abc", ["region", "object"]),
+        ("region", {"stage": "x"}, ["stage", "'x'"]),
+        ("region", {"stage": 5}, ["stage", "0..0"]),
+    ],
+)
+def test_placement_file_layer_fields(tmp_path, placement_doc, field, value, needles):
+    doc = copy.deepcopy(placement_doc)
+    doc["layers"][layer_index(doc, 2)][field] = value
+    _path, result = check_doc(tmp_path, doc)
+    assert_error(result, *needles)
+
+
+def test_placement_file_unit_named_twice(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["units"] = 2
+    doc["layers"][layer_index(doc, 2)].update(units=[1, 1], weight_bytes=[1, 1], kv_bytes=[0, 0],
+                                              buffer_bytes=[0, 0])  # fmt: skip
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "layer 2", "twice")
+
+
+def test_placement_file_unknown_workload_field(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["workload"]["batchsize"] = 4
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "batchsize")
+
+
+def test_placement_file_changed_toml_system(tmp_path):
+    text = (resources.files("pyaccel.hw") / "presets" / "h100.toml").read_text(encoding="utf-8")
+    toml = tmp_path / "mine.toml"
+    toml.write_text(text, encoding="utf-8")
+    result = invoke("place", "--system", toml, "--model", MODEL, "--json")
+    assert result.exit_code == 0, result.output
+    toml.write_text(text + "\n# edited\n", encoding="utf-8")
+    path, result = check_doc(tmp_path, json.loads(result.output))
+    assert_error(result, str(path), str(toml), "changed", "sha256")
+
+
+@pytest.mark.parametrize(
+    "args, needles, absent",
+    [
+        (["--system", "groq-tsp", "--model", "deepseek-v3"], ["routed experts", "230,686,720 B"],
+         ["reduce the batch"]),
+        (["--system", "wse3", "--model", MODEL, "--batch", 256, "--context", 100000],
+         ["KV cache", "user(s) fit", "38,912 B"], ["--expert-weights"]),
+        (["--system", "groq-tsp", "--model", "llama-3.1-70b", "--units", 576],
+         ["576 groq-tsp chips", "'embed'", "no chip count fits"], ["656"]),
+    ],
+)  # fmt: skip
+def test_placement_error_hints_name_the_real_cause(args, needles, absent):
+    line = assert_error(invoke("place", *args), *needles)
+    for text in absent:
+        assert text not in line
