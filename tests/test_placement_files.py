@@ -294,7 +294,9 @@ def test_placer_layouts_pass_the_per_pe_check():
 
 def test_lpu_layer_squeezed_into_one_mem_slice_is_refused(written):
     doc = copy.deepcopy(written["groq-tsp"])
-    slot = next(s for s in doc["layers"] if s["region"]["mem_slices"][1] > s["region"]["mem_slices"][0])
+    slot = next(
+        s for s in doc["layers"] if s["region"]["mem_slices"][1] > s["region"]["mem_slices"][0]
+    )
     first = slot["region"]["mem_slices"][0]
     slot["region"]["mem_slices"] = [first, first]
     with pytest.raises(pa.PlacementError) as exc:

@@ -113,7 +113,9 @@ def smallest_format() -> str:
     return min(plain, key=lambda f: (f.tensor_bytes(4096, 4096), f.name)).name
 
 
-def shrink_hint(graph, parts: dict[str, int], fewest: Callable, can_fit: Callable | None = None) -> str:
+def shrink_hint(
+    graph, parts: dict[str, int], fewest: Callable, can_fit: Callable | None = None
+) -> str:
     """What could make the largest part smaller: for weights, the smallest format of its flag,
     tried (``fewest(graph)`` gives the fewest units that fit, or None) so that the hint says
     ``--units N`` where one exists, or that even that format does not fit; for the KV cache,
@@ -143,7 +145,10 @@ def shrink_hint(graph, parts: dict[str, int], fewest: Callable, can_fit: Callabl
     if field is None:
         return "embeddings, norms and routers stay 16-bit (SPEC §6): no format flag shrinks them"
     flag, now, small = "--" + field.replace("_", "-"), getattr(work, field), smallest_format()
-    size = lambda name: get_format(name).tensor_bytes(4096, 4096)  # noqa: E731
+
+    def size(name: str) -> int:
+        return get_format(name).tensor_bytes(4096, 4096)
+
     if size(small) >= size(now):
         return f"{flag} {now} is already the smallest format"
     trial = replace(work, **{field: small})

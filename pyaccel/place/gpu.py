@@ -183,7 +183,10 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
     """Why no GPU count fits: the layer that overfills a GPU even alone on a stage at the
     widest TP, or more GPUs than the placer tries; its bytes, their parts and the flag that
     could shrink them (tried)."""
-    fewest = lambda g: _fewest(g, spec)  # noqa: E731
+
+    def fewest(g):
+        return _fewest(g, spec)
+
     widest = tp_candidates(graph, spec)[0]
     failed = build(graph, spec, widest, len(graph.layer_keys))
     short = failed.shortfalls()
@@ -233,7 +236,11 @@ def place_units(graph, system, units: int) -> Placement:
     tp, pp = options[0]
     failed = build(graph, spec, tp, pp)
     plc = _fewest(graph, spec)
-    fit = f"--units {plc.n_units} would fit" if plc else f"no GPU count fits: {_no_fit_cause(graph, spec)}"
+    fit = (
+        f"--units {plc.n_units} would fit"
+        if plc
+        else f"no GPU count fits: {_no_fit_cause(graph, spec)}"
+    )
     kv = _kv_message(graph, spec, units) if plc else None  # else the cause says it
     try:
         failed.check()

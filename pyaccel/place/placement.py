@@ -134,7 +134,7 @@ class Placement:
                     out.append((unit, level, used, cap))
         return out
 
-    def with_capacity_of(self, system, graph=None) -> "Placement":
+    def with_capacity_of(self, system, graph=None) -> Placement:
         """A copy whose capacities, levels and runtime reservation are the system's."""
         from .checks import capacity_of
 
@@ -144,7 +144,7 @@ class Placement:
         cap, level_of, reserved = got
         return replace(self, capacity_bytes=cap, level_of=level_of, reserved_bytes=reserved)
 
-    def check(self, graph=None, system=None, *, exact: bool = True) -> "Placement":
+    def check(self, graph=None, system=None, *, exact: bool = True) -> Placement:
         """Verify capacity on every unit and level; with a graph, that every layer is placed once
         with the resident bytes the graph needs; with a graph and a system (by default the
         placement's ``basis``), every finer level a layer can overflow: each PE of a wafer
@@ -187,7 +187,7 @@ class Placement:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: str | Path, system=None, model=None) -> "Placement":
+    def from_json(cls, text_or_path: str | Path, system=None, model=None) -> Placement:
         """A placement from JSON text or a file, in the format :meth:`to_json` writes (or the
         unversioned format of pyaccel before it). The system is the one the file records
         (preset name, or a TOML file whose content hash must match) with its ``--set``
