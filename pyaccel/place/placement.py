@@ -158,6 +158,10 @@ class Placement:
         b_graph, b_system = self.basis or (None, None)
         graph = graph if graph is not None else b_graph
         system = system if system is not None else b_system
+        if system is not None and system.kind != self.kind:
+            raise PlacementError(
+                f"a {self.kind} placement cannot be checked against {system.name}, a {system.kind}"
+            )
         plc = self.with_capacity_of(system, graph) if system is not None else self
         _check_structure(plc)
         _check_units(plc)
