@@ -568,10 +568,19 @@ def place_cmd(
     check: Annotated[Optional[Path], typer.Option("--check", help="check a placement JSON")] = None,
     as_json: Json = False,
 ) -> None:
-    """Place a model on a system (or check a placement file) and show what each unit holds."""
+    """Place a model on a system and show what each unit holds; or check a placement file
+    (``place --json`` output) against its recorded system and overrides (--system/--model check
+    it against another)."""
     with _user_errors():
         if check is not None:
-            plc = _check_file(check, model)
+            if sets:
+                raise ConfigError(
+                    "place --check reapplies the --set overrides the file records; "
+                    "--set is not taken with --check"
+                )
+            from .place import Placement
+
+            plc = Placement.from_json(str(check), system=system, model=model).check()
         else:
             from .results import prepare
 
@@ -580,68 +589,36 @@ def place_cmd(
             work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
             plc = prepare(model, system, units, work, sets, etch)[3]
         if as_json:
-            _print_json(_place_record(plc))
+            _print_json(plc.to_dict())
         else:
             _print_place(plc)
 
 
-def _check_file(path: Path, model: str | None):
-    from .model.config import load_model
-    from .model.graph import build_graph
-    from .place import Placement
-
-    plc = Placement.from_json(str(path))
-    cfg = load_model(model or plc.model)
-    work = Workload(**{k: v for k, v in plc.workload.items() if k in Workload.__dataclass_fields__})
-    return plc.check(build_graph(cfg, work))
-
-
-def _place_record(plc) -> dict:
-    per_unit = []
-    for u in range(plc.n_units):
-        b = plc.unit_bytes(u)
-        per_unit.append(
-            {
-                "unit": u,
-                "layers": plc.layers_on(u),
-                "weight_bytes": b["weights"],
-                "kv_bytes": b["kv"],
-                "buffer_bytes": b["buffers"],
-                "reserved_bytes": sum(plc.reserved_bytes.values()),
-                "capacity_bytes": sum(plc.capacity_bytes.values()),
-            }
-        )
-    return {
-        "system": plc.system,
-        "model": plc.model,
-        "units": plc.n_units,
-        "layout": plc.layout,
-        "reason": plc.reason,
-        "per_unit": per_unit,
-        "layers": [
-            {"layer": s.layer, "units": list(s.units), "region": s.region} for s in plc.layers
-        ],
-    }
-
-
 def _print_place(plc) -> None:
+    """What each unit holds; the runtime's reserve is a column, so the columns add up to used
+    (every unit of a system has the same capacity, given once)."""
     out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {json.dumps(plc.layout)}")
     if plc.reason:
         out.print(plc.reason, markup=False, highlight=False)
-    t = Table()
-    for col in ("unit", "layers", "weights", "kv", "buffers", "used / capacity"):
-        t.add_column(col)
-    for row in _place_record(plc)["per_unit"]:
+    rows = plc.to_dict()["per_unit"]
+    cap = rows[0]["capacity_bytes"]
+    t = Table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "
+                      f"{plc.unit_noun}")  # fmt: skip
+    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used"):
+        # wrap at spaces; a layer span folds; headers keep their width (never "…")
+        t.add_column(col, overflow="fold", min_width=None if col == "layers" else len(col))
+    for row in rows:
         layers = row["layers"]
         span = f"{layers[0]}..{layers[-1]} ({len(layers)})" if layers else "-"
-        used = row["weight_bytes"] + row["kv_bytes"] + row["buffer_bytes"] + row["reserved_bytes"]
+        used = row["used_bytes"]
         t.add_row(
             str(row["unit"]),
             span,
             fmt_bytes(row["weight_bytes"]),
             fmt_bytes(row["kv_bytes"]),
             fmt_bytes(row["buffer_bytes"]),
-            f"{used / row['capacity_bytes']:.0%} of {fmt_bytes(row['capacity_bytes'])}",
+            fmt_bytes(row["reserved_bytes"]),
+            f"{fmt_bytes(used)} ({used / cap:.0%})",
         )
     out.print(t)
 

@@ -30,6 +30,14 @@ EVENT_FIELDS = (
 _TEXT_FIELDS = ("layer", "op", "kind", "resource")
 
 
+def _layer_key(layer: Any) -> int | str:
+    """A layer key as the placement and graph have it: an int for a decoder layer, a string
+    (``"embed"``, ``"head"``) otherwise."""
+    if isinstance(layer, str):
+        return layer
+    return int(layer)
+
+
 class EventLog:
     """Appends events during emulation; :meth:`columns` freezes them into arrays."""
 
@@ -54,7 +62,7 @@ class EventLog:
         self.rows.append(
             (
                 step,
-                str(layer),
+                _layer_key(layer),
                 op,
                 kind,
                 unit,
@@ -217,7 +225,7 @@ class Trace:
                     "dur": end * us - start * us,
                     "args": {
                         "step": int(ev["step"][i]),
-                        "layer": str(ev["layer"][i]),
+                        "layer": _layer_key(ev["layer"][i]),
                         "bytes": int(ev["bytes"][i]),
                         "flops": int(ev["flops"][i]),
                     },

@@ -637,7 +637,7 @@ def test_placement_path_is_a_directory(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "key", ["n_units", "layers", "capacity_bytes", "level_of", "system", "model", "kind"]
+    "key", ["units", "layers", "system", "model", "kind"]
 )
 def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
     doc = copy.deepcopy(placement_doc)
@@ -668,9 +668,9 @@ def test_placement_missing_layer_field(tmp_path, placement_doc, key):
 @pytest.mark.parametrize("n_units", [0, -1, "one", 1.5, None, True])
 def test_placement_bad_n_units(tmp_path, placement_doc, n_units):
     doc = copy.deepcopy(placement_doc)
-    doc["n_units"] = n_units
+    doc["units"] = n_units
     path, result = check_doc(tmp_path, doc)
-    assert_error(result, str(path), "n_units")
+    assert_error(result, str(path), "units")
 
 
 @pytest.mark.parametrize("units", [[1], [0, 7], [-1], ["0"]])
@@ -710,19 +710,20 @@ def test_placement_bad_bytes(tmp_path, placement_doc, field, value):
     assert_error(result, str(path), "layer 7", field)
 
 
-@pytest.mark.parametrize("value", [-1, "85e9", 8.5e10])
-def test_placement_bad_capacity(tmp_path, placement_doc, value):
+@pytest.mark.parametrize(
+    "key, value",
+    [("capacity_bytes", {"hbm": 10**16}), ("capacity_bytes", -1), ("capacity_bytes", [1]),
+     ("level_of", {"kv": "sram"}), ("level_of", "hbm"), ("reserved_bytes", None)],
+)  # fmt: skip
+def test_placement_capacities_in_the_file_are_not_read(tmp_path, placement_doc, key, value):
+    """Capacities, levels and the reserve come from the system (SPEC §7): the file's copies,
+    whatever they say, change nothing."""
     doc = copy.deepcopy(placement_doc)
-    doc["capacity_bytes"]["hbm"] = value
-    path, result = check_doc(tmp_path, doc)
-    assert_error(result, str(path), "hbm")
-
-
-def test_placement_level_of_unknown_level(tmp_path, placement_doc):
-    doc = copy.deepcopy(placement_doc)
-    doc["level_of"]["kv"] = "sram"
-    path, result = check_doc(tmp_path, doc)
-    assert_error(result, str(path), "level_of", "kv")
+    doc[key] = value
+    path, _result = check_doc(tmp_path, doc)
+    result = invoke("place", "--check", path, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["capacity_bytes"] == {"hbm": 85_045_477_376}  # the h100's
 
 
 @pytest.mark.parametrize(
@@ -731,9 +732,10 @@ def test_placement_level_of_unknown_level(tmp_path, placement_doc):
         ("layers", None),
         ("layers", 5),
         ("layers", [1, 2]),
-        ("capacity_bytes", [1]),
-        ("level_of", "hbm"),
         ("workload", "batch=1"),
+        ("sets", ["hbm_capacity_bytes=1"]),
+        ("etch", "yes"),
+        ("system_source", "h100"),
     ],
 )
 def test_placement_field_of_wrong_type(tmp_path, placement_doc, key, value):
@@ -785,27 +787,27 @@ def test_placement_need_bytes_disagree_with_model(tmp_path, placement_doc):
 
 
 def test_placement_capacity_exceeded_names_unit_and_bytes(tmp_path, placement_doc):
+    """Bytes over the h100's HBM are refused even when the file claims 10,000 TB."""
     doc = copy.deepcopy(placement_doc)
-    cap = 10_000_000_000
-    doc["capacity_bytes"]["hbm"] = cap
+    doc["capacity_bytes"]["hbm"] = 10**16
+    doc["layers"][layer_index(doc, 4)]["weight_bytes"][0] += 80 * 10**9
     _path, result = check_doc(tmp_path, doc)
-    assert_error(result, "unit 0", f"{cap:,}", "hbm")
+    assert_error(result, "unit 0", "85,045,477,376", "hbm", "GPU 0")
 
 
 def test_placement_capacity_exceeded_on_second_unit(tmp_path, placement_doc):
     """Two units, everything on unit 1: only unit 1 is over-full and the message says so."""
     doc = copy.deepcopy(placement_doc)
-    doc["n_units"] = 2
+    doc["units"] = 2
     for slot in doc["layers"]:
         slot["units"] = [1]
+    doc["layers"][layer_index(doc, 4)]["weight_bytes"][0] += 60 * 10**9
     reserved = doc["reserved_bytes"]["hbm"]
     used = reserved + sum(
         s["weight_bytes"][0] + s["kv_bytes"][0] + s["buffer_bytes"][0] for s in doc["layers"]
     )
-    cap = reserved + 1_000_000_000
-    doc["capacity_bytes"]["hbm"] = cap
     _path, result = check_doc(tmp_path, doc)
-    line = assert_error(result, "unit 1", f"{cap:,}", f"{used:,}")
+    line = assert_error(result, "unit 1", "85,045,477,376", f"{used:,}")
     assert "unit 0" not in line
 
 
@@ -1207,3 +1209,95 @@ def test_fuzz_quantization_config(tmp_path_factory, key, value, method):
     folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
     assert_ok_or_error(invoke("run", "--system", SYSTEM, "--model", folder, "--units", 1,
                               "--tokens", 1, "--json"))  # fmt: skip
+
+# ---------------------------------------------------------------- placement files (issue 12 item 5)
+# A placement file names its system (preset or TOML hash), its --set overrides and etch; every
+# field a hand-edit can break is refused with the file, the field and the value or limit.
+
+
+@pytest.mark.parametrize(
+    "edit, needles",
+    [
+        ({"format_version": 3}, ["format_version", "3"]),
+        ({"format_version": "2"}, ["format_version"]),
+        ({"sets": {"nope": 1}}, ["nope", "no such parameter"]),
+        ({"sets": {"clock_hz": None}}, ["clock_hz", "number"]),
+        ({"sets": {"clock_hz": 0}}, ["clock_hz", "> 0"]),
+        ({"sets": ["clock_hz=1"]}, ["sets", "object"]),
+        ({"system_source": {"preset": "h900"}}, ["h900", "known presets"]),
+        ({"system_source": {"file": "/nonexistent/x.toml", "sha256": "0" * 64}}, ["x.toml"]),
+        ({"system_source": "h100"}, ["system_source", "object"]),
+        ({"etch": True}, ["--etch", "h100"]),
+        ({"etch": "yes"}, ["etch", "boolean"]),
+        ({"units": 10**12}, ["units", "65,536"]),
+        ({"kind": "tpu"}, ["tpu", "gpu"]),
+        ({"model": 5}, ["model", "string"]),
+    ],
+)
+def test_placement_file_provenance_fields(tmp_path, placement_doc, edit, needles):
+    doc = {**copy.deepcopy(placement_doc), **edit}
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), *needles)
+
+
+@pytest.mark.parametrize(
+    "field, value, needles",
+    [
+        ("layer", 2.0, ["layer key 2.0", "integer"]),
+        ("layer", [2], ["layer key [2]"]),
+        ("layer", None, ["layer key None"]),
+        ("region", [1, 2], ["region", "object"]),
+        ("region", "abc", ["region", "object"]),
+        ("region", {"stage": "x"}, ["stage", "'x'"]),
+        ("region", {"stage": 5}, ["stage", "0..0"]),
+    ],
+)
+def test_placement_file_layer_fields(tmp_path, placement_doc, field, value, needles):
+    doc = copy.deepcopy(placement_doc)
+    doc["layers"][layer_index(doc, 2)][field] = value
+    _path, result = check_doc(tmp_path, doc)
+    assert_error(result, *needles)
+
+
+def test_placement_file_unit_named_twice(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["units"] = 2
+    doc["layers"][layer_index(doc, 2)].update(units=[1, 1], weight_bytes=[1, 1], kv_bytes=[0, 0],
+                                              buffer_bytes=[0, 0])  # fmt: skip
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "layer 2", "twice")
+
+
+def test_placement_file_unknown_workload_field(tmp_path, placement_doc):
+    doc = copy.deepcopy(placement_doc)
+    doc["workload"]["batchsize"] = 4
+    path, result = check_doc(tmp_path, doc)
+    assert_error(result, str(path), "batchsize")
+
+
+def test_placement_file_changed_toml_system(tmp_path):
+    text = (resources.files("pyaccel.hw") / "presets" / "h100.toml").read_text(encoding="utf-8")
+    toml = tmp_path / "mine.toml"
+    toml.write_text(text, encoding="utf-8")
+    result = invoke("place", "--system", toml, "--model", MODEL, "--json")
+    assert result.exit_code == 0, result.output
+    toml.write_text(text + "\n# edited\n", encoding="utf-8")
+    path, result = check_doc(tmp_path, json.loads(result.output))
+    assert_error(result, str(path), str(toml), "changed", "sha256")
+
+
+@pytest.mark.parametrize(
+    "args, needles, absent",
+    [
+        (["--system", "groq-tsp", "--model", "deepseek-v3"], ["routed experts", "230,686,720 B"],
+         ["reduce the batch"]),
+        (["--system", "wse3", "--model", MODEL, "--batch", 256, "--context", 100000],
+         ["KV cache", "user(s) fit", "38,912 B"], ["--expert-weights"]),
+        (["--system", "groq-tsp", "--model", "llama-3.1-70b", "--units", 576],
+         ["576 groq-tsp chips", "'embed'", "no chip count fits"], ["656"]),
+    ],
+)  # fmt: skip
+def test_placement_error_hints_name_the_real_cause(args, needles, absent):
+    line = assert_error(invoke("place", *args), *needles)
+    for text in absent:
+        assert text not in line

@@ -110,8 +110,10 @@ def test_hand_edited_overfull_placement_fails_with_numbers(tmp_path):
 
     _, plc, _ = _place("llama-3.1-8b", "h100", 1)
     data = json.loads(plc.to_json())
-    data["capacity_bytes"]["hbm"] = 10 * 10**9
-    with pytest.raises(pa.PlacementError, match=r"unit 0 is short of .* in hbm: needs"):
+    data["capacity_bytes"]["hbm"] = 10**16  # a file's capacity is not trusted
+    slot = next(s for s in data["layers"] if s["layer"] == 3)
+    slot["weight_bytes"][0] += 80 * 10**9
+    with pytest.raises(pa.PlacementError, match=r"unit 0 is short of .* in hbm of GPU 0: needs"):
         pa.Placement.from_json(json.dumps(data)).check()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import EngineNotBuiltError
 from ..hw.spec import System
 from .placement import LayerSlot, Placement
@@ -24,7 +26,9 @@ def place(model, system: System, workload, graph=None) -> Placement:
         plc = placer.place_auto(graph, system)
     else:
         plc = placer.place_units(graph, system, int(system.units))
-    plc.check(graph)
+    # the basis lets check() (here and in users' tests) test every level against the system
+    plc = replace(plc, basis=(graph, replace(system, units=plc.n_units)))
+    plc.check()
     return plc
 
 

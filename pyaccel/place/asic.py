@@ -173,14 +173,26 @@ def _split(total: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
+def capacity(system, graph=None) -> tuple[dict, dict, dict] | None:
+    """(capacity, level of each category, runtime reserve) of one die: weights in ``rom``, KV
+    cache and buffers in ``kv_sram`` with the LoRA reserve. An etched design's ROM depends on
+    the model (``graph``): None without it."""
+    p = system.spec.params
+    if system.etch and graph is None:
+        return None
+    rom = rom_capacity_bytes(graph, p) if system.etch else design.etched_budget(p).rom_bits // 8
+    return (
+        {"rom": int(rom), "kv_sram": int(design.kv_sram_bytes(p))},
+        dict(LEVELS),
+        {"kv_sram": int(p.lora_sram_bytes)},
+    )
+
+
 def build(graph, system, assign, reason: str = "") -> Placement:
     """The placement of ``graph`` with layer key ``i`` on dies ``assign[i]``."""
     p = system.spec.params
     rows = int(p.rom_rows_per_bitline)
-    if system.etch:
-        rom_cap = rom_capacity_bytes(graph, p)
-    else:
-        rom_cap = design.etched_budget(p).rom_bits // 8
+    cap, level_of, reserved = capacity(system, graph)
     banks_per_die = design.kv_banks(p)
     attn_on = {
         d: sum(isinstance(k, int) for k in ks) for d, ks in _die_layers(graph, assign).items()
@@ -200,9 +212,9 @@ def build(graph, system, assign, reason: str = "") -> Placement:
         kind="asic",
         model=graph.model.name,
         n_units=count,
-        capacity_bytes={"rom": int(rom_cap), "kv_sram": int(design.kv_sram_bytes(p))},
-        level_of=dict(LEVELS),
-        reserved_bytes={"kv_sram": int(p.lora_sram_bytes)},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=tuple(slots),
         layout={
             "dies": count,

@@ -76,3 +76,85 @@ def kv_capacity_message(fits: Callable[[int, int], bool], batch: int, max_len: i
         f"{max_len} tokens per user {users} user(s) fit; at batch {batch} each user fits "
         f"{tokens} tokens (context + generated)"
     )
+
+
+def resident_parts(graph, layer) -> dict[str, int]:
+    """A layer's resident bytes by what a flag can shrink: routed experts (--expert-weights),
+    other linear weights (--weights), 16-bit tables, norms and routers (no flag: SPEC §6), and
+    the KV cache (--batch, --context, --kv)."""
+    parts = dict.fromkeys(("routed experts", "linear weights", "16-bit tables and norms",
+                           "KV cache"), 0)  # fmt: skip
+    for op in graph.ops_of(layer):
+        if op.kind.startswith("experts_"):
+            parts["routed experts"] += op.resident_weight_bytes
+        elif op.op_class == "matmul":
+            parts["linear weights"] += op.resident_weight_bytes
+        else:
+            parts["16-bit tables and norms"] += op.resident_weight_bytes
+        parts["KV cache"] += op.resident_kv_bytes
+    return parts
+
+
+def parts_text(parts: dict[str, int]) -> str:
+    """``routed experts 11.27 GB + KV cache 80.95 MB`` (parts that are not zero, largest
+    first)."""
+    from ..units import fmt_bytes
+
+    items = sorted(((n, k) for k, n in parts.items() if n), reverse=True)
+    return " + ".join(f"{k} {fmt_bytes(n)}" for n, k in items) or "nothing"
+
+
+def smallest_format() -> str:
+    """The weight format with the fewest bytes per element, scales included (mixed per-role
+    formats left out)."""
+    from ..numerics.formats import FORMATS
+
+    plain = [f for f in FORMATS.values() if not f.role_bits]
+    return min(plain, key=lambda f: (f.tensor_bytes(4096, 4096), f.name)).name
+
+
+def shrink_hint(
+    graph, parts: dict[str, int], fewest: Callable, can_fit: Callable | None = None
+) -> str:
+    """What could make the largest part smaller: for weights, the smallest format of its flag,
+    tried (``fewest(graph)`` gives the fewest units that fit, or None) so that the hint says
+    ``--units N`` where one exists, or that even that format does not fit; for the KV cache,
+    how many users (at this length) or tokens per user (at this batch) fit, by ``can_fit(graph)``
+    (default: ``fewest`` finds a placement)."""
+    from dataclasses import replace
+
+    from ..model.graph import build_graph
+    from ..numerics.formats import get_format
+
+    work = graph.workload
+    biggest = max(parts, key=parts.get)
+    if biggest == "KV cache":
+
+        def fits(batch: int, max_len: int) -> bool:
+            context = max(0, max_len - work.tokens)
+            trial = replace(work, batch=batch, context=context, tokens=max_len - context)
+            trial_graph = build_graph(graph.model, trial)
+            return can_fit(trial_graph) if can_fit else fewest(trial_graph) is not None
+
+        told = kv_capacity_message(fits, work.batch, work.max_len)
+        return told or (
+            f"a smaller --batch ({work.batch}) or --context ({work.context}), or a smaller "
+            f"--kv format than {work.kv}, may fit"
+        )
+    field = {"routed experts": "expert_weights", "linear weights": "weights"}.get(biggest)
+    if field is None:
+        return "embeddings, norms and routers stay 16-bit (SPEC §6): no format flag shrinks them"
+    flag, now, small = "--" + field.replace("_", "-"), getattr(work, field), smallest_format()
+
+    def size(name: str) -> int:
+        return get_format(name).tensor_bytes(4096, 4096)
+
+    if size(small) >= size(now):
+        return f"{flag} {now} is already the smallest format"
+    trial = replace(work, **{field: small})
+    if field == "weights" and work.expert_weights == work.weights:
+        trial = replace(trial, expert_weights=small)
+    plc = fewest(build_graph(graph.model, trial, graph.context))
+    if plc is None:
+        return f"even {flag} {small} (the smallest format) does not fit"
+    return f"{flag} {small} would fit on --units {plc.n_units}"

@@ -10,7 +10,14 @@ from __future__ import annotations
 from ..errors import CapacityError, PlacementError
 from ..hw.spec import HardwareSpec
 from ..units import fmt_bytes
-from .common import contiguous_partition, kv_capacity_message, split_even
+from .common import (
+    contiguous_partition,
+    kv_capacity_message,
+    parts_text,
+    resident_parts,
+    shrink_hint,
+    split_even,
+)
 from .placement import LayerSlot, Placement
 
 MAX_UNITS = 4096
@@ -61,8 +68,18 @@ def _split(total: int, parts: int, replicated: bool) -> list[int]:
     return [total] * parts if replicated else split_even(total, parts)
 
 
-def _capacity(spec: HardwareSpec) -> dict[str, int]:
-    return {"hbm": int(spec.params.hbm_capacity_bytes)}
+def capacity(system, graph=None) -> tuple[dict, dict, dict]:
+    """(capacity, level of each category, runtime reserve) of one GPU: all in ``hbm``, with the
+    runtime's reservation."""
+    return _capacity(system.spec)
+
+
+def _capacity(spec: HardwareSpec) -> tuple[dict, dict, dict]:
+    return (
+        {"hbm": int(spec.params.hbm_capacity_bytes)},
+        dict.fromkeys(("weights", "kv", "buffers"), "hbm"),
+        {"hbm": int(spec.params.runtime_reserved_bytes)},
+    )
 
 
 def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Placement:
@@ -74,14 +91,15 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
     slots = tuple(
         _slot(graph, k, [s * tp + r for r in range(tp)], s, mla) for k, s in zip(keys, stages)
     )
+    cap, level_of, reserved = _capacity(spec)
     return Placement(
         system=spec.name,
         kind="gpu",
         model=graph.model.name,
         n_units=tp * pp,
-        capacity_bytes=_capacity(spec),
-        level_of=dict.fromkeys(("weights", "kv", "buffers"), "hbm"),
-        reserved_bytes={"hbm": int(spec.params.runtime_reserved_bytes)},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=slots,
         layout={"tp": tp, "pp": pp, "stages": max(stages) + 1},
         workload=_workload_dict(graph),
@@ -138,7 +156,61 @@ def place_auto(graph, system) -> Placement:
                 f"take room on every rank: TP {t} x PP {p} = {units} is the fewest that fits"
             )
             return Placement(**{**plc.__dict__, "reason": why})
-    raise PlacementError(f"{graph.model.name} does not fit on {MAX_UNITS} {spec.name} GPUs")
+    raise PlacementError(
+        f"{graph.model.name} does not fit on any {spec.name} layout: {_no_fit_cause(graph, spec)}"
+    )
+
+
+def _layers_fit_alone(graph, spec: HardwareSpec) -> bool:
+    """Whether one layer per pipeline stage at the widest TP fits (else no layout does)."""
+    widest = tp_candidates(graph, spec)[0]
+    return _fits(build(graph, spec, widest, len(graph.layer_keys)))
+
+
+def _fewest(graph, spec: HardwareSpec) -> Placement | None:
+    """The layout on the fewest GPUs that fits, or None."""
+    if not _layers_fit_alone(graph, spec):
+        return None
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    for units in range(max(1, -(-need // max(1, _usable(spec)))), MAX_UNITS + 1):
+        plc = best_for(graph, spec, units)
+        if plc is not None:
+            return plc
+    return None
+
+
+def _no_fit_cause(graph, spec: HardwareSpec) -> str:
+    """Why no GPU count fits: the layer that overfills a GPU even alone on a stage at the
+    widest TP, or more GPUs than the placer tries; its bytes, their parts and the flag that
+    could shrink them (tried)."""
+
+    def fewest(g):
+        return _fewest(g, spec)
+
+    widest = tp_candidates(graph, spec)[0]
+    failed = build(graph, spec, widest, len(graph.layer_keys))
+    short = failed.shortfalls()
+    if not short:
+        need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+        parts = {}
+        for k in graph.layer_keys:
+            for name, n in resident_parts(graph, k).items():
+                parts[name] = parts.get(name, 0) + n
+        return (
+            f"it needs {need:,} B ({fmt_bytes(need)}) resident, more than {MAX_UNITS} GPUs "
+            f"hold at {fmt_bytes(_usable(spec))} each after the runtime's reservation "
+            f"({parts_text(parts)}); {shrink_hint(graph, parts, fewest)}"
+        )
+    unit, level, used, have = max(short, key=lambda x: x[2] - x[3])
+    key = failed.layers_on(unit)[0]
+    parts = resident_parts(graph, key)
+    return (
+        f"layer {key!r} alone needs {used:,} B ({fmt_bytes(used)}, runtime reserve included) "
+        f"of {level} on GPU {unit} at TP {widest} (the widest: it divides "
+        f"{_heads_text(graph)} and fits one node), more than its {have:,} B "
+        f"({fmt_bytes(have)}); the layer holds {parts_text(parts)}, and a layer is not split "
+        f"across pipeline stages, so no --units fits; {shrink_hint(graph, parts, fewest)}"
+    )
 
 
 def _heads_text(graph) -> str:
@@ -163,13 +235,18 @@ def place_units(graph, system, units: int) -> Placement:
         return Placement(**{**plc.__dict__, "reason": f"--units {units}: TP {t} x PP {p}"})
     tp, pp = options[0]
     failed = build(graph, spec, tp, pp)
-    fit = place_auto(graph, system).n_units
-    kv = _kv_message(graph, spec, units)
+    plc = _fewest(graph, spec)
+    fit = (
+        f"--units {plc.n_units} would fit"
+        if plc
+        else f"no GPU count fits: {_no_fit_cause(graph, spec)}"
+    )
+    kv = _kv_message(graph, spec, units) if plc else None  # else the cause says it
     try:
         failed.check()
     except PlacementError as exc:
         text = (f"{graph.model.name} does not fit on {units} {spec.name} (TP {tp} x PP {pp}): "
-                f"{exc}; --units {fit} would fit")  # fmt: skip
+                f"{exc}; {fit}")  # fmt: skip
         if kv:
             raise CapacityError(f"{text}; {kv}") from None
         raise PlacementError(text) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import CapacityError, PlacementError
 from ..model.graph import ACT_BYTES
 from ..units import fmt_bytes
-from .common import contiguous_partition, split_even
+from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
 from .placement import LayerSlot, Placement
 
 
@@ -62,6 +62,20 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> 
     return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
 
 
+def capacity(system, graph=None) -> tuple[dict, dict, dict]:
+    """(capacity, level of each category, runtime reserve) of one chip: all in ``sram``, no
+    reserve."""
+    return _capacity(system.spec)
+
+
+def _capacity(spec) -> tuple[dict, dict, dict]:
+    return (
+        {"sram": int(spec.params.sram_bytes)},
+        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
+        {"sram": 0},
+    )
+
+
 def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     """Layers over ``units // tp`` stages of ``tp`` chips (at most one stage per layer key; any
     chips left over stay idle)."""
@@ -73,14 +87,15 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     for k, s in zip(keys, stage_of):
         chips = list(range(s * tp, s * tp + tp))
         slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0])))
+    cap, level_of, reserved = _capacity(spec)
     return Placement(
         system=spec.name,
         kind="lpu",
         model=graph.model.name,
         n_units=units,
-        capacity_bytes={"sram": int(spec.params.sram_bytes)},
-        level_of=dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        reserved_bytes={"sram": 0},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=tuple(slots),
         layout={"tp": tp, "pp": max(stage_of) + 1, "idle_chips": units - (max(stage_of) + 1) * tp},
         workload=_workload_dict(graph),
@@ -109,41 +124,60 @@ def _need(graph) -> int:
     return graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
 
 
+def fewest(graph, spec) -> Placement | None:
+    """The placement on the fewest chips that hold weights, KV cache and buffers, or None."""
+    floor = max(1, -(-_need(graph) // int(spec.params.sram_bytes)))
+    # only whole stages of tp chips matter, and no layout has more stages than layer keys
+    sizes = sorted({t * g for t in tp_candidates(spec) for g in range(1, len(graph.layer_keys) + 1)
+                    if t * g >= floor})  # fmt: skip
+    for units in sizes:
+        plc = best_for(graph, spec, units)
+        if plc is not None:
+            return plc
+    return None
+
+
 def place_auto(graph, system) -> Placement:
     """The fewest chips that hold weights, KV cache and buffers."""
     spec = system.spec
     cap = int(spec.params.sram_bytes)
     floor = max(1, -(-_need(graph) // cap))
-    # only whole stages of tp chips matter, and no layout has more stages than layer keys
-    widest = tp_candidates(spec)[0]
-    most = widest * len(graph.layer_keys)
-    sizes = sorted({t * g for t in tp_candidates(spec) for g in range(1, len(graph.layer_keys) + 1)
-                    if t * g >= floor})  # fmt: skip
-    for units in sizes:
-        plc = best_for(graph, spec, units)
-        if plc is None:
-            continue
-        t, pp = plc.layout["tp"], plc.layout["pp"]
-        why = (
-            f"{graph.model.name} needs {fmt_bytes(_need(graph))} resident (weights "
-            f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
-            f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} chip holds "
-            f"{fmt_bytes(cap)} of SRAM, so at least {floor}. Each pipeline stage is a "
-            f"tensor-parallel group of {t} chip(s) inside one node and holds whole layers "
-            f"(plus activation buffers and norms copied to every chip): {pp} stage(s) x {t} = "
-            f"{pp * t} chips is the fewest that fits"
-            + (f" ({units - pp * t} idle)" if units > pp * t else "")
+    plc = fewest(graph, spec)
+    if plc is None:
+        raise CapacityError(
+            f"{graph.model.name} does not fit on any {spec.name} layout: "
+            f"{no_fit_cause(graph, spec)}"
         )
-        return Placement(**{**plc.__dict__, "reason": why})
-    failed = build(graph, spec, widest, most)
+    units, t, pp = plc.n_units, plc.layout["tp"], plc.layout["pp"]
+    why = (
+        f"{graph.model.name} needs {fmt_bytes(_need(graph))} resident (weights "
+        f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
+        f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} chip holds "
+        f"{fmt_bytes(cap)} of SRAM, so at least {floor}. Each pipeline stage is a "
+        f"tensor-parallel group of {t} chip(s) inside one node and holds whole layers "
+        f"(plus activation buffers and norms copied to every chip): {pp} stage(s) x {t} = "
+        f"{pp * t} chips is the fewest that fits"
+        + (f" ({units - pp * t} idle)" if units > pp * t else "")
+    )
+    return Placement(**{**plc.__dict__, "reason": why})
+
+
+def no_fit_cause(graph, spec) -> str:
+    """Why no chip count fits: the layer that overfills a chip even alone on a stage of the
+    widest tensor-parallel group, its bytes per chip vs the SRAM, what they are made of, and
+    what could shrink them."""
+    widest = tp_candidates(spec)[0]
+    failed = build(graph, spec, widest, widest * len(graph.layer_keys))
     unit, _, used, have = max(failed.shortfalls(), key=lambda x: x[2] - x[3])
-    kv = graph.total_resident_kv_bytes
-    raise CapacityError(
-        f"{graph.model.name} does not fit on any {spec.name} layout: with one layer per stage "
-        f"of {widest} chips ({most} chips) chip {unit} still needs {fmt_bytes(used)} of "
-        f"{fmt_bytes(have)} (short {fmt_bytes(used - have)}); the KV cache of batch "
-        f"{graph.workload.batch} x {graph.workload.max_len} tokens is {fmt_bytes(kv)}: "
-        f"reduce the batch or context"
+    key = failed.layers_on(unit)[0]
+    parts = resident_parts(graph, key)
+    buf = _buffer_bytes(graph, key)
+    return (
+        f"layer {key!r} alone needs {used:,} B ({fmt_bytes(used)}) on chip {unit} of a stage of "
+        f"{widest} chips (the widest tensor-parallel group, one node), more than its {have:,} B "
+        f"({fmt_bytes(have)}) of SRAM; the layer holds {parts_text(parts)}, plus "
+        f"{fmt_bytes(buf)} of activation buffers per chip, and a layer is not split across "
+        f"nodes, so no --units fits; {shrink_hint(graph, parts, lambda g: fewest(g, spec))}"
     )
 
 
@@ -161,12 +195,15 @@ def place_units(graph, system, units: int) -> Placement:
         )
     t = next(t for t in tp_candidates(spec) if t <= units)
     failed = build(graph, spec, t, units)
-    fit = place_auto(graph, system).n_units
+    try:
+        hint = f"--units {place_auto(graph, system).n_units} would fit"
+    except PlacementError:
+        hint = f"no chip count fits: {no_fit_cause(graph, spec)}"
     try:
         failed.check()
     except PlacementError as exc:
         raise PlacementError(
             f"{graph.model.name} does not fit on {units} {spec.name} chips (TP {t} x "
-            f"{failed.layout['pp']} stages): {exc}; --units {fit} would fit"
+            f"{failed.layout['pp']} stages): {exc}; {hint}"
         ) from None
     raise AssertionError("unreachable: a layout with shortfalls passed check()")

@@ -8,7 +8,7 @@ and the byte tuples give each one's share, aligned with ``units``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +36,22 @@ class LayerSlot:
     region: dict = field(default_factory=dict)
 
 
+# far above any placer's largest layout (4,096 GPUs, 256 wafers, 8 chips per layer key)
+MAX_UNITS = 65_536
+UNIT_NOUN = {"wafer": "wafer", "lpu": "chip", "asic": "die", "gpu": "GPU"}
+
+
 @dataclass(frozen=True)
 class Placement:
     """A model placed on ``n_units`` units of one system.
 
     ``capacity_bytes`` maps each memory level to the bytes one unit has there; ``level_of`` maps
     the categories weights/kv/buffers to a level; ``reserved_bytes`` is kept per unit per level by
-    the runtime. ``layout`` holds the strategy (e.g. ``{"tp": 8, "pp": 2}``) and ``reason`` why this
-    many units were chosen.
+    the runtime. All three come from the system (a placement file's copies are never trusted).
+    ``layout`` holds the strategy (e.g. ``{"tp": 8, "pp": 2}``) and ``reason`` why this many units
+    were chosen. ``basis`` is the ``(graph, system)`` the placement was made for or loaded
+    against (not serialised, not compared): with it :meth:`check` checks every level a layer can
+    overflow (per PE on a wafer, per MEM slice on an LPU) against the system's capacities.
     """
 
     system: str
@@ -57,13 +65,26 @@ class Placement:
     layout: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     reason: str = ""
+    basis: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def unit_noun(self) -> str:
+        """What one unit is on this kind: wafer, chip, die or GPU."""
+        return UNIT_NOUN.get(self.kind, "unit")
+
+    def layer_keys(self) -> list[int | str]:
+        """Every placed layer key, in order (decoder layers are ints; ``"embed"``, ``"head"``)."""
+        return [s.layer for s in self.layers]
 
     def slot(self, layer: int | str) -> LayerSlot:
-        """The slot of one layer key; a missing one raises :class:`PlacementError`."""
+        """The slot of one layer key; a missing one raises :class:`PlacementError` listing the
+        valid keys."""
         for s in self.layers:
             if s.layer == layer:
                 return s
-        raise PlacementError(f"layer {layer!r} is not placed")
+        raise PlacementError(
+            f"layer {layer!r} is not placed; layer keys are {keys_text(self.layer_keys())}"
+        )
 
     def units_of(self, layer: int | str) -> tuple[int, ...]:
         """The units holding ``layer``."""
@@ -94,34 +115,75 @@ class Placement:
 
     def shortfalls(self) -> list[tuple[int, str, int, int]]:
         """(unit, level, bytes needed, bytes available) for every over-full unit and level."""
+        use: dict[int, dict[str, int]] = {}  # one pass over the slots, not one per unit
+        for s in self.layers:
+            for i, u in enumerate(s.units):
+                lv = use.setdefault(u, dict(self.reserved_bytes))
+                for cat, n in zip(CATEGORIES, (s.weight_bytes[i], s.kv_bytes[i],
+                                               s.buffer_bytes[i])):  # fmt: skip
+                    level = self.level_of[cat]
+                    lv[level] = lv.get(level, 0) + n
+        idle = next((u for u in range(self.n_units) if u not in use), None)
+        if idle is not None:  # an idle unit holds the runtime's reserve alone
+            use[idle] = dict(self.reserved_bytes)
         out = []
-        for unit in range(self.n_units):
-            for level, used in self.level_use(unit).items():
+        for unit in sorted(use):
+            for level, used in use[unit].items():
                 cap = self.capacity_bytes.get(level, 0)
                 if used > cap:
                     out.append((unit, level, used, cap))
         return out
 
-    def check(self, graph=None) -> "Placement":
-        """Verify capacity on every unit and, with a graph, that every layer is placed once with
-        the resident bytes the graph needs. Raises :class:`PlacementError` naming the unit and
-        the bytes; returns ``self``."""
+    def with_capacity_of(self, system, graph=None) -> Placement:
+        """A copy whose capacities, levels and runtime reservation are the system's."""
+        from .checks import capacity_of
+
+        got = capacity_of(system, graph)
+        if got is None:  # not derivable without the graph (etched ASIC dies): keep the placer's
+            return self
+        cap, level_of, reserved = got
+        return replace(self, capacity_bytes=cap, level_of=level_of, reserved_bytes=reserved)
+
+    def check(self, graph=None, system=None, *, exact: bool = True) -> Placement:
+        """Verify capacity on every unit and level; with a graph, that every layer is placed once
+        with the resident bytes the graph needs; with a graph and a system (by default the
+        placement's ``basis``), every finer level a layer can overflow: each PE of a wafer
+        (largest tile + KV share + code and buffers) and overlapping PE rectangles, each MEM
+        slice range of an LPU chip. Capacities come from the system when one is known.
+        ``exact=False`` accepts a placement made for a larger workload than ``graph``'s (each
+        layer holds at least what the graph needs), as when emulating fewer users. Raises
+        :class:`PlacementError` naming the unit (PE, slice), the bytes and the limit; returns
+        ``self``."""
         _check_structure(self)
-        short = self.shortfalls()
-        if short:
-            unit, level, used, cap = max(short, key=lambda s: s[2] - s[3])
-            more = f" ({len(short) - 1} more unit(s) short)" if len(short) > 1 else ""
+        b_graph, b_system = self.basis or (None, None)
+        graph = graph if graph is not None else b_graph
+        system = system if system is not None else b_system
+        if system is not None and system.kind != self.kind:
             raise PlacementError(
-                f"{self.system} unit {unit} is short of {fmt_bytes(used - cap)} in {level}: needs "
-                f"{used:,} B ({fmt_bytes(used)}), has {cap:,} B ({fmt_bytes(cap)}){more}"
+                f"a {self.kind} placement cannot be checked against {system.name}, a {system.kind}"
             )
+        plc = self.with_capacity_of(system, graph) if system is not None else self
+        _check_structure(plc)
+        _check_units(plc)
         if graph is not None:
-            _check_coverage(self, graph)
+            _check_coverage(plc, graph, exact)
+            if system is not None:
+                from .checks import check_levels
+
+                check_levels(plc, graph, system)
         return self
 
+    def to_dict(self) -> dict:
+        """This placement in the one placement file format (versioned; SPEC §7): what
+        ``place --json`` prints and :meth:`from_json` reads."""
+        from .files import record
+
+        return record(self)
+
     def to_json(self, path: str | Path | None = None) -> str:
-        """This placement as JSON text; with ``path``, also written there atomically."""
-        text = json.dumps(asdict(self), indent=1)
+        """This placement as JSON text (:meth:`to_dict`); with ``path``, also written there
+        atomically."""
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
         if path is not None:
             from ..io_util import write_atomic
 
@@ -129,21 +191,38 @@ class Placement:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "Placement":
-        """A placement from JSON text or a file; malformed input raises :class:`ConfigError`."""
+    def from_json(cls, text_or_path: str | Path, system=None, model=None) -> Placement:
+        """A placement from JSON text or a file, in the format :meth:`to_json` writes (or the
+        unversioned format of pyaccel before it). The system is the one the file records
+        (preset name, or a TOML file whose content hash must match) with its ``--set``
+        overrides reapplied, unless ``system`` (a name, TOML path or :class:`System`) is given;
+        the model is the recorded one unless ``model`` (a name, folder or ``ModelConfig``).
+        Capacities come from that system, never from the file. Malformed input raises
+        :class:`ConfigError`."""
+        from .files import load
+
         where, text = "placement JSON", str(text_or_path)
         is_text = not isinstance(text_or_path, Path) and text.lstrip().startswith("{")
+        folder = None
         if not is_text or _is_file(text):
             where = text
             try:
                 text = Path(text).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__})") from None
+            folder = Path(where).parent
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        return _from_dict(data, where)
+        return load(data, where, folder, system, model)
+
+
+def keys_text(keys) -> str:
+    ints = [k for k in keys if isinstance(k, int)]
+    names = [repr(k) for k in keys if not isinstance(k, int)]
+    span = [f"{min(ints)}..{max(ints)}"] if ints else []
+    return ", ".join(names[:1] + span + names[1:]) if names or span else "(none)"
 
 
 def _is_file(text: str) -> bool:
@@ -153,42 +232,19 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def _from_dict(data: Any, where: str) -> Placement:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a JSON object")
-    try:
-        slots = tuple(
-            LayerSlot(
-                layer=s["layer"],
-                units=tuple(s["units"]),
-                weight_bytes=tuple(s["weight_bytes"]),
-                kv_bytes=tuple(s["kv_bytes"]),
-                buffer_bytes=tuple(s["buffer_bytes"]),
-                need_weight_bytes=s["need_weight_bytes"],
-                need_kv_bytes=s["need_kv_bytes"],
-                region=dict(s.get("region") or {}),
-            )
-            for s in data["layers"]
+def _check_units(plc: Placement) -> None:
+    """Every unit and memory level holds what is placed on it."""
+    short = plc.shortfalls()
+    if short:
+        unit, level, used, cap = max(short, key=lambda s: s[2] - s[3])
+        more = f" ({len(short) - 1} more unit(s) short)" if len(short) > 1 else ""
+        reserve = plc.reserved_bytes.get(level, 0)
+        incl = f", {fmt_bytes(reserve)} of it the runtime's reserve" if reserve else ""
+        raise PlacementError(
+            f"{plc.system} unit {unit} is short of {fmt_bytes(used - cap)} in {level} of "
+            f"{plc.unit_noun} {unit}: needs {used:,} B ({fmt_bytes(used)}{incl}), has {cap:,} B "
+            f"({fmt_bytes(cap)}){more}"
         )
-        plc = Placement(
-            system=data["system"],
-            kind=data["kind"],
-            model=data["model"],
-            n_units=data["n_units"],
-            capacity_bytes=dict(data["capacity_bytes"]),
-            level_of=dict(data["level_of"]),
-            reserved_bytes=dict(data.get("reserved_bytes", {})),
-            layers=slots,
-            layout=dict(data.get("layout") or {}),
-            workload=dict(data.get("workload") or {}),
-            reason=str(data.get("reason", "")),
-        )
-    except KeyError as exc:
-        raise ConfigError(f"{where}: missing field {exc}") from None
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise ConfigError(f"{where}: malformed field ({exc})") from None
-    _check_structure(plc, where)
-    return plc
 
 
 def _is_count(x: Any) -> bool:
@@ -197,8 +253,10 @@ def _is_count(x: Any) -> bool:
 
 def _check_structure(plc: Placement, where: str = "placement") -> None:
     """Types and index ranges of a placement (hand-written JSON goes through this)."""
-    if not _is_count(plc.n_units) or plc.n_units < 1:
-        raise ConfigError(f"{where}: n_units must be a positive integer, got {plc.n_units!r}")
+    if not _is_count(plc.n_units) or not 1 <= plc.n_units <= MAX_UNITS:
+        raise ConfigError(
+            f"{where}: units must be an integer from 1 to {MAX_UNITS:,}, got {plc.n_units!r}"
+        )
     for cat in CATEGORIES:
         if plc.level_of.get(cat) not in plc.capacity_bytes:
             raise ConfigError(f"{where}: level_of['{cat}'] must name a level of capacity_bytes")
@@ -209,6 +267,13 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                     f"{where}: {name} for level '{level}' must be a non-negative integer, got {n!r}"
                 )
     for s in plc.layers:
+        if isinstance(s.layer, bool) or not isinstance(s.layer, (int, str)):
+            raise ConfigError(
+                f"{where}: layer key {s.layer!r} must be an integer (a decoder layer) or a "
+                "string ('embed', 'head')"
+            )
+        if not isinstance(s.region, dict):
+            raise ConfigError(f"{where}: layer {s.layer!r} field 'region' must be an object")
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")
         bad = [u for u in s.units if not _is_count(u) or u >= plc.n_units]
@@ -216,6 +281,8 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
             raise ConfigError(
                 f"{where}: layer {s.layer!r} names unit {bad[0]!r}; units are 0..{plc.n_units - 1}"
             )
+        if len(set(s.units)) != len(s.units):
+            raise ConfigError(f"{where}: layer {s.layer!r} names a unit twice: {list(s.units)}")
         for name in ("weight_bytes", "kv_bytes", "buffer_bytes"):
             vals = getattr(s, name)
             if len(vals) != len(s.units) or not all(_is_count(v) for v in vals):
@@ -225,8 +292,9 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                 )
 
 
-def _check_coverage(plc: Placement, graph) -> None:
-    """Every graph layer placed once, with at least the resident bytes the graph needs."""
+def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
+    """Every graph layer placed once, with at least the resident bytes the graph needs (and,
+    ``exact``, recording exactly the bytes the graph counts)."""
     keys = [s.layer for s in plc.layers]
     dup = sorted({str(k) for k in keys if keys.count(k) > 1})
     if dup:
@@ -240,7 +308,7 @@ def _check_coverage(plc: Placement, graph) -> None:
         )
     for s in plc.layers:
         need_w, need_kv = graph.resident_bytes(s.layer)
-        if (s.need_weight_bytes, s.need_kv_bytes) != (need_w, need_kv):
+        if exact and (s.need_weight_bytes, s.need_kv_bytes) != (need_w, need_kv):
             raise PlacementError(
                 f"layer {s.layer!r}: placement records {s.need_weight_bytes:,} B "
                 f"weights / {s.need_kv_bytes:,} B KV, the model needs "

@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from ..errors import PlacementError
 from ..units import fmt_bytes
-from .common import contiguous_partition, split_even
+from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
 from .placement import LayerSlot, Placement
 
 MAX_UNITS = 256
@@ -182,19 +182,30 @@ def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot
     )
 
 
-def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+def capacity(system, graph=None) -> tuple[dict, dict, dict]:
+    """(capacity, level of each category, runtime reserve) of one wafer: level ``sram`` is every
+    usable PE's SRAM; code and buffers are reserved on every usable PE."""
     p = system.spec.params
     wid, hgt = _usable(p)
     pes = wid * hgt
+    return (
+        {"sram": pes * int(p.pe_sram_bytes)},
+        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
+        {"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
+    )
+
+
+def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+    cap, level_of, reserved = capacity(system)
     w = graph.workload
     return Placement(
         system=system.spec.name,
         kind="wafer",
         model=graph.model.name,
         n_units=units,
-        capacity_bytes={"sram": pes * int(p.pe_sram_bytes)},
-        level_of=dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        reserved_bytes={"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
+        capacity_bytes=cap,
+        level_of=level_of,
+        reserved_bytes=reserved,
         layers=tuple(slots),
         layout=layout,
         workload=dict(
@@ -321,22 +332,54 @@ def place_auto(graph, system) -> Placement:
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     per_wafer = wid * hgt * _budget(p)
     floor = max(1, math.ceil(need / per_wafer))
-    fit = _Fitter(graph, system)
-    big = max(graph.layer_keys, key=lambda k: sum(graph.resident_bytes(k)))
-    if not fit.fits([big], wid, hgt):
-        raise PlacementError(
-            f"{graph.model.name} layer {big} alone needs "
-            f"{fmt_bytes(sum(graph.resident_bytes(big)))}, and its tiles overfill the PEs of a "
-            f"whole {system.spec.name} ({fmt_bytes(per_wafer)} for weights and KV); a layer "
-            "split across wafers is not modelled (a smaller format, e.g. --expert-weights int4, "
-            "may fit)"
-        )
+    if not _layers_fit_alone(graph, system):
+        raise PlacementError(_too_big(graph, system))
     for units in range(floor, MAX_UNITS + 1):
         plc, tried = best_for(graph, system, units)
         if plc is not None:
             return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
     raise PlacementError(
         f"{graph.model.name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
+    )
+
+
+def _layers_fit_alone(graph, system) -> bool:
+    """Whether every layer, alone on a whole wafer, fits its PEs (then one layer per wafer
+    fits)."""
+    fit = _Fitter(graph, system)
+    wid, hgt = _usable(fit.p)
+    return all(fit.fits([k], wid, hgt) for k in graph.layer_keys)
+
+
+def _fewest(graph, system) -> Placement | None:
+    """The placement on the fewest wafers, or None when no count fits."""
+    if not _layers_fit_alone(graph, system):
+        return None
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    wid, hgt = _usable(system.spec.params)
+    floor = max(1, math.ceil(need / (wid * hgt * _budget(system.spec.params))))
+    for units in range(floor, MAX_UNITS + 1):
+        plc, _ = best_for(graph, system, units)
+        if plc is not None:
+            return plc
+    return None
+
+
+def _too_big(graph, system) -> str:
+    """Why no wafer count fits: the largest layer that overfills the PEs of a whole wafer alone,
+    its fullest PE's bytes vs the PE budget, what it is made of, and what could shrink it."""
+    fit = _Fitter(graph, system)
+    wid, hgt = _usable(fit.p)
+    key = max(graph.layer_keys, key=lambda k: fit.pe_use([k], wid, hgt))
+    use, parts = fit.pe_use([key], wid, hgt), resident_parts(graph, key)
+    hint = shrink_hint(graph, parts, lambda g: _fewest(g, system),
+                       lambda g: _layers_fit_alone(g, system))  # fmt: skip
+    return (
+        f"{graph.model.name} layer {key!r} alone does not fit one {system.spec.name}: over the "
+        f"whole {wid}x{hgt} PE grid its fullest PE needs {use:,} B of weight tiles and KV "
+        f"cache, more than the {fit.budget:,} B each PE has after code and buffers; the layer "
+        f"holds {parts_text(parts)}, and a layer split across wafers is not modelled, so no "
+        f"--units fits; {hint}"
     )
 
 

@@ -134,6 +134,9 @@ def emulate(
         if event_steps is None
         else frozenset(event_steps)
     )
+    # a hand-made or edited placement that overfills a unit, PE or slice is refused, not
+    # emulated; one made for more users or a longer context than this workload is fine
+    placement.check(graph, system, exact=False)
     log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
     arrays = meta.pop("arrays", {})
     _check_cycles(steps, system)

@@ -1,0 +1,264 @@
+"""The one placement file format (SPEC §7): what ``place --json`` and ``Placement.to_json`` write,
+and ``place --check`` and ``Placement.from_json`` read.
+
+Format version 2 (``format_version``) records the system it was made for (``system_source``: a
+preset name, or a TOML file's path and SHA-256 content hash), the ``--set`` overrides (``sets``:
+every parameter that differs from that preset or file) and ``etch``; loading reapplies them. The
+capacities, levels and runtime reserve it prints (top level and ``per_unit``) are for reading:
+loading recomputes them from the system, never from the file. Files of the unversioned format that
+pyaccel wrote before (version 1: ``n_units``, the system as a preset name) still load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .checks import capacity_of
+from .placement import MAX_UNITS, LayerSlot, Placement, _check_structure, _is_count
+
+FORMAT_VERSION = 2
+READS = (1, 2)
+PRESET_PREFIX = "preset "  # HardwareSpec.origin of a preset (hw.io.load_spec)
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def system_source(system) -> dict:
+    """Where ``system``'s spec came from: ``{"preset": NAME}`` or ``{"file": PATH, "sha256":
+    HEX}``; ``{}`` when neither (a spec built from text in Python)."""
+    origin = str(system.spec.origin)
+    if origin.startswith(PRESET_PREFIX):
+        return {"preset": origin[len(PRESET_PREFIX) :]}
+    path = Path(origin)
+    if origin and path.is_file():
+        return {"file": origin, "sha256": file_sha256(path)}
+    return {}
+
+
+def overrides_of(system) -> dict[str, Any]:
+    """Parameters of ``system`` that differ from the preset or file it was loaded from (the
+    ``--set`` overrides), by name."""
+    from ..hw.io import load_spec
+
+    src = system_source(system)
+    if not src:
+        return {}
+    base = load_spec(src.get("preset") or src["file"]).params
+    now = system.spec.params
+    return {
+        f.name: getattr(now, f.name)
+        for f in fields(now)
+        if getattr(now, f.name) != getattr(base, f.name)
+    }
+
+
+def _provenance(plc: Placement) -> tuple[dict, dict, bool]:
+    system = plc.basis[1] if plc.basis else None
+    if system is None:  # built by hand in Python: the system name is all there is
+        from ..hw.io import preset_names
+
+        src = {"preset": plc.system} if plc.system in preset_names() else {}
+        return src, {}, bool(plc.layout.get("etched", False)) if plc.kind == "asic" else False
+    return system_source(system), overrides_of(system), bool(system.etch)
+
+
+def per_unit(plc: Placement) -> list[dict]:
+    """One row per unit: layer keys, resident bytes by category, the runtime reserve, used
+    (their sum) and capacity, all summed over memory levels."""
+    capacity = sum(plc.capacity_bytes.values())
+    reserved = sum(plc.reserved_bytes.values())
+    rows = [
+        {"unit": u, "layers": [], "weight_bytes": 0, "kv_bytes": 0, "buffer_bytes": 0}
+        for u in range(plc.n_units)
+    ]
+    for s in plc.layers:  # one pass over the slots, not one per unit
+        for i, u in enumerate(s.units):
+            row = rows[u]
+            row["layers"].append(s.layer)
+            row["weight_bytes"] += s.weight_bytes[i]
+            row["kv_bytes"] += s.kv_bytes[i]
+            row["buffer_bytes"] += s.buffer_bytes[i]
+    for row in rows:
+        used = row["weight_bytes"] + row["kv_bytes"] + row["buffer_bytes"] + reserved
+        row.update(reserved_bytes=reserved, used_bytes=used, capacity_bytes=capacity)
+    return rows
+
+
+def record(plc: Placement) -> dict:
+    """The placement as a format-version-2 document (JSON types only)."""
+    source, sets, etch = _provenance(plc)
+    return {
+        "format_version": FORMAT_VERSION,
+        "system": plc.system,
+        "system_source": source,
+        "sets": sets,
+        "etch": etch,
+        "kind": plc.kind,
+        "model": plc.model,
+        "units": plc.n_units,
+        "workload": dict(plc.workload),
+        "layout": plc.layout,
+        "reason": plc.reason,
+        "capacity_bytes": dict(plc.capacity_bytes),
+        "reserved_bytes": dict(plc.reserved_bytes),
+        "level_of": dict(plc.level_of),
+        "per_unit": per_unit(plc),
+        "layers": [
+            {
+                "layer": s.layer,
+                "units": list(s.units),
+                "weight_bytes": list(s.weight_bytes),
+                "kv_bytes": list(s.kv_bytes),
+                "buffer_bytes": list(s.buffer_bytes),
+                "need_weight_bytes": s.need_weight_bytes,
+                "need_kv_bytes": s.need_kv_bytes,
+                "region": s.region,
+            }
+            for s in plc.layers
+        ],
+    }
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def load(data: Any, where: str, folder: Path | None, system=None, model=None) -> Placement:
+    """A placement from a parsed document; ``folder`` (the file's) helps find a TOML system
+    file recorded by a relative path. Capacities, levels and reserve come from the system."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a JSON object")
+    version = data.get("format_version", 1)
+    if version not in READS or isinstance(version, bool):
+        raise ConfigError(
+            f"{where}: format_version {version!r} is not one this pyaccel reads "
+            f"({', '.join(map(str, READS))})"
+        )
+    units_key = "units" if version >= 2 else "n_units"
+    try:
+        n_units, kind = data[units_key], data["kind"]
+        names = (data["system"], data["model"])
+        slots = _slots(data["layers"])
+    except KeyError as exc:
+        raise ConfigError(f"{where}: missing field {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{where}: malformed field ({exc})") from None
+    if not _is_count(n_units) or not 1 <= n_units <= MAX_UNITS:
+        raise ConfigError(
+            f"{where}: {units_key} must be an integer from 1 to {MAX_UNITS:,}, got {n_units!r}"
+        )
+    for key, typ in (("workload", dict), ("layout", dict), ("sets", dict),
+                     ("system_source", dict), ("etch", bool)):  # fmt: skip
+        if key in data and not isinstance(data[key], typ):
+            raise ConfigError(f"{where}: field '{key}' must be a JSON {_json_type(typ)}")
+    if not all(isinstance(x, str) for x in (*names, kind)):
+        raise ConfigError(f"{where}: fields 'system', 'model' and 'kind' must be strings")
+    try:
+        sysm = _system(data, where, folder, system, n_units)
+        graph = _graph(data, model or names[1], sysm)
+    except ConfigError as exc:
+        text = str(exc)
+        raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+    if sysm.kind != kind:
+        raise ConfigError(f"{where}: kind '{kind}', but system {sysm.name} is a {sysm.kind}")
+    cap = capacity_of(sysm, graph)
+    plc = Placement(
+        system=sysm.name,
+        kind=kind,
+        model=graph.model.name,
+        n_units=n_units,
+        capacity_bytes=cap[0],
+        level_of=cap[1],
+        reserved_bytes=cap[2],
+        layers=slots,
+        layout=dict(data.get("layout") or {}),
+        workload=dict(data.get("workload") or {}),
+        reason=str(data.get("reason", "")),
+        basis=(graph, sysm),
+    )
+    _check_structure(plc, where)
+    return plc
+
+
+def _json_type(typ) -> str:
+    return {dict: "object", bool: "boolean (true/false)"}.get(typ, typ.__name__)
+
+
+def _slots(layers) -> tuple[LayerSlot, ...]:
+    if not isinstance(layers, list):
+        raise TypeError("'layers' must be a list of objects")
+    return tuple(
+        LayerSlot(
+            layer=s["layer"],
+            units=tuple(s["units"]),
+            weight_bytes=tuple(s["weight_bytes"]),
+            kv_bytes=tuple(s["kv_bytes"]),
+            buffer_bytes=tuple(s["buffer_bytes"]),
+            need_weight_bytes=s["need_weight_bytes"],
+            need_kv_bytes=s["need_kv_bytes"],
+            region=s.get("region") or {},
+        )
+        for s in layers
+    )
+
+
+def _system(data: dict, where: str, folder: Path | None, system, n_units: int):
+    """The system to check against: ``system`` if given, else the recorded preset or TOML file
+    (whose content hash must match), with the recorded ``--set`` overrides reapplied."""
+    from ..hw.io import load_system
+    from ..hw.spec import System
+
+    if isinstance(system, System):
+        return replace(system, units=n_units)
+    sets = data.get("sets") or None
+    etch = data.get("etch", bool((data.get("layout") or {}).get("etched", False)))
+    if system is None:
+        system = _recorded_system(data, where, folder)
+    return load_system(system, n_units, sets, etch)
+
+
+def _recorded_system(data: dict, where: str, folder: Path | None) -> str | Path:
+    src = data.get("system_source") or {}
+    if "preset" in src:
+        return str(src["preset"])
+    if "file" not in src:  # version 1, or a spec built in Python: the name is a preset's
+        return data["system"]
+    recorded = Path(str(src["file"]))
+    tries = [recorded] + ([folder / recorded, folder / recorded.name] if folder else [])
+    path = next((p for p in tries if p.is_file()), None)
+    if path is None:
+        raise ConfigError(
+            f"{where}: system file {recorded} not found (also looked beside the placement); "
+            "pass --system FILE.toml"
+        )
+    got, want = file_sha256(path), str(src.get("sha256", ""))
+    if got != want:
+        raise ConfigError(
+            f"{where}: system file {path} changed since the placement was written (sha256 "
+            f"{got[:12]}..., the placement records {want[:12] or 'none'}...); pass --system "
+            f"{path} to check against it as it is now"
+        )
+    return path
+
+
+def _graph(data: dict, model, sysm):
+    from ..model.config import ModelConfig, load_model
+    from ..model.graph import build_graph
+    from ..workload import Workload
+
+    cfg = model if isinstance(model, ModelConfig) else load_model(model)
+    given, known = data.get("workload") or {}, Workload.__dataclass_fields__
+    unknown = sorted(k for k in given if k not in known)
+    if unknown:
+        raise ConfigError(f"workload field '{unknown[0]}' is not one of {', '.join(known)}")
+    work = Workload(**given)
+    return build_graph(cfg, work, native_format=sysm.spec.native_format)
