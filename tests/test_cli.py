@@ -479,7 +479,9 @@ def test_wafer_report_says_which_layout_ran_and_set_pins_another():
 
 def test_set_changes_result_and_is_listed():
     base = run_json()
-    faster = run_json("--set", "hbm_achievable_bytes_per_s=5.94e12")
+    # the achievable rate may not pass the peak (cross-field check): raise both
+    faster = run_json("--set", "hbm_peak_bytes_per_s=6.7e12", "--set",
+                      "hbm_achievable_bytes_per_s=5.94e12")  # fmt: skip
     assert faster["tokens_per_s_per_user"] > base["tokens_per_s_per_user"] * 1.2
     assert faster["step_time_s"] < base["step_time_s"]
     assert not any(
