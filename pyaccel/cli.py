@@ -70,7 +70,23 @@ ExpertW = Annotated[
 Kv = Annotated[str, typer.Option("--kv", help="KV-cache format")]
 Spec = Annotated[Optional[str], typer.Option("--spec-decode", help="speculative decoding")]
 Etch = Annotated[bool, typer.Option("--etch", help="asic: etch dies for this model")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override KEY=VALUE")]
+
+
+def _unique_sets(sets: list[str] | None) -> list[str] | None:
+    """``--set`` callback: each key once (a repeated key leaves unclear which value was meant)."""
+    from .hw.io import check_unique_sets
+
+    try:
+        check_unique_sets(sets)
+    except PyaccelError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return sets
+
+
+Sets = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="override KEY=VALUE", callback=_unique_sets),
+]
 Json = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
@@ -460,6 +476,7 @@ def compare_cmd(
     from .compare import compare
 
     with _user_errors():
+        _check_system_list(systems)
         base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
         records = compare(model, systems, base, batches)
         if plot is not None:
@@ -470,6 +487,23 @@ def compare_cmd(
             _print_json(records)
         else:
             _print_compare(records)
+
+
+def _check_system_list(systems: str | None) -> None:
+    """``--systems``: absent means every preset; given, every comma-separated name is non-empty
+    and appears once (``--systems ""`` must not silently mean "all")."""
+    if systems is None:
+        return
+    names = [s.strip() for s in systems.split(",")]
+    for i, name in enumerate(names):
+        if not name:
+            raise ConfigError(
+                f"--systems {systems!r}: system {i + 1} of {len(names)} is empty; give "
+                "comma-separated preset names or TOML files (e.g. h100,wse3), or leave "
+                "--systems out for every preset"
+            )
+        if name in names[:i]:
+            raise ConfigError(f"--systems {systems!r}: '{name}' is listed twice")
 
 
 def _print_compare(records: list[dict]) -> None:
