@@ -27,6 +27,18 @@ _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np
 FLOAT_DTYPES = tuple(_ST_DTYPES)
 
 
+def check_finite_tensor(name: str, arr: np.ndarray, where: str | Path) -> np.ndarray:
+    """``arr`` unchanged when every value is finite; else :class:`ConfigError` naming the file
+    and tensor (NaN or inf weights make every metric of a functional run meaningless)."""
+    if np.isfinite(arr).all():
+        return arr
+    n_nan, n_inf = int(np.isnan(arr).sum()), int(np.isinf(arr).sum())
+    raise ConfigError(
+        f"{where}: tensor '{name}' holds {n_nan:,} NaN and {n_inf:,} infinite values of "
+        f"{arr.size:,}; weights must be finite"
+    )
+
+
 def check_supported(cfg: ModelConfig) -> None:
     """Raise :class:`ConfigError` unless the reference forward pass covers ``cfg``'s family."""
     if cfg.model_type not in FUNCTIONAL_TYPES:
@@ -195,7 +207,7 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
         lo, hi = entry["data_offsets"]
         arr = np.frombuffer(raw[start + lo : start + hi], dtype=_ST_DTYPES[entry["dtype"]])
         arr = bf16_decode(arr) if entry["dtype"] == "BF16" else arr.astype(np.float32)
-        out[name] = arr.reshape(entry["shape"])
+        out[name] = check_finite_tensor(name, arr.reshape(entry["shape"]), path)
     return out
 
 
@@ -270,7 +282,7 @@ class LazyWeights:
             raw = self._maps[path][start + lo : start + hi]
             arr = np.frombuffer(raw, dtype=_ST_DTYPES[entry["dtype"]])
             arr = bf16_decode(arr) if entry["dtype"] == "BF16" else arr.astype(np.float32)
-            self._cache[name] = arr.reshape(entry["shape"])
+            self._cache[name] = check_finite_tensor(name, arr.reshape(entry["shape"]), path)
         return self._cache[name]
 
     def __contains__(self, name: str) -> bool:
