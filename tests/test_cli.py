@@ -139,13 +139,14 @@ def test_run_json_has_spec_keys():
     assert_run_numbers(rec)
 
 
-def test_run_with_a_bound_under_one_cycle_has_no_ratio():
+def test_run_with_a_bound_under_one_cycle_rounds_it_up_to_one():
     # tiny-llama's whole step of work over a wafer's aggregate rates is under one cycle: the
-    # bound floors to 0 and the ratio is null (JSON) or "-" (table), never a division by zero
+    # bound is one whole cycle (rounded up, never down to 0), so the ratio is a number
     args = ("run", "--system", "wse3", "--model", "tiny-llama", *FAST)
     rec = ok_json(*args)
-    assert rec["lower_bound_step_time_s"] == 0 and rec["emulated_over_lower_bound"] is None
-    assert "(emulated / bound -)" in ok(*args)
+    assert rec["lower_bound_step_time_s"] == pytest.approx(1 / 1.1e9)
+    assert rec["emulated_over_lower_bound"] >= 1
+    assert "(emulated / bound -)" not in ok(*args)
 
 
 def test_run_json_echoes_workload_options():

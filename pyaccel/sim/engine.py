@@ -77,16 +77,20 @@ def emulate(
         if event_steps is None
         else frozenset(event_steps)
     )
-    log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
+    try:
+        log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
+    except OverflowError:  # a time beyond any integer cycle count (e.g. a latency of 1e300 s)
+        raise ConfigError(_overflow_message(system)) from None
     arrays = meta.pop("arrays", {})
     _check_cycles(steps, system)
     work = graph.workload
-    from .roofline import StepBounds
+    from .roofline import StepBounds, bound_cycles
 
     bound = StepBounds(graph, system, placement)
-    # floor: a lower bound must not be rounded up past the time it bounds
+    # rounded up: whole cycles never below the byte/FLOP bound (emulated steps, whole cycles
+    # at least as long as that bound, are then still >= it)
     contexts = np.arange(work.context, work.context + work.tokens, dtype=np.int64)
-    bounds = np.floor(bound.step_seconds(contexts) * system.spec.clock_hz).astype(np.int64)
+    bounds = bound_cycles(bound.step_seconds(contexts), system.spec.clock_hz)
     trace = Trace(
         system=system.name,
         kind=system.kind,
@@ -123,6 +127,15 @@ def _functional(graph, system, placement) -> dict:
     from ..numerics import execute
 
     return execute.functional_metrics(graph, system, placement)
+
+
+def _overflow_message(system: System) -> str:
+    """Why a step time left the integer cycle range: the clock and the ``--set`` values."""
+    sets = "; ".join(system.spec.overrides) or "the preset's values"
+    return (
+        f"{system.name}: an op's time overflows the int64 cycle range (2**63 cycles at "
+        f"clock_hz={system.spec.clock_hz:g}) with {sets}; check --set values"
+    )
 
 
 def _check_cycles(steps: list[int], system: System) -> None:

@@ -64,6 +64,19 @@ class Roofline:
         )
 
 
+# Relative slack when rounding a bound up to whole cycles: seconds x clock of a bound that is an
+# exact number of cycles can come out a few ulps above it (1e-16 relative), which must not add a
+# cycle; 1e-12 is far above that error and far below one cycle of any real bound.
+CYCLE_ROUNDING_SLACK = 1e-12
+
+
+def bound_cycles(seconds, clock_hz: float) -> np.ndarray:
+    """Bounds (s) in whole cycles of ``clock_hz``, rounded *up*: a bound is never reported below
+    the byte/FLOP time it stands for (with a slow clock, flooring made it 0 cycles)."""
+    cycles = np.asarray(seconds, dtype=np.float64) * clock_hz
+    return np.ceil(cycles * (1.0 - CYCLE_ROUNDING_SLACK)).astype(np.int64)
+
+
 def op_bound(op, n_units: int, rates: dict, hidden: int) -> OpBound:
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units, the share each unit must receive over its link."""
