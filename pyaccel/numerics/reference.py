@@ -40,7 +40,8 @@ def check_finite(x: np.ndarray, layer, op: str, run: str) -> np.ndarray:
     raise ConfigError(
         f"functional run ({run}): layer {layer} op {op} produced {n_nan:,} NaN and {n_inf:,} "
         f"infinite values of {x.size:,}; every activation must be finite (|x| <= "
-        f"{float(np.finfo(np.float32).max):.4g}, fp32) - check the weights' scale"
+        f"{float(np.finfo(np.float32).max):.4g}, fp32): check the scales of the weights and of "
+        "the config"
     )
 
 
@@ -122,7 +123,37 @@ def rope_parameters(cfg: ModelConfig) -> dict:
         rp["original_max_position_embeddings"] = (
             raw.get("original_max_position_embeddings") or cfg.max_position
         )
+    _check_rope_numbers(rp, cfg.source or cfg.name)
     return rp
+
+
+# rope fields that must be positive numbers when present (mscale ones may be 0: "off")
+_ROPE_POSITIVE = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast",
+                  "beta_slow", "attention_factor", "original_max_position_embeddings")  # fmt: skip
+_ROPE_NON_NEGATIVE = ("mscale", "mscale_all_dim")
+
+
+def _check_rope_numbers(rp: dict, where: str) -> None:
+    """Rope scaling numbers are finite and positive, and llama3's frequency band is not empty
+    (a factor of 0 or equal band edges made every activation NaN)."""
+    if rp["rope_type"] == "llama3":
+        for key in ("factor", "low_freq_factor", "high_freq_factor"):
+            if rp.get(key) is None:
+                raise ConfigError(f"{where}: rope_scaling of type llama3 needs '{key}'")
+    for key in _ROPE_POSITIVE + _ROPE_NON_NEGATIVE:
+        value = rp.get(key)
+        if value is None:
+            continue
+        positive = key in _ROPE_POSITIVE
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            raise ConfigError(f"{where}: rope_scaling field '{key}' must be a finite number "
+                              f"{'> 0' if positive else '>= 0'}, got {value!r}")  # fmt: skip
+    if rp["rope_type"] == "llama3" and rp["high_freq_factor"] <= rp["low_freq_factor"]:
+        raise ConfigError(
+            f"{where}: rope_scaling field 'high_freq_factor' = {rp['high_freq_factor']} must be "
+            f"> 'low_freq_factor' = {rp['low_freq_factor']} (the band between them is smoothed)"
+        )
 
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
