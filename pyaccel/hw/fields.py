@@ -5,7 +5,7 @@ checks, run by the loader after every preset, TOML file and ``--set``)."""
 from __future__ import annotations
 
 import math
-from dataclasses import field
+from dataclasses import field, fields
 from typing import Any
 
 # Whole-number parameters must stay exactly representable as floats (and far inside int64, so
@@ -76,3 +76,21 @@ def in_range(
     if value > high:
         return (name,), f"{name} ({value:,.6g}) must be <= {high:,.6g}: {why}"
     return None
+
+
+def time_ranges(params: Any) -> list[tuple[tuple[str, ...], str] | None]:
+    """Every time parameter (``*_s`` seconds, ``*_cycles``) within :data:`MAX_INTEGER` cycles of
+    the clock: larger ones overflow the engines' integer cycle counts."""
+    out = []
+    for f in fields(params):
+        value = getattr(params, f.name)
+        if f.name.endswith("_s") and not f.name.endswith("_per_s"):
+            cycles = value * params.clock_hz
+            text = f"{f.name} ({value:.6g}) x clock_hz ({params.clock_hz:.6g}) = {cycles:.6g}"
+        elif f.name.endswith("_cycles"):
+            cycles, text = value, f"{f.name} ({value:.6g})"
+        else:
+            continue
+        out.append(relation((f.name, "clock_hz"), cycles, text, MAX_INTEGER, "2**53 cycles",
+                            "longer times overflow the integer cycle counts"))  # fmt: skip
+    return out

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError, PresetError
 from ..numerics.formats import get_format
-from .fields import MAX_INTEGER
+from .fields import MAX_INTEGER, time_ranges
 from .spec import KINDS, PARAMS_BY_KIND, HardwareSpec, System
 
 
@@ -116,7 +116,7 @@ def check_relations(params: Any, where: Callable[[tuple[str, ...]], str]) -> Non
     """Raise :class:`ConfigError` on the first cross-field relation ``params`` breaks (achievable
     above peak, reserves above capacities...); ``where(fields)`` names the file or ``--set``
     item that set them."""
-    for broken in params.relations():
+    for broken in [*params.relations(), *time_ranges(params)]:
         if broken is not None:
             names, message = broken
             raise ConfigError(f"{where(names)}: {message}")
