@@ -2,6 +2,8 @@
 
 import math
 
+from .errors import ConfigError
+
 KB = 10**3
 MB = 10**6
 GB = 10**9
@@ -13,15 +15,17 @@ GiB = 2**30
 MAX_CYCLES = 2**62
 
 
+class CycleRangeError(ConfigError):
+    """A time beyond :data:`MAX_CYCLES` cycles (parameters set far outside physical ranges)."""
+
+
 def cycles(seconds: float, clock_hz: float) -> int:
     """Whole cycles of a ``clock_hz`` clock covering ``seconds`` (rounded up, never negative)."""
     if seconds <= 0:
         return 0
     n = seconds * clock_hz
     if not n < MAX_CYCLES:  # also inf and NaN
-        from .errors import ConfigError
-
-        raise ConfigError(
+        raise CycleRangeError(
             f"a time of {seconds:.4g} s is {n:.4g} cycles at clock_hz={clock_hz:.4g}, beyond the "
             "limit of 2**62 cycles (int64 timelines); check --set values"
         )

@@ -29,6 +29,7 @@ from ..hw.spec import System
 from ..model.config import ModelConfig
 from ..model.graph import DecodeGraph, build_graph
 from ..trace import Trace
+from ..units import CycleRangeError
 from ..workload import Workload
 
 
@@ -79,7 +80,7 @@ def emulate(
     )
     try:
         log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
-    except OverflowError:  # a time beyond any integer cycle count (e.g. a latency of 1e300 s)
+    except (OverflowError, CycleRangeError):  # a time beyond int64 cycles (a rate of 1e-300)
         raise ConfigError(_overflow_message(system)) from None
     arrays = meta.pop("arrays", {})
     _check_cycles(steps, system)
@@ -90,7 +91,10 @@ def emulate(
     # rounded up: whole cycles never below the byte/FLOP bound (emulated steps, whole cycles
     # at least as long as that bound, are then still >= it)
     contexts = np.arange(work.context, work.context + work.tokens, dtype=np.int64)
-    bounds = bound_cycles(bound.step_seconds(contexts), system.spec.clock_hz)
+    try:
+        bounds = bound_cycles(bound.step_seconds(contexts), system.spec.clock_hz)
+    except CycleRangeError:
+        raise ConfigError(_overflow_message(system)) from None
     trace = Trace(
         system=system.name,
         kind=system.kind,
@@ -133,8 +137,8 @@ def _overflow_message(system: System) -> str:
     """Why a step time left the integer cycle range: the clock and the ``--set`` values."""
     sets = "; ".join(system.spec.overrides) or "the preset's values"
     return (
-        f"{system.name}: an op's time overflows the int64 cycle range (2**63 cycles at "
-        f"clock_hz={system.spec.clock_hz:g}) with {sets}; check --set values"
+        f"{system.name}: an op's time is beyond the limit of 2**62 cycles (int64 timelines) at "
+        f"clock_hz={system.spec.clock_hz:g} with {sets}; check --set values"
     )
 
 
