@@ -1387,6 +1387,7 @@ def test_expert_weights_on_a_moe_model_still_run():
          ["'num_experts_per_tok' = 3", "2 experts"]),
         (TINY, {"num_hidden_layers": 10_000_001}, (), ["'num_hidden_layers' = 10,000,001",
                                                        "10,000"]),
+        (TINY, {"text_config": 5}, (), ["'text_config'", "object", "got 5"]),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("functional", [False, True])

@@ -247,6 +247,9 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
     if isinstance(cfg.get("text_config"), dict):  # Kimi K2.5/K2.6, multimodal wrappers
         cfg = {**cfg, **cfg["text_config"]}
+    elif cfg.get("text_config") is not None:
+        raise ConfigError(f"{where}: field 'text_config' must be an object, got "
+                          f"{cfg['text_config']!r}")  # fmt: skip
     mt = _need(cfg, "model_type", where)
     if not isinstance(mt, str) or mt not in SUPPORTED_TYPES:
         raise ConfigError(
