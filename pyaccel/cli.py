@@ -124,11 +124,25 @@ Spec = Annotated[
     typer.Option("--spec-decode", metavar="KIND", help="speculative decoding (not modelled yet)"),
 ]
 Etch = Annotated[bool, typer.Option("--etch", help="asic only: etch dies for this model")]
+
+
+def _unique_sets(sets: list[str] | None) -> list[str] | None:
+    """``--set`` callback: each key once (a repeated key leaves unclear which value was meant)."""
+    from .hw.io import check_unique_sets
+
+    try:
+        check_unique_sets(sets)
+    except PyaccelError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return sets
+
+
 Sets = Annotated[
     Optional[list[str]],
     typer.Option(
         "--set",
         metavar="KEY=VALUE",
+        callback=_unique_sets,
         help="override a hardware parameter; repeatable. "
         "`pyaccel systems SYS` lists the keys with value, unit and source; the wafer's "
         f"placement_strategy is one of {', '.join(STRATEGIES)}",
@@ -663,6 +677,7 @@ def compare_cmd(
     from .io_util import plot_format
 
     with _user_errors():
+        _check_system_list(systems)
         base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
         if plot is not None:  # before emulating: a bad path costs nothing
             plot_format(plot, "--plot")
@@ -683,6 +698,23 @@ def compare_cmd(
 def _rate(tokens_per_s: float) -> str:
     """Tokens/s for a table: one decimal below 1,000, whole tokens above (narrower columns)."""
     return f"{tokens_per_s:,.1f}" if tokens_per_s < 1000 else f"{tokens_per_s:,.0f}"
+
+
+def _check_system_list(systems: str | None) -> None:
+    """``--systems``: absent means every preset; given, every comma-separated name is non-empty
+    and appears once (``--systems ""`` must not silently mean "all")."""
+    if systems is None:
+        return
+    names = [s.strip() for s in systems.split(",")]
+    for i, name in enumerate(names):
+        if not name:
+            raise ConfigError(
+                f"--systems {systems!r}: system {i + 1} of {len(names)} is empty; give "
+                "comma-separated preset names or TOML files (e.g. h100,wse3), or leave "
+                "--systems out for every preset"
+            )
+        if name in names[:i]:
+            raise ConfigError(f"--systems {systems!r}: '{name}' is listed twice")
 
 
 def _print_compare(records: list[dict]) -> None:

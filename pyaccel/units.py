@@ -2,6 +2,8 @@
 
 import math
 
+from .errors import ConfigError
+
 KB = 10**3
 MB = 10**6
 GB = 10**9
@@ -9,14 +11,26 @@ TB = 10**12
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30
+# Cycle counts must stay far inside int64 (timelines add many of them).
+MAX_CYCLES = 2**62
+
+
+class CycleRangeError(ConfigError):
+    """A time beyond :data:`MAX_CYCLES` cycles (parameters set far outside physical ranges)."""
 
 
 def cycles(seconds: float, clock_hz: float) -> int:
     """Whole cycles of a ``clock_hz`` clock covering ``seconds`` (rounded up, never negative)."""
     if seconds <= 0:
         return 0
+    n = seconds * clock_hz
+    if not n < MAX_CYCLES:  # also inf and NaN
+        raise CycleRangeError(
+            f"a time of {seconds:.4g} s is {n:.4g} cycles at clock_hz={clock_hz:.4g}, beyond the "
+            "limit of 2**62 cycles (int64 timelines); check --set values"
+        )
     # Round away float noise first so that an exact cycle count is not bumped by one.
-    return int(math.ceil(round(seconds * clock_hz, 6)))
+    return int(math.ceil(round(n, 6)))
 
 
 def transfer_cycles(n_bytes: float, bytes_per_s: float, clock_hz: float) -> int:

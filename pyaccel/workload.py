@@ -7,6 +7,10 @@ from dataclasses import dataclass, replace
 from .errors import ConfigError
 from .numerics.formats import get_format
 
+# Decode steps one run may emulate: every step is simulated and kept (step times, contexts), so
+# a mistyped --tokens would otherwise run for hours.
+MAX_TOKENS = 1_000_000
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -32,6 +36,11 @@ class Workload:
                 raise ConfigError(
                     f"workload field '{name}' must be an integer >= {low}, got {value!r}"
                 )
+        if self.tokens > MAX_TOKENS:
+            raise ConfigError(
+                f"workload field 'tokens' = {self.tokens:,} is above the limit of "
+                f"{MAX_TOKENS:,} decode steps per run"
+            )
         for name in ("weights", "expert_weights", "kv"):
             value = getattr(self, name)
             if value is not None:

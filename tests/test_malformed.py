@@ -1301,3 +1301,372 @@ def test_placement_error_hints_name_the_real_cause(args, needles, absent):
     line = assert_error(invoke("place", *args), *needles)
     for text in absent:
         assert text not in line
+
+# ================================================================ silently wrong results
+# (issue 12, item 7): inputs that used to give exit 0 with a wrong number, a traceback or a hang.
+# Each is refused with one ``error:`` line naming the field, the value and the limit; the Python
+# API raises the same error type with the same text.
+
+TINY = "tiny-llama"
+
+
+def tiny_run(system: str, *extra):
+    return invoke("run", "--system", system, "--model", TINY, "--units", 1, "--tokens", 2,
+                  *extra)  # fmt: skip
+
+
+def set_args(*items: str) -> list[str]:
+    return [a for item in items for a in ("--set", item)]
+
+
+def tiny_config(base: str = TINY, drop: tuple[str, ...] = (), **changes) -> dict:
+    text = (resources.files("pyaccel.model") / "presets" / f"{base}.json").read_text("utf-8")
+    cfg = json.loads(text)
+    for key in drop:
+        cfg.pop(key)
+    cfg.update(changes)
+    return cfg
+
+
+# ---------------------------------------------------------------- hardware cross-field checks
+
+
+@pytest.mark.parametrize(
+    "system, sets, needles",
+    [
+        ("h100", ["hbm_achievable_bytes_per_s=1e13"],
+         ["hbm_achievable_bytes_per_s (1e+13)", "<= hbm_peak_bytes_per_s (3.35e+12)"]),
+        ("h100", ["hbm_peak_bytes_per_s=1e9"],
+         ["--set hbm_peak_bytes_per_s=1e9", "hbm_achievable_bytes_per_s (2.97e+12)",
+          "hbm_peak_bytes_per_s (1e+09)"]),
+        ("h100", ["runtime_reserved_bytes=1e12"],
+         ["runtime_reserved_bytes (1e+12)", "< hbm_capacity_bytes"]),
+        ("h100", ["l2_bytes=1e12"], ["l2_bytes (1e+12)", "< hbm_capacity_bytes"]),
+        ("wse3", ["pe_code_bytes=48000"],
+         ["pe_code_bytes (48,000) + pe_buffer_bytes (4,096) = 52,096", "< pe_sram_bytes (49,152)"]),
+        ("wse3", ["usable_width_pes=5000"],
+         ["usable_width_pes (5,000)", "<= fabric_width_pes (762)"]),
+        ("wse3", ["usable_height_pes=5000"],
+         ["usable_height_pes (5,000)", "<= fabric_height_pes (1,172)"]),
+        ("wse3", ["fabric_bytes_per_elem=1"], ["fabric_bytes_per_elem (1)", ">= 2"]),
+        ("groq-tsp", ["local_links_per_peer=3"],
+         ["local_links_per_peer (3) x (chips_per_node (8) - 1)", "< c2c_links (16)"]),
+        ("groq-tsp", ["chips_per_rack=2"], ["chips_per_node (8)", "<= chips_per_rack (2)"]),
+        ("groq-tsp", ["mem_slices=1e9"],
+         ["mem_slices (1,000,000,000) x vector_bytes (320)", "<= sram_bytes (230,686,720)"]),
+        ("groq-tsp", ["weight_install_streams=100"],
+         ["weight_install_streams (100)", "<= 2 x streams_per_direction (32)"]),
+        ("taalas-hc1", ["lane_logic_share=3"], ["lane_logic_share (3)", "<= 1"]),
+        ("taalas-hc1", ["kv_sram_bytes=1000000", "lora_sram_bytes=2000000"],
+         ["lora_sram_bytes (2e+06)", "< kv_sram_bytes (1e+06)"]),
+        ("taalas-hc1", ["kv_sram_bytes=100000", "lora_sram_bytes=0", "kv_sram_bank_bytes=200000"],
+         ["kv_sram_bank_bytes (200,000)", "<= kv_sram_bytes (100,000)"]),
+        ("taalas-hc1", ["kv_sram_port_bytes=1e6"],
+         ["kv_sram_port_bytes (1e+06)", "<= kv_sram_bank_bytes (16,384)"]),
+        ("taalas-hc1", ["rom_rows_per_cycle=1e4"],
+         ["rom_rows_per_cycle (10,000)", "<= rom_rows_per_bitline (512)"]),
+    ],
+)  # fmt: skip
+def test_set_breaking_a_cross_field_relation(system, sets, needles):
+    """Each relation between a spec's fields, broken by ``--set``: the error names the --set
+    item, both fields with their values, and the relation (today: exit 0, a step faster than
+    its own bound, or a negative capacity in a 'does not fit' message)."""
+    etch = ["--etch"] if system == "taalas-hc1" else []
+    line = assert_error(tiny_run(system, *etch, *set_args(*sets)), "--set", *needles)
+    with pytest.raises(pa.ConfigError) as exc:
+        pa.load_system(system, overrides=sets)
+    assert str(exc.value) == line.removeprefix("error: ")
+
+
+def test_relations_are_checked_after_all_sets():
+    """Raising the peak and the achievable bandwidth together is fine, in either order."""
+    for sets in (["hbm_peak_bytes_per_s=1e13", "hbm_achievable_bytes_per_s=9e12"],
+                 ["hbm_achievable_bytes_per_s=9e12", "hbm_peak_bytes_per_s=1e13"]):  # fmt: skip
+        result = tiny_run("h100", *set_args(*sets), "--json")
+        assert result.exit_code == 0, result.stderr
+        rec = json.loads(result.stdout)
+        assert rec["step_time_s"] >= rec["lower_bound_step_time_s"] > 0
+
+
+def test_toml_breaking_a_cross_field_relation_names_the_file(tmp_path):
+    path = write_toml(tmp_path, set_param_value(base_toml(), "hbm_achievable_bytes_per_s", "9e12"))
+    assert_error(run_system(path), str(path), "hbm_achievable_bytes_per_s (9e+12)",
+                 "hbm_peak_bytes_per_s (3.35e+12)")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", pa.hw.io.preset_names())
+def test_every_preset_keeps_its_relations(name):
+    spec = pa.load_spec(name)
+    assert [r for r in spec.params.relations() if r is not None] == []
+
+
+@pytest.mark.parametrize(
+    "system, key",
+    [("wse3", "fabric_width_pes"), ("wse3", "fabric_height_pes"), ("h100", "sm_count")],
+)
+def test_set_of_a_parameter_no_engine_reads(system, key):
+    """A --set that would change nothing is refused, not silently ignored."""
+    assert_error(tiny_run(system, "--set", f"{key}=5000"), f"--set {key}=5000", "no effect")
+
+
+def _package_source_outside_hw() -> str:
+    root = Path(pa.__file__).parent
+    return "\n".join(
+        p.read_text("utf-8") for p in sorted(root.rglob("*.py")) if p.parent.name != "hw"
+    )
+
+
+@pytest.mark.parametrize("kind", ["gpu", "wafer", "lpu", "asic"])
+def test_every_settable_parameter_is_read_by_the_package(kind):
+    """Only parameters marked informational may go unread (they are refused by --set)."""
+    from dataclasses import fields
+
+    from pyaccel.hw.spec import PARAMS_BY_KIND
+
+    source = _package_source_outside_hw()
+    unread = [f.name for f in fields(PARAMS_BY_KIND[kind])
+              if not f.metadata.get("informational")
+              and not re.search(rf"\b{f.name}\b", source)]  # fmt: skip
+    assert unread == []
+
+
+@pytest.mark.parametrize(
+    "item, needle",
+    [("hbm_capacity_bytes=1e30", "hbm_capacity_bytes"), ("gpus_per_node=1e20", "gpus_per_node")],
+)
+def test_set_of_an_integer_beyond_2_53(item, needle):
+    assert_error(tiny_run("h100", "--set", item), needle, "2**53")
+
+
+def test_toml_integer_beyond_2_53(tmp_path):
+    path = write_toml(tmp_path, set_param_value(base_toml(), "hbm_capacity_bytes", str(2**70)))
+    assert_error(run_system(path), str(path), "hbm_capacity_bytes", "2**53")
+
+
+@pytest.mark.parametrize(
+    "system, item",
+    [
+        ("h100", "kernel_launch_s=1e300"),
+        ("h100", "clock_hz=1e300"),
+        ("taalas-hc1", "matmul_latency_cycles=1e300"),
+        ("groq-tsp", "c2c_latency_s=1e300"),
+        ("wse3", "system_io_latency_s=1e300"),
+    ],
+)
+def test_set_times_beyond_the_cycle_range(system, item):
+    """A time parameter beyond 2**53 cycles of the clock is refused on load (a traceback from
+    deep inside the engines before)."""
+    etch = ["--etch"] if system == "taalas-hc1" else []
+    assert_error(tiny_run(system, *etch, "--set", item), f"--set {item}", "must be <= 2**53 cycles")
+
+
+@pytest.mark.parametrize(
+    "system, units, item",
+    [("h100", 1, "bf16_flops_per_s=1e-300"), ("h100", 1, "hbm_achievable_bytes_per_s=1e-300"),
+     ("groq-tsp", 2, "c2c_bytes_per_s=1e-300"), ("wse3", 2, "system_io_bytes_per_s=1e-300")],
+)  # fmt: skip
+def test_set_rates_so_low_that_times_leave_the_cycle_range(system, units, item):
+    """Rates of 1e-300 make op times of ~1e300 s: one error line with the limit (and, from the
+    engines, the --set values), never an OverflowError traceback."""
+    result = invoke("run", "--system", system, "--model", TINY, "--units", units, "--tokens", 2,
+                    "--set", item)  # fmt: skip
+    line = assert_error(result, "beyond the limit of 2**62 cycles", "--set")
+    assert item in line or "a time of" in line, line
+
+
+# ---------------------------------------------------------------- --set, --systems, --tokens
+
+
+def test_repeated_set_key():
+    assert_error(tiny_run("h100", "--set", "clock_hz=1e9", "--set", "clock_hz=2e9"),
+                 "--set clock_hz", "given twice", "clock_hz=1e9", "clock_hz=2e9")  # fmt: skip
+
+
+@pytest.mark.parametrize("systems, needle", [("", "system 1 of 1 is empty"),
+                                             (",", "is empty"),
+                                             (" h100 , ", "system 2 of 2 is empty"),
+                                             ("h100,,wse3", "system 2 of 3 is empty"),
+                                             ("h100,h100", "'h100' is listed twice")])  # fmt: skip
+def test_compare_bad_system_list(systems, needle):
+    """``--systems ""`` used to run every preset as if the option were absent."""
+    assert_error(invoke("compare", "--model", TINY, "--tokens", 2, "--systems", systems),
+                 "--systems", needle)  # fmt: skip
+
+
+def test_tokens_above_the_limit():
+    """10^7 tokens used to run for minutes; the limit is 10^6 decode steps."""
+    line = assert_error(tiny_run("h100", "--tokens", 1_000_001), "'tokens'", "1,000,001",
+                        "1,000,000")  # fmt: skip
+    with pytest.raises(pa.ConfigError) as exc:
+        pa.Workload(tokens=1_000_001)
+    assert str(exc.value) == line.removeprefix("error: ")
+
+
+def test_expert_weights_on_a_dense_model():
+    assert_error(tiny_run("h100", "--expert-weights", "int4"), "--expert-weights int4",
+                 "dense", "0 routed experts")  # fmt: skip
+
+
+def test_expert_weights_on_a_moe_model_still_run():
+    result = invoke("run", "--system", "h100", "--model", "tiny-mixtral", "--units", 1,
+                    "--tokens", 2, "--expert-weights", "int4", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+
+
+# ---------------------------------------------------------------- model config relations
+
+
+@pytest.mark.parametrize(
+    "base, changes, drop, needles",
+    [
+        ("tiny-mixtral", {"num_experts_per_tok": 9}, (),
+         ["'num_experts_per_tok' = 9", "4 routed experts"]),
+        (TINY, {"hidden_size": 100, "num_attention_heads": 14, "num_key_value_heads": 2},
+         ("head_dim",), ["'hidden_size' = 100", "'num_attention_heads' = 14", "head_dim"]),
+        (TINY, {"hidden_act": "gelu_new"}, (), ["'hidden_act' = 'gelu_new'", "known: silu"]),
+        (TINY, {"hidden_act": 5}, (), ["'hidden_act' = 5", "known: silu"]),
+        (TINY, {"tie_word_embeddings": "no"}, (), ["'tie_word_embeddings'", "'no'"]),
+        (TINY, {"rms_norm_eps": 1e300}, (), ["'rms_norm_eps' = 1e+300", "< 1"]),
+        (TINY, {"head_dim": 15}, (), ["'head_dim' = 15", "even"]),
+        ("tiny-deepseek-v3", {"qk_rope_head_dim": 7}, (), ["'qk_rope_head_dim' = 7", "even"]),
+        ("tiny-deepseek-v3", {"n_group": 3}, (), ["'n_group' = 3", "8 routed experts"]),
+        ("tiny-deepseek-v3", {"n_group": 2, "topk_group": 4}, (),
+         ["'topk_group' = 4", "'n_group' = 2"]),
+        ("tiny-deepseek-v3", {"n_group": 4, "topk_group": 1, "num_experts_per_tok": 3}, (),
+         ["'num_experts_per_tok' = 3", "2 experts"]),
+        (TINY, {"num_hidden_layers": 10_000_001}, (), ["'num_hidden_layers' = 10,000,001",
+                                                       "10,000"]),
+        (TINY, {"text_config": 5}, (), ["'text_config'", "object", "got 5"]),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("functional", [False, True])
+def test_config_relations(tmp_path, base, changes, drop, needles, functional):
+    """Configs whose fields contradict each other (or exceed a limit) are refused on load, with
+    and without --functional (a traceback or silent nonsense before; 10^7 layers ran 300 s)."""
+    folder = write_config(tmp_path, tiny_config(base, drop, **changes))
+    extra = ["--functional"] if functional else []
+    line = assert_error(invoke("run", "--system", "h100", "--model", folder, "--units", 1,
+                               "--tokens", 2, *extra), str(folder), *needles)  # fmt: skip
+    with pytest.raises(pa.ConfigError) as exc:
+        pa.load_model(folder)
+    assert str(exc.value) == line.removeprefix("error: ")
+
+
+def test_hidden_size_divisible_by_heads_needs_no_head_dim(tmp_path):
+    folder = write_config(tmp_path, tiny_config(drop=("head_dim",)))
+    assert pa.load_model(folder).head_dim == 16
+
+
+def test_graph_estimated_above_1_gib_is_refused_before_building():
+    """A ModelConfig made in Python skips the loader's layer limit; build_graph still refuses
+    a graph it estimates above 1 GiB, before building it."""
+    from dataclasses import replace
+
+    deep = replace(pa.load_model(TINY), n_layers=10**7)
+    with pytest.raises(pa.ConfigError, match=r"10,000,000 layers .* GiB, above the limit of 1 GiB"):
+        pa.build_graph(deep, pa.Workload(tokens=1))
+
+
+# ---------------------------------------------------------------- non-finite numerics
+
+
+def _weights_folder(tmp_path: Path, poison) -> Path:
+    """tiny-llama's config beside a safetensors file of its seeded weights, changed by
+    ``poison``."""
+    from pyaccel.numerics.weights import random_weights, write_safetensors
+
+    folder = write_config(tmp_path, tiny_config())
+    weights = random_weights(pa.load_model(folder), 0)
+    poison(weights)
+    write_safetensors(folder / "model.safetensors", weights)
+    return folder
+
+
+def functional_run(folder: Path):
+    return invoke("run", "--system", "h100", "--model", folder, "--units", 1, "--tokens", 2,
+                  "--functional", "--json")  # fmt: skip
+
+
+@pytest.mark.parametrize("value, needle", [(math.nan, "1 NaN and 0 infinite"),
+                                           (math.inf, "0 NaN and 1 infinite"),
+                                           (-math.inf, "0 NaN and 1 infinite")])  # fmt: skip
+def test_non_finite_weight_names_the_tensor(tmp_path, value, needle):
+    name = "model.layers.1.mlp.up_proj.weight"
+    folder = _weights_folder(tmp_path, lambda w: w[name].__setitem__((3, 5), value))
+    assert_error(functional_run(folder), "model.safetensors", f"tensor '{name}'", needle,
+                 "must be finite")  # fmt: skip
+
+
+def test_overflowing_activations_name_layer_and_op(tmp_path):
+    """1e38-scale weights used to give top1_agreement 1.0 over NaN logits."""
+
+    import numpy as np
+
+    def scale(weights):
+        for key, w in weights.items():
+            if key.endswith("proj.weight"):
+                w *= np.float32(1e37)
+
+    result = functional_run(_weights_folder(tmp_path, scale))
+    line = assert_error(result, "functional run", "layer 0 op self_attn.", "NaN", "finite")
+    assert "top1_agreement" not in result.stdout, line
+
+
+def test_finite_check_passes_ordinary_weights(tmp_path):
+    result = functional_run(_weights_folder(tmp_path, lambda w: None))
+    assert result.exit_code == 0, result.stderr
+    assert math.isfinite(json.loads(result.stdout)["max_abs_logit_error"])
+
+
+# ---------------------------------------------------------------- bounds in whole cycles
+
+
+def test_bound_cycles_round_up_never_down():
+    from pyaccel.sim.roofline import bound_cycles
+
+    assert bound_cycles([1e-9], 1e3).tolist() == [1]  # 1e-6 cycles: one whole cycle, not 0
+    assert bound_cycles([100 / 1.1e9], 1.1e9).tolist() == [100]  # exact stays exact
+    assert bound_cycles([100.5 / 1e9, 0.0], 1e9).tolist() == [101, 0]
+
+
+@pytest.mark.parametrize("system, clock", [("h100", "1e4"), ("wse3", "1e3"), ("wse3", "1.1e9"),
+                                           ("groq-tsp", "1")])  # fmt: skip
+def test_bound_never_below_the_byte_flop_bound(system, clock):
+    """With a slow clock (or a tiny model on a wafer) the step bound used to floor to 0
+    cycles; it is now the whole cycles covering the roofline's time, and emulated >= it."""
+    from pyaccel.results import run
+    from pyaccel.sim.roofline import roofline
+
+    r = run(TINY, system, 1, pa.Workload(tokens=2), [f"clock_hz={clock}"])
+    trace = r.trace
+    true_s = roofline(r.model, r.system, r.placement, trace.workload).step_s
+    bound_s = trace.lower_bound_cycles[0] / trace.clock_hz
+    assert bound_s >= true_s > 0
+    assert (trace.step_cycles >= trace.lower_bound_cycles).all()
+
+
+@pytest.mark.parametrize(
+    "rope, needles",
+    [
+        ({"rope_type": "linear", "factor": 0}, ["'factor'", "> 0", "got 0"]),
+        ({"rope_type": "yarn", "factor": -1, "original_max_position_embeddings": 64},
+         ["'factor'", "got -1"]),
+        ({"rope_type": "llama3", "factor": "x", "low_freq_factor": 1, "high_freq_factor": 4},
+         ["'factor'", "got 'x'"]),
+        ({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1}, ["needs 'high_freq_factor'"]),
+        ({"rope_type": "llama3", "factor": 8, "low_freq_factor": 2, "high_freq_factor": 2},
+         ["'high_freq_factor' = 2", "> 'low_freq_factor' = 2"]),
+    ],
+)  # fmt: skip
+def test_functional_rope_scaling_numbers(tmp_path, rope, needles):
+    """A rope factor of 0 or an empty llama3 band made every activation NaN (a KeyError or a
+    ValueError traceback for missing or text values)."""
+    folder = write_config(tmp_path, tiny_config(rope_scaling=rope))
+    assert_error(functional_run(folder), str(folder), "rope_scaling", *needles)
+
+
+def test_overflow_from_a_config_scale_names_layer_and_op(tmp_path):
+    """DeepSeek's routed_scaling_factor of 1e300 overflows the MoE output: named, not NaN
+    metrics."""
+    folder = write_config(tmp_path, tiny_config("tiny-deepseek-v3", routed_scaling_factor=1e300))
+    assert_error(functional_run(folder), "functional run", "layer 1 op", "infinite")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import fields
 from importlib import resources
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError, PresetError
 from ..numerics.formats import get_format
+from .fields import MAX_INTEGER, time_ranges
 from .spec import KINDS, PARAMS_BY_KIND, HardwareSpec, System
 
 
@@ -39,6 +41,10 @@ def _coerce(kind: str, name: str, value: Any, meta: dict, where: str) -> Any:
         if value != int(value):
             raise ConfigError(f"{where}: parameter '{name}' must be a whole number, got {value!r}")
         value = int(value)
+        if abs(value) > MAX_INTEGER:
+            raise ConfigError(
+                f"{where}: parameter '{name}' = {value:.6g} must be <= 2**53 ({MAX_INTEGER:,})"
+            )
     low, strict = meta["min"], meta["strict"]
     if value < low or (strict and value == low):
         bound = ">" if strict else ">="
@@ -100,9 +106,20 @@ def spec_from_toml(text: str, where: str) -> HardwareSpec:
         raise ConfigError(f"{where}: [preset] kind '{kind}' is not one of {', '.join(KINDS)}")
     native = get_format(head["native_format"], f"{where}: native_format").name
     params, sources, assumptions = _parse_params(kind, data.get("params"), where)
+    check_relations(params, lambda names: where)
     return HardwareSpec(
         head["name"], kind, head["description"], native, params, sources, assumptions, origin=where
     )
+
+
+def check_relations(params: Any, where: Callable[[tuple[str, ...]], str]) -> None:
+    """Raise :class:`ConfigError` on the first cross-field relation ``params`` breaks (achievable
+    above peak, reserves above capacities...); ``where(fields)`` names the file or ``--set``
+    item that set them."""
+    for broken in [*params.relations(), *time_ranges(params)]:
+        if broken is not None:
+            names, message = broken
+            raise ConfigError(f"{where(names)}: {message}")
 
 
 def load_spec(name_or_path: str | Path) -> HardwareSpec:
@@ -127,19 +144,42 @@ def apply_overrides(spec: HardwareSpec, sets: list[str] | dict | None) -> Hardwa
     """Apply ``--set key=value`` overrides (``key`` a parameter name) to a spec."""
     if not sets:
         return spec
-    pairs = sets.items() if isinstance(sets, dict) else [_split_set(s) for s in sets]
+    pairs = list(sets.items()) if isinstance(sets, dict) else [_split_set(s) for s in sets]
     meta = {f.name: f.metadata for f in fields(PARAMS_BY_KIND[spec.kind])}
     for key, raw in pairs:
         if key not in meta:
             raise ConfigError(
                 f"--set {key}: no such parameter for kind '{spec.kind}'; known: {', '.join(meta)}"
             )
+        if meta[key].get("informational"):
+            raise ConfigError(
+                f"--set {key}={raw}: '{key}' has no effect ({meta[key]['doc']}); no engine "
+                "reads it, so setting it would change nothing"
+            )
         value = raw if meta[key].get("text") else _number(key, raw)
         value = _coerce(spec.kind, key, value, meta[key], f"--set {key}")
         spec = spec.with_params(
             f"{key}={raw} (preset: {getattr(spec.params, key)})", **{key: value}
         )
+    given = {key: f"--set {key}={raw}" for key, raw in pairs}
+    check_relations(
+        spec.params,
+        lambda names: next((given[n] for n in names if n in given), spec.origin or spec.name),
+    )
     return spec
+
+
+def check_unique_sets(sets: list[str] | None) -> None:
+    """Refuse a ``--set`` key given twice (which value was meant is not clear)."""
+    seen: dict[str, str] = {}
+    for item in sets or []:
+        key, value = _split_set(item)
+        if key in seen:
+            raise ConfigError(
+                f"--set {key}: given twice ({key}={seen[key]} and {key}={value}); give each "
+                "key once"
+            )
+        seen[key] = value
 
 
 def _split_set(item: str) -> tuple[str, str]:

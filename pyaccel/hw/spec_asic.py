@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i, _s
+from .fields import _f, _i, _s, at_most, in_range
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,39 @@ class AsicParams:
     )
     chip_link_bytes_per_s: float = _f("bandwidth of the link between chips (bytes/s)")
     chip_link_latency_s: float = _f("latency of one chip-to-chip hop (s)", strict=False)
+
+    def relations(self) -> list:
+        """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`); with
+        ``kv_sram_bytes = 0`` the derived size is checked by :mod:`pyaccel.sim.asic_design`."""
+        out = [
+            in_range(self, "lane_logic_share", "a share of the die's logic transistors", high=1),
+            at_most(
+                self,
+                ("rom_rows_per_cycle",),
+                "rom_rows_per_bitline",
+                "a sub-array cannot read more rows per cycle than it has",
+            ),
+            at_most(
+                self,
+                ("kv_sram_port_bytes",),
+                "kv_sram_bank_bytes",
+                "a bank's port reads at most the whole bank per cycle",
+            ),
+        ]
+        if self.kv_sram_bytes:
+            out += [
+                at_most(
+                    self,
+                    ("lora_sram_bytes",),
+                    "kv_sram_bytes",
+                    "the LoRA SRAM is part of the KV SRAM and must leave room for KV",
+                    strict=True,
+                ),
+                at_most(
+                    self,
+                    ("kv_sram_bank_bytes",),
+                    "kv_sram_bytes",
+                    "one bank is part of the KV SRAM",
+                ),
+            ]
+        return out

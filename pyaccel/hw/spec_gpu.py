@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i
+from .fields import _f, _i, at_most
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,10 @@ class GpuParams:
     hbm_peak_bytes_per_s: float = _f("datasheet HBM bandwidth (bytes/s); used by the lower bound")
     hbm_achievable_bytes_per_s: float = _f("HBM bandwidth a copy microbenchmark reaches (bytes/s)")
     l2_bytes: int = _i("L2 cache (bytes)")
-    sm_count: int = _i("streaming multiprocessors")
+    sm_count: int = _i(
+        "streaming multiprocessors (documents the GPU; the engine works from the rates)",
+        informational=True,
+    )
     bf16_flops_per_s: float = _f("dense BF16/FP16 tensor-core peak (FLOP/s)")
     fp8_flops_per_s: float = _f("dense FP8 tensor-core peak (FLOP/s)", strict=False)
     fp4_flops_per_s: float = _f(
@@ -37,3 +40,14 @@ class GpuParams:
     runtime_reserved_bytes: int = _i(
         "HBM per GPU kept by the runtime (context, workspaces) (bytes)", strict=False
     )
+
+    def relations(self) -> list:
+        """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`)."""
+        return [
+            at_most(self, ("hbm_achievable_bytes_per_s",), "hbm_peak_bytes_per_s",
+                    "a copy benchmark cannot beat the datasheet peak"),
+            at_most(self, ("runtime_reserved_bytes",), "hbm_capacity_bytes",
+                    "the runtime reserve is part of the HBM", strict=True),
+            at_most(self, ("l2_bytes",), "hbm_capacity_bytes",
+                    "L2 caches HBM and is smaller than it", strict=True),
+        ]  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i
+from .fields import _f, _i, at_most, relation
 
 
 @dataclass(frozen=True)
@@ -33,3 +33,28 @@ class LpuParams:
     mxm_latency_cycles: int = _i("cycles from an MXM's last input vector to its result leaving")
     vxm_latency_cycles: int = _i("cycles of one pass through a VXM ALU chain")
     sxm_latency_cycles: int = _i("cycles of one SXM shift/transpose pass")
+
+    def relations(self) -> list:
+        """Cross-field checks (see :func:`~pyaccel.hw.fields.relation`)."""
+        peers = self.chips_per_node - 1
+        return [
+            relation(("mem_slices", "vector_bytes", "sram_bytes"),
+                     self.mem_slices * self.vector_bytes,
+                     f"mem_slices ({self.mem_slices:,}) x vector_bytes ({self.vector_bytes:,})",
+                     self.sram_bytes, f"sram_bytes ({self.sram_bytes:,})",
+                     "each MEM slice holds at least one vector"),
+            relation(("local_links_per_peer", "chips_per_node", "c2c_links"),
+                     self.local_links_per_peer * peers,
+                     f"local_links_per_peer ({self.local_links_per_peer:,}) x (chips_per_node "
+                     f"({self.chips_per_node:,}) - 1)", self.c2c_links,
+                     f"c2c_links ({self.c2c_links:,})",
+                     "the links to the node's peers must leave a C2C link for the global ports",
+                     strict=True),
+            at_most(self, ("chips_per_node",), "chips_per_rack", "a rack holds at least one node"),
+            relation(("weight_install_streams", "streams_per_direction"),
+                     self.weight_install_streams,
+                     f"weight_install_streams ({self.weight_install_streams:,})",
+                     2 * self.streams_per_direction,
+                     f"2 x streams_per_direction ({self.streams_per_direction:,})",
+                     "weights are installed over the chip's streams (both directions)"),
+        ]  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i, _s
+from .fields import _f, _i, _s, at_most, in_range
 
 STRATEGIES = ("auto", "layer_regions", "interleave", "layer_groups")
 
@@ -15,8 +15,14 @@ class WaferParams:
 
     clock_hz: float = _f("PE and fabric clock (Hz)")
     power_w: float = _f("system power per wafer (CS box) (W)")
-    fabric_width_pes: int = _i("PE columns of the fabric")
-    fabric_height_pes: int = _i("PE rows of the fabric")
+    fabric_width_pes: int = _i(
+        "PE columns of the fabric (documents the wafer; programs get usable_width_pes)",
+        informational=True,
+    )
+    fabric_height_pes: int = _i(
+        "PE rows of the fabric (documents the wafer; programs get usable_height_pes)",
+        informational=True,
+    )
     usable_width_pes: int = _i("PE columns available to a program (fabric minus I/O halo)")
     usable_height_pes: int = _i("PE rows available to a program")
     pe_sram_bytes: int = _i("SRAM per PE (bytes)")
@@ -54,3 +60,16 @@ class WaferParams:
         "interleave or layer_groups",
         choices=STRATEGIES,
     )
+
+    def relations(self) -> list:
+        """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`)."""
+        return [
+            at_most(self, ("usable_width_pes",), "fabric_width_pes",
+                    "a program cannot use more PE columns than the fabric has"),
+            at_most(self, ("usable_height_pes",), "fabric_height_pes",
+                    "a program cannot use more PE rows than the fabric has"),
+            at_most(self, ("pe_code_bytes", "pe_buffer_bytes"), "pe_sram_bytes",
+                    "code and buffers must leave PE SRAM for weights and KV", strict=True),
+            in_range(self, "fabric_bytes_per_elem", "a 16-bit element takes at least 2 link bytes",
+                     low=2),
+        ]  # fmt: skip

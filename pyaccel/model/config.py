@@ -26,6 +26,12 @@ SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
 DEFAULT_NORM_EPS = {t: 1e-6 for t in ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
                                        "deepseek_v3", "kimi_k2")}  # fmt: skip
 DEFAULT_ROPE_THETA = {"mixtral": 1e6, "gpt_oss": 150000.0}
+# Activations of the gated MLP the graph and the functional reference implement (Hugging Face
+# ACT2FN names; "swish" is transformers' alias of SiLU).
+SUPPORTED_ACTS = ("silu", "swish")
+# Deeper configs are refused before anything is built (the largest released models have < 200
+# layers; a 10^7-layer config once ran 300 s to 11 GB before failing).
+MAX_LAYERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -244,13 +250,16 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
     if isinstance(cfg.get("text_config"), dict):  # Kimi K2.5/K2.6, multimodal wrappers
         cfg = {**cfg, **cfg["text_config"]}
+    elif cfg.get("text_config") is not None:
+        raise ConfigError(f"{where}: field 'text_config' must be an object, got "
+                          f"{cfg['text_config']!r}")  # fmt: skip
     mt = _need(cfg, "model_type", where)
     if not isinstance(mt, str) or mt not in SUPPORTED_TYPES:
         raise ConfigError(
             f"{where}: unsupported model_type '{mt}'; supported: "
             f"{', '.join(sorted(SUPPORTED_TYPES))}"
         )
-    n_layers = _positive(cfg, "num_hidden_layers", where)
+    n_layers = _layer_count(cfg, where)
     hidden = _positive(cfg, "hidden_size", where)
     n_heads = _positive(cfg, "num_attention_heads", where)
     fields: dict[str, Any] = dict(
@@ -260,14 +269,14 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         hidden=hidden,
         n_heads=n_heads,
         n_kv_heads=_positive(cfg, "num_key_value_heads", where, n_heads),
-        head_dim=_positive(cfg, "head_dim", where, hidden // n_heads),
+        head_dim=0,  # set below, once the head counts are known to agree
         ffn=_int(cfg, "intermediate_size", where, 0),
         vocab=_positive(cfg, "vocab_size", where),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tied_embeddings=_flag(cfg, "tie_word_embeddings", where),
         max_position=_int(cfg, "max_position_embeddings", where, 0),
         rope_theta=_rope_theta(cfg, mt, where),
         norm_eps=_real(cfg, "rms_norm_eps", where, DEFAULT_NORM_EPS.get(mt, 1e-5)),
-        hidden_act=str(cfg.get("hidden_act") or "silu"),
+        hidden_act=_hidden_act(cfg, where),
         layer_types=_layer_types(cfg, n_layers, where),
         quantization=parse_quantization_config(cfg, where),
         source=where,
@@ -278,6 +287,7 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
             f"{where}: num_attention_heads {n_heads} is not a multiple of "
             f"num_key_value_heads {fields['n_kv_heads']}"
         )
+    fields["head_dim"] = _head_dim(cfg, hidden, n_heads, mt in MLA_TYPES, where)
     if mt in MOE_TYPES | MLA_TYPES:
         fields.update(_moe_fields(cfg, mt, n_layers, where))
     if mt in MLA_TYPES:
@@ -302,7 +312,92 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         attn_sinks=mt == "gpt_oss",
     )
     fields.update(_sliding(cfg, mt, n_layers, fields["layer_types"], where))
+    _check_consistency(fields, cfg, where)
     return ModelConfig(**fields)
+
+
+# ---- validation beyond one field's type (cross-field relations, limits) ----
+
+
+def _layer_count(cfg: dict, where: str) -> int:
+    """``num_hidden_layers``, refused above :data:`MAX_LAYERS` before anything is built."""
+    n = _positive(cfg, "num_hidden_layers", where)
+    if n > MAX_LAYERS:
+        raise ConfigError(f"{where}: field 'num_hidden_layers' = {n:,} is above the limit of "
+                          f"{MAX_LAYERS:,} layers")  # fmt: skip
+    return n
+
+
+def _head_dim(cfg: dict, hidden: int, n_heads: int, mla: bool, where: str) -> int:
+    """``head_dim``, or ``hidden_size / num_attention_heads`` when that divides exactly (MLA
+    models take their head widths from the ``qk_*``/``v_head_dim`` fields instead)."""
+    if cfg.get("head_dim") is not None:
+        return _positive(cfg, "head_dim", where)
+    if hidden % n_heads and not mla:
+        raise ConfigError(
+            f"{where}: field 'hidden_size' = {hidden} is not a multiple of "
+            f"'num_attention_heads' = {n_heads} and there is no 'head_dim' to say the head width"
+        )
+    return hidden // n_heads
+
+
+def _hidden_act(cfg: dict, where: str) -> str:
+    """``hidden_act`` (absent: silu), one of :data:`SUPPORTED_ACTS`."""
+    act = cfg.get("hidden_act")
+    if act is None:
+        return "silu"
+    if act not in SUPPORTED_ACTS:
+        raise ConfigError(f"{where}: field 'hidden_act' = {act!r} is not supported; known: "
+                          f"{', '.join(SUPPORTED_ACTS)}")  # fmt: skip
+    return "silu"
+
+
+def _flag(cfg: dict, key: str, where: str) -> bool:
+    """A true/false field (absent or null: false); strings such as "no" are refused."""
+    value = cfg.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: field '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def _check_consistency(f: dict, cfg: dict, where: str) -> None:
+    """Relations between fields: experts per token within the experts (and DeepSeek's groups),
+    rotary dimensions even, a norm epsilon below 1."""
+    if f.get("n_experts") and f["top_k"] > f["n_experts"]:
+        raise ConfigError(f"{where}: field 'num_experts_per_tok' = {f['top_k']} is above the "
+                          f"{f['n_experts']} routed experts")  # fmt: skip
+    if f["model_type"] in MLA_TYPES:
+        _check_groups(f, cfg, where)
+    rot, rot_key = (f["qk_rope_dim"], "qk_rope_head_dim") if f.get("attention") == "mla" else (
+        f["head_dim"], "head_dim")  # fmt: skip
+    if rot % 2:
+        raise ConfigError(f"{where}: field '{rot_key}' = {rot} must be even (RoPE rotates "
+                          "pairs of dimensions)")  # fmt: skip
+    if f["norm_eps"] >= 1:
+        raise ConfigError(f"{where}: field 'rms_norm_eps' = {f['norm_eps']:g} must be < 1 (it "
+                          "guards a division; released models use 1e-6 to 1e-5)")  # fmt: skip
+
+
+def _check_groups(f: dict, cfg: dict, where: str) -> None:
+    """DeepSeek routing: ``n_group`` divides the experts, ``topk_group <= n_group`` and the kept
+    groups hold at least ``num_experts_per_tok`` experts."""
+    n_group = _positive(cfg, "n_group", where, 1)
+    topk_group = _positive(cfg, "topk_group", where, 1)
+    n_exp, top_k = f["n_experts"], f["top_k"]
+    if n_exp % n_group:
+        raise ConfigError(f"{where}: field 'n_group' = {n_group} does not divide the "
+                          f"{n_exp} routed experts")  # fmt: skip
+    if topk_group > n_group:
+        raise ConfigError(f"{where}: field 'topk_group' = {topk_group} is above 'n_group' = "
+                          f"{n_group}")  # fmt: skip
+    if top_k > topk_group * (n_exp // n_group):
+        raise ConfigError(
+            f"{where}: field 'num_experts_per_tok' = {top_k} is above the "
+            f"{topk_group * (n_exp // n_group)} experts its 'topk_group' = {topk_group} groups "
+            f"of {n_exp // n_group} hold"
+        )
 
 
 def preset_names() -> list[str]:

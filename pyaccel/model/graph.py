@@ -14,6 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..numerics.formats import Format, get_format
 from ..workload import Workload
 from .config import ModelConfig
@@ -543,11 +544,37 @@ def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     return ops
 
 
+# Graphs estimated above this are refused before they are built (ModelConfig made in Python can
+# skip the config loader's layer limit). OP_BYTES: Python memory of one Op, measured ~390-460 B
+# on the presets; OPS_PER_LAYER: the most one layer makes (MLA + MoE + shared experts: ~19).
+MAX_GRAPH_BYTES = 2**30
+OP_BYTES = 512
+OPS_PER_LAYER = 24
+
+
+def check_graph_inputs(model: ModelConfig, workload: Workload) -> None:
+    """Refuse, before building, a graph estimated above :data:`MAX_GRAPH_BYTES` and
+    ``--expert-weights`` on a model without routed experts (it would change nothing)."""
+    estimate = (model.n_layers * OPS_PER_LAYER + 8) * OP_BYTES
+    if estimate > MAX_GRAPH_BYTES:
+        raise ConfigError(
+            f"{model.name}: the decode graph of {model.n_layers:,} layers is estimated at "
+            f"{estimate / 2**30:,.1f} GiB, above the limit of {MAX_GRAPH_BYTES / 2**30:g} GiB"
+        )
+    ew = workload.expert_weights
+    if not model.is_moe and ew is not None and ew != workload.weights:
+        raise ConfigError(
+            f"--expert-weights {ew}: {model.name} is a dense model (0 routed experts); use "
+            "--weights for its linear weights"
+        )
+
+
 def build_graph(
     model: ModelConfig, workload: Workload, context: int | None = None, native_format: str = "bf16"
 ) -> DecodeGraph:
     """The decode-step graph of ``model`` for ``workload`` (formats resolved against
     ``native_format``) with ``context`` cached tokens (default: the workload's context)."""
+    check_graph_inputs(model, workload)
     work = workload.resolved(native_format)
     ctx = work.context if context is None else context
     b, h, v = work.batch, model.hidden, model.vocab

@@ -37,7 +37,7 @@ import numpy as np
 
 from .codecs import bf16_decode, decode, encode, quantize, round_bf16
 from .formats import get_format
-from .reference import DecodeModel, Numerics
+from .reference import DecodeModel, Numerics, check_finite, tensor_site
 from .weights import check_supported, load_weights
 
 FUNCTIONAL_ASSUMPTIONS = (
@@ -234,7 +234,7 @@ class MachineNumerics(Numerics):
                 y = self._reduce(np.matmul(xs, plan.weight))
         if plan.bias is not None:
             y = y + plan.bias
-        return y.astype(np.float32, copy=False)
+        return check_finite(y.astype(np.float32, copy=False), *tensor_site(name), self.label)
 
     def _reduce(self, partials: np.ndarray) -> np.ndarray:
         """Sum partials (axis 0) in the machine's order and width."""
@@ -318,6 +318,13 @@ def compare(ref: np.ndarray, got: np.ndarray, targets: list[int]) -> dict:
 def functional_metrics(graph, system, placement, weights=None, **numerics_options) -> dict:
     """Run the decode numerically through ``placement`` on ``system`` and compare with the fp32
     reference over a token sequence; returns the SPEC §7 keys plus details."""
+    # non-finite values are caught and named by check_finite; numpy's overflow warnings would
+    # only add stray stderr lines
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _functional_metrics(graph, system, placement, weights, **numerics_options)
+
+
+def _functional_metrics(graph, system, placement, weights, **numerics_options) -> dict:
     cfg = graph.model
     check_supported(cfg)
     if weights is None:

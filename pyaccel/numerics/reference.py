@@ -30,6 +30,30 @@ MLA_LATENT_NORM_EPS = 1e-6
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
+def check_finite(x: np.ndarray, layer, op: str, run: str) -> np.ndarray:
+    """``x`` unchanged when every value is finite; else :class:`ConfigError` naming the layer,
+    the op and the run (metrics over NaN/inf logits would be meaningless: a model with 1e38
+    weights once scored top-1 agreement 1.0)."""
+    if np.isfinite(x).all():
+        return x
+    n_nan, n_inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+    raise ConfigError(
+        f"functional run ({run}): layer {layer} op {op} produced {n_nan:,} NaN and {n_inf:,} "
+        f"infinite values of {x.size:,}; every activation must be finite (|x| <= "
+        f"{float(np.finfo(np.float32).max):.4g}, fp32): check the scales of the weights and of "
+        "the config"
+    )
+
+
+def tensor_site(name: str) -> tuple[object, str]:
+    """(layer, op) of an HF tensor name: ``model.layers.3.mlp.up_proj`` -> (3, ``mlp.up_proj``);
+    names outside the layers (``lm_head``) -> (``head``, name)."""
+    parts = name.split(".")
+    if len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
+        return int(parts[2]), ".".join(parts[3:])
+    return "head", name
+
+
 class Numerics:
     """fp32 arithmetic: activations and KV cache kept in fp32, ``y = x @ W.T`` per linear.
 
@@ -57,7 +81,7 @@ class Numerics:
         bias = name + ".bias"
         if bias in self.w:
             y = y + self.w[bias]
-        return y
+        return check_finite(y, *tensor_site(name), self.label)
 
     def combine(self, layer: int, expert_ids: list[int], parts: list[np.ndarray]) -> np.ndarray:
         """Sum of the routed experts' weighted outputs for one token (top-k order)."""
@@ -99,7 +123,37 @@ def rope_parameters(cfg: ModelConfig) -> dict:
         rp["original_max_position_embeddings"] = (
             raw.get("original_max_position_embeddings") or cfg.max_position
         )
+    _check_rope_numbers(rp, cfg.source or cfg.name)
     return rp
+
+
+# rope fields that must be positive numbers when present (mscale ones may be 0: "off")
+_ROPE_POSITIVE = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast",
+                  "beta_slow", "attention_factor", "original_max_position_embeddings")  # fmt: skip
+_ROPE_NON_NEGATIVE = ("mscale", "mscale_all_dim")
+
+
+def _check_rope_numbers(rp: dict, where: str) -> None:
+    """Rope scaling numbers are finite and positive, and llama3's frequency band is not empty
+    (a factor of 0 or equal band edges made every activation NaN)."""
+    if rp["rope_type"] == "llama3":
+        for key in ("factor", "low_freq_factor", "high_freq_factor"):
+            if rp.get(key) is None:
+                raise ConfigError(f"{where}: rope_scaling of type llama3 needs '{key}'")
+    for key in _ROPE_POSITIVE + _ROPE_NON_NEGATIVE:
+        value = rp.get(key)
+        if value is None:
+            continue
+        positive = key in _ROPE_POSITIVE
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            raise ConfigError(f"{where}: rope_scaling field '{key}' must be a finite number "
+                              f"{'> 0' if positive else '>= 0'}, got {value!r}")  # fmt: skip
+    if rp["rope_type"] == "llama3" and rp["high_freq_factor"] <= rp["low_freq_factor"]:
+        raise ConfigError(
+            f"{where}: rope_scaling field 'high_freq_factor' = {rp['high_freq_factor']} must be "
+            f"> 'low_freq_factor' = {rp['low_freq_factor']} (the band between them is smoothed)"
+        )
 
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
@@ -244,21 +298,28 @@ class DecodeModel:
             raise ValueError(f"KV cache full ({self.max_len} positions)")
         ids = np.asarray(tokens, dtype=np.int64).reshape(self.batch)
         x = nx.act(nx.w["model.embed_tokens.weight"][ids].astype(np.float32))
+        x = self._finite(x, "embed", "embed_tokens")
         for i in range(c.n_layers):
             p = f"model.layers.{i}."
             h = nx.act(rms_norm(x, nx.w[p + "input_layernorm.weight"], c.norm_eps))
+            h = self._finite(h, i, "input_layernorm")
             if c.attention == "mla":
                 a = self._mla(i, h)
             else:
                 a = self._gqa(i, h)
-            x = nx.act(x + a)
+            x = self._finite(nx.act(x + a), i, "attention residual add")
             h = nx.act(rms_norm(x, nx.w[p + "post_attention_layernorm.weight"], c.norm_eps))
-            x = nx.act(x + self._mlp(i, h))
-        h = nx.act(rms_norm(x, nx.w["model.norm.weight"], c.norm_eps))
+            h = self._finite(h, i, "post_attention_layernorm")
+            x = self._finite(nx.act(x + self._mlp(i, h)), i, "mlp residual add")
+        h = self._finite(nx.act(rms_norm(x, nx.w["model.norm.weight"], c.norm_eps)), "head",
+                         "final norm")  # fmt: skip
         head = "model.embed_tokens" if c.tied_embeddings else "lm_head"
         logits = nx.linear(h, head, "vocab", "head")
         self.pos += 1
         return logits.astype(np.float32)
+
+    def _finite(self, x: np.ndarray, layer, op: str) -> np.ndarray:
+        return check_finite(x, layer, op, self.nx.label)
 
     # -- attention ------------------------------------------------------------------------------
 

@@ -28,6 +28,18 @@ FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
 
 
+def check_finite_tensor(name: str, arr: np.ndarray, where: str | Path) -> np.ndarray:
+    """``arr`` unchanged when every value is finite; else :class:`ConfigError` naming the file
+    and tensor (NaN or inf weights make every metric of a functional run meaningless)."""
+    if np.isfinite(arr).all():
+        return arr
+    n_nan, n_inf = int(np.isnan(arr).sum()), int(np.isinf(arr).sum())
+    raise ConfigError(
+        f"{where}: tensor '{name}' holds {n_nan:,} NaN and {n_inf:,} infinite values of "
+        f"{arr.size:,}; weights must be finite"
+    )
+
+
 def check_supported(cfg: ModelConfig) -> None:
     """Raise :class:`ConfigError` unless the reference forward pass covers ``cfg``'s family."""
     if cfg.model_type not in FUNCTIONAL_TYPES:
@@ -185,7 +197,7 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
         dtype = fh.get_slice(name).get_dtype()
         if dtype not in FLOAT_DTYPES:
             raise ConfigError(f"{path}: tensor '{name}' has dtype {dtype}")
-        out[name] = _as_fp32(fh.get_tensor(name))
+        out[name] = check_finite_tensor(name, _as_fp32(fh.get_tensor(name)), path)
     return out
 
 
@@ -254,7 +266,9 @@ class LazyWeights:
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._cache:
-            self._cache[name] = _as_fp32(self._files[self._where[name]].get_tensor(name))
+            where = self._where[name]
+            arr = _as_fp32(self._files[where].get_tensor(name))
+            self._cache[name] = check_finite_tensor(name, arr, where)
         return self._cache[name]
 
     def __contains__(self, name: str) -> bool:

@@ -29,6 +29,7 @@ from ..hw.spec import System
 from ..model.config import ModelConfig
 from ..model.graph import DecodeGraph, build_graph
 from ..trace import Trace
+from ..units import CycleRangeError
 from ..workload import Workload, resolve_workload
 
 
@@ -137,16 +138,23 @@ def emulate(
     # a hand-made or edited placement that overfills a unit, PE or slice is refused, not
     # emulated; one made for more users or a longer context than this workload is fine
     placement.check(graph, system, exact=False)
-    log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
+    try:
+        log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
+    except (OverflowError, CycleRangeError):  # a time beyond int64 cycles (a rate of 1e-300)
+        raise ConfigError(_overflow_message(system)) from None
     arrays = meta.pop("arrays", {})
     _check_cycles(steps, system)
     work = graph.workload
-    from .roofline import StepBounds
+    from .roofline import StepBounds, bound_cycles
 
     bound = StepBounds(graph, system, placement)
-    # floor: a lower bound must not be rounded up past the time it bounds
+    # rounded up: whole cycles never below the byte/FLOP bound (emulated steps, whole cycles
+    # at least as long as that bound, are then still >= it)
     contexts = np.arange(work.context, work.context + work.tokens, dtype=np.int64)
-    bounds = np.floor(bound.step_seconds(contexts) * system.spec.clock_hz).astype(np.int64)
+    try:
+        bounds = bound_cycles(bound.step_seconds(contexts), system.spec.clock_hz)
+    except CycleRangeError:
+        raise ConfigError(_overflow_message(system)) from None
     trace = Trace(
         system=system.name,
         kind=system.kind,
@@ -183,6 +191,15 @@ def _functional(graph, system, placement) -> dict:
     from ..numerics import execute
 
     return execute.functional_metrics(graph, system, placement)
+
+
+def _overflow_message(system: System) -> str:
+    """Why a step time left the integer cycle range: the clock and the ``--set`` values."""
+    sets = "; ".join(system.spec.overrides) or "the preset's values"
+    return (
+        f"{system.name}: an op's time is beyond the limit of 2**62 cycles (int64 timelines) at "
+        f"clock_hz={system.spec.clock_hz:g} with {sets}; check --set values"
+    )
 
 
 def _check_cycles(steps: list[int], system: System) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_counts, attention_op, build_graph
+from ..units import MAX_CYCLES, CycleRangeError
 from .engine import engine_module
 
 
@@ -62,6 +63,25 @@ class Roofline:
                 for b in self.ops
             ]
         )
+
+
+# Relative slack when rounding a bound up to whole cycles: seconds x clock of a bound that is an
+# exact number of cycles can come out a few ulps above it (1e-16 relative), which must not add a
+# cycle; 1e-12 is far above that error and far below one cycle of any real bound.
+CYCLE_ROUNDING_SLACK = 1e-12
+
+
+def bound_cycles(seconds, clock_hz: float) -> np.ndarray:
+    """Bounds (s) in whole cycles of ``clock_hz``, rounded *up*: a bound is never reported below
+    the byte/FLOP time it stands for (with a slow clock, flooring made it 0 cycles)."""
+    with np.errstate(over="ignore"):  # an overflow to inf is refused just below
+        cycles = np.asarray(seconds, dtype=np.float64) * clock_hz
+    if not (cycles < MAX_CYCLES).all():  # also inf and NaN; casting them gives garbage
+        raise CycleRangeError(
+            f"the step's lower bound is {float(np.max(cycles)):.4g} cycles at clock_hz="
+            f"{clock_hz:.4g}, beyond the limit of 2**62 cycles (int64 timelines)"
+        )
+    return np.ceil(cycles * (1.0 - CYCLE_ROUNDING_SLACK)).astype(np.int64)
 
 
 def op_bound(op, n_units: int, rates: dict, hidden: int) -> OpBound:
@@ -181,8 +201,8 @@ def roofline(
     model_or_graph, system, placement, workload=None, context: int | None = None
 ) -> Roofline:
     """The lower bound of one decode step (at ``context``, default the workload's)."""
-    from .engine import _graph
     from ..workload import Workload
+    from .engine import _graph
 
     graph = _graph(model_or_graph, system, workload or Workload())
     ctx = graph.context if context is None else context
