@@ -849,6 +849,8 @@ def _system_record(spec) -> dict:
             "value": getattr(spec.params, f.name),
             "unit": _param_unit(f.name, f.metadata),
             "doc": f.metadata["doc"],
+            # informational parameters document the machine; no engine reads them, --set refuses
+            "settable": not f.metadata.get("informational", False),
         }
         if f.name in spec.sources:
             row["source"] = spec.sources[f.name]
@@ -877,15 +879,18 @@ def _print_system(spec) -> None:
             f" ({rec['kind']}): {rec['description']}; native format {rec['native_format']}",
         )
     )
+    n_set = sum(p["settable"] for p in rec["params"])
     out.print(
-        f"{len(rec['params'])} parameters, each a --set KEY=VALUE key: value and unit, what it "
-        "is, then its public source or the named assumption it rests on.",
+        f"{len(rec['params'])} parameters ({n_set} of them --set KEY=VALUE keys): value and "
+        "unit, what it is, then its public source or the named assumption it rests on.",
         markup=False,
         highlight=False,
     )
     for p in rec["params"]:
         unit = "" if p["unit"] in ("count", "text", "-") else f" {p['unit']}"
         choices = f" (one of {', '.join(p['choices'])})" if "choices" in p else ""
+        if not p["settable"]:
+            choices += " [informational: no engine reads it, not a --set key]"
         doc = _UNIT.sub("", p["doc"], count=1)  # the unit is already beside the value
         out.print()
         out.print(

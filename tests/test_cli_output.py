@@ -524,3 +524,27 @@ def test_compare_shows_progress_on_a_terminal_but_not_with_json():
 def test_no_progress_when_stderr_is_not_a_terminal():
     result = invoke("compare", "--model", "tiny-llama", "--systems", "h100,h200", "--tokens", "2", "--context", "64")
     assert result.exit_code == 0 and result.stderr == ""
+
+
+@pytest.mark.parametrize("name", ["h100", "wse3"])
+def test_systems_sys_marks_exactly_the_keys_that_set_refuses(name):
+    """A key listed as settable is taken by --set; an informational one is refused by it."""
+    from pyaccel.errors import ConfigError
+    from pyaccel.hw.io import load_system
+
+    params = strict_json(ok("systems", name, "--json"))["params"]
+    assert any(not p["settable"] for p in params)  # fabric_width_pes, sm_count: documentation
+    for p in params:
+        if p["unit"] == "text" or isinstance(p["value"], bool):
+            continue
+        item = [f"{p['key']}={p['value']!r}"]
+        if p["settable"]:
+            load_system(name, units=1, overrides=item)
+        else:
+            with pytest.raises(ConfigError, match="has no effect"):
+                load_system(name, units=1, overrides=item)
+    text = ok("systems", name)
+    informational = [p["key"] for p in params if not p["settable"]]
+    for key in informational:
+        block = text.split(f"{key} = ", 1)[1].split("\n\n", 1)[0]
+        assert "not a --set key" in " ".join(block.split())
