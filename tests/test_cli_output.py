@@ -24,55 +24,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import pyaccel.results
-from pyaccel.cli import app
 from pyaccel.errors import ConfigError
 from pyaccel.hw.spec import PARAMS_BY_KIND
 from pyaccel.io_util import dumps_strict, write_atomic
 from pyaccel.numerics.formats import FORMATS
+from test_cli import error_line, invoke, ok, strict_json  # the CLI suite's helpers
 
 MODEL = "llama-3.1-8b"
 RUN = ("run", "--system", "h100", "--model", MODEL, "--tokens", "2")
 REPORT = ("report", "--system", "h100", "--model", MODEL, "--tokens", "2")
 COMPARE = ("compare", "--model", MODEL, "--systems", "h100", "--tokens", "2")
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    """``pyaccel ARGS`` in-process; an uncaught exception fails the test."""
-    result = runner.invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
-
-
-def ok(*args) -> str:
-    result = invoke(*args)
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}"
-    return result.stdout
-
-
-def error_line(result) -> str:
-    """Exit 2 with exactly one ``error:`` line on stderr and no traceback; return the line."""
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error:"), lines[0]
-    return lines[0]
-
-
-def strict_json(text: str):
-    """Parse JSON as RFC 8259 has it (no NaN/Infinity)."""
-
-    def reject(name):
-        raise ValueError(f"non-standard JSON constant {name}")
-
-    return json.loads(text, parse_constant=reject)
-
 
 @pytest.fixture
 def no_emulation(monkeypatch):
