@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model.config import ModelConfig
-from .weights import check_supported
+from .weights import check_supported, nonfinite_count
 
 # HF builds DeepSeek's q_a_layernorm / kv_a_layernorm as ``DeepseekV3RMSNorm(rank)``: the class
 # default eps, not the config's ``rms_norm_eps`` (the original DeepSeek code does the same).
@@ -34,12 +34,12 @@ def check_finite(x: np.ndarray, layer, op: str, run: str) -> np.ndarray:
     """``x`` unchanged when every value is finite; else :class:`ConfigError` naming the layer,
     the op and the run (metrics over NaN/inf logits would be meaningless: a model with 1e38
     weights once scored top-1 agreement 1.0)."""
-    if np.isfinite(x).all():
+    bad = nonfinite_count(x)
+    if bad is None:
         return x
-    n_nan, n_inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
     raise ConfigError(
-        f"functional run ({run}): layer {layer} op {op} produced {n_nan:,} NaN and {n_inf:,} "
-        f"infinite values of {x.size:,}; every activation must be finite (|x| <= "
+        f"functional run ({run}): layer {layer} op {op} produced {bad}; "
+        f"every activation must be finite (|x| <= "
         f"{float(np.finfo(np.float32).max):.4g}, fp32): check the scales of the weights and of "
         "the config"
     )

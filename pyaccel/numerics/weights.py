@@ -28,16 +28,21 @@ FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
 
 
+def nonfinite_count(x: np.ndarray) -> str | None:
+    """``None`` when every value of ``x`` is finite, else how many are NaN and infinite."""
+    if np.isfinite(x).all():
+        return None
+    n_nan, n_inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+    return f"{n_nan:,} NaN and {n_inf:,} infinite values of {x.size:,}"
+
+
 def check_finite_tensor(name: str, arr: np.ndarray, where: str | Path) -> np.ndarray:
     """``arr`` unchanged when every value is finite; else :class:`ConfigError` naming the file
     and tensor (NaN or inf weights make every metric of a functional run meaningless)."""
-    if np.isfinite(arr).all():
+    bad = nonfinite_count(arr)
+    if bad is None:
         return arr
-    n_nan, n_inf = int(np.isnan(arr).sum()), int(np.isinf(arr).sum())
-    raise ConfigError(
-        f"{where}: tensor '{name}' holds {n_nan:,} NaN and {n_inf:,} infinite values of "
-        f"{arr.size:,}; weights must be finite"
-    )
+    raise ConfigError(f"{where}: tensor '{name}' holds {bad}; weights must be finite")
 
 
 def check_supported(cfg: ModelConfig) -> None:
