@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .errors import ConfigError
-from .numerics.formats import get_format
+from .formats import get_format
 
 # Decode steps one run may emulate: every step is simulated and kept (step times, contexts), so
 # a mistyped --tokens would otherwise run for hours.

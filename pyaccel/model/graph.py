@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import ConfigError
-from ..numerics.formats import Format, get_format
+from ..formats import Format, get_format
 from ..workload import Workload
 from .config import ModelConfig
 

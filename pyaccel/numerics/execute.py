@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..formats import get_format
 from .codecs import bf16_decode, decode, encode, quantize, round_bf16
-from .formats import get_format
 from .reference import DecodeModel, Numerics, check_finite, tensor_site
 from .weights import check_supported, load_weights
 

@@ -172,7 +172,7 @@ class AsicCost:
     def mac_lanes(self, layer: int, banks: int) -> float:
         """Attention MAC lanes of a layer per die: KV elements per cycle from its ports x MACs
         per element (query heads sharing each K/V element) x ``attn_mac_factor``."""
-        from ..numerics.formats import get_format
+        from ..formats import get_format
 
         key = (self.graph.model.is_sliding(layer), banks)
         if key in self._macs:
@@ -322,7 +322,7 @@ def roofline_rates(spec, work) -> dict:
     budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
     a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
     in one pass (``asic.roofline``); ``link``: the chip link."""
-    from ..numerics.formats import get_format
+    from ..formats import get_format
 
     p, f = spec.params, spec.clock_hz
     widest = 0

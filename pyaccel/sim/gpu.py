@@ -194,7 +194,7 @@ def _stage_cycles(kernels: list[Kernel], n_stages: int) -> list[int]:
 def roofline_rates(spec, work) -> dict:
     """Peak rates the lower bound uses: HBM at its datasheet rate, each op's arithmetic at its
     format's dense tensor-core peak (vector ops: memory only), NVLink per direction."""
-    from ..numerics.formats import get_format
+    from ..formats import get_format
 
     p = spec.params
     weights = _tc_rate(p, get_format(work.weights).compute)
@@ -293,7 +293,7 @@ def emulate(graph, system, placement, event_steps, progress=None):
     (largest) micro-batch for ``event_steps``. Only attention depends on the context, so each
     step re-costs one attention kernel per (stage, window) group and micro-batch size.
     """
-    from ..numerics.formats import get_format
+    from ..formats import get_format
     from ..trace import EventLog
 
     spec, work = system.spec, graph.workload

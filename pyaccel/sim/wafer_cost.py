@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..numerics.formats import get_format
+from ..formats import get_format
 from .wafer_mesh import (
     ONE_LEVEL_COLOURS,
     TWO_LEVEL_COLOURS,
