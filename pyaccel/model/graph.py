@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import ConfigError
-from ..formats import Format, get_format
+from ..formats import FORMATS, HC1_ASSUMPTION, Format
 from ..workload import Workload
 from .config import ModelConfig
 
@@ -213,7 +213,7 @@ def attention_counts(cfg: ModelConfig, work: Workload, layer: int, context):
     integer array (every step of a trace at once, for the lower bound); integer arithmetic only,
     so both give the same numbers."""
     b = work.batch
-    kv_fmt = get_format(work.kv)
+    kv_fmt = work.kv_format
     window = cfg.sliding_window if cfg.is_sliding(layer) else 0
     attended = np.minimum(context + 1, window) if window else context + 1
     if cfg.attention == "mla":
@@ -233,7 +233,7 @@ def attention_counts(cfg: ModelConfig, work: Workload, layer: int, context):
 def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> Op:
     """Attention of one new token per sequence over its cache (scores, softmax, weighted sum)."""
     b = work.batch
-    kv_fmt = get_format(work.kv)
+    kv_fmt = work.kv_format
     window = cfg.sliding_window if cfg.is_sliding(layer) else 0
     resident_len = min(work.max_len, window) if window else work.max_len
     elems = cfg.kv_elems_per_token_layer
@@ -245,7 +245,7 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
         # weighted sum in the 512-wide latent; kv_b_proj's up-projections (W_UK, W_UV) are folded
         # into the query and output, so their weights are read here.
         lat = cfg.kv_lora_rank
-        w = get_format(work.weights).tensor_bytes(
+        w = work.weights_format.tensor_bytes(
             cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim), lat, "attn"
         )
         params = cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim) * lat
@@ -277,7 +277,7 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
 
 def _attention_block(cfg: ModelConfig, work: Workload, layer: int, context: int) -> list[Op]:
     b, h = work.batch, cfg.hidden
-    wf = get_format(work.weights)
+    wf = work.weights_format
     ops = [
         _vector_op(
             f"L{layer}.attn_norm", layer, "attn_norm", "norm", "replicate", b, h, 4, params=h
@@ -479,7 +479,7 @@ def _swiglu(
 
 def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     b, h = work.batch, cfg.hidden
-    wf, ef = get_format(work.weights), get_format(work.expert_weights)
+    wf, ef = work.weights_format, work.expert_weights_format
     ops = [
         _vector_op(f"L{layer}.mlp_norm", layer, "mlp_norm", "norm", "replicate", b, h, 4, params=h)
     ]
@@ -495,7 +495,7 @@ def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
             "replicate",
             b,
             [(e, h)],
-            get_format("bf16"),
+            FORMATS["bf16"],  # routers stay 16-bit (SMALL_PARAM_BYTES)
             "router",
             bias=cfg.router_bias,
         )
@@ -578,7 +578,7 @@ def build_graph(
     work = workload.resolved(native_format)
     ctx = work.context if context is None else context
     b, h, v = work.batch, model.hidden, model.vocab
-    wf = get_format(work.weights)
+    wf = work.weights_format
     ops: list[Op] = [
         Op(
             "embed",
@@ -627,5 +627,5 @@ def build_graph(
         )
     notes = list(GRAPH_ASSUMPTIONS)
     if work.weights == "hc1" or work.expert_weights == "hc1":
-        notes.append(get_format("hc1").note)
+        notes.append(HC1_ASSUMPTION)
     return DecodeGraph(model, work, ctx, tuple(ops), tuple(left_out), tuple(notes))
