@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..model.graph import ACT_BYTES, attention_counts, attention_op, build_graph
+from ..model.attention import attention_counts, attention_op
+from ..model.graph import build_graph
+from ..model.ops import ACT_BYTES
 from ..units import MAX_CYCLES, CycleRangeError
 from ..workload import Workload
 from .inputs import engine_module, run_graph
