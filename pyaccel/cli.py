@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import ConfigError, PyaccelError
+from .formats import FORMATS
 from .hw.spec_wafer import STRATEGIES
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder, dumps_strict
-from .numerics.formats import FORMATS
 from .units import fmt_bytes, fmt_seconds
 from .workload import Workload
 

@@ -237,7 +237,8 @@ def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
 
 def what_if_gains(trace) -> list[dict]:
     """Re-emulate with each resource class twice as fast; rank by step-time gain."""
-    from .sim.engine import emulate, engine_module, what_if_system
+    from .sim.engine import emulate, what_if_system
+    from .sim.inputs import engine_module
 
     model, system, placement, work = trace.inputs
     rows = []

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .errors import ConfigError
-from .numerics.formats import get_format
+from .formats import Format, get_format
 
 # Decode steps one run may emulate: every step is simulated and kept (step times, contexts), so
 # a mistyped --tokens would otherwise run for hours.
@@ -19,6 +19,10 @@ class Workload:
 
     ``weights`` applies to every linear weight, ``expert_weights`` overrides it for routed experts,
     ``kv`` is the KV-cache format. ``None`` formats mean "the system's native format".
+
+    The names are resolved once, here: ``weights_format``, ``expert_weights_format`` and
+    ``kv_format`` are the :class:`~pyaccel.formats.Format` of each (``None`` where the name is),
+    for the graph, engines and executors; the string fields stay the canonical names (JSON, CLI).
     """
 
     batch: int = 1
@@ -28,6 +32,11 @@ class Workload:
     expert_weights: str | None = None
     kv: str = "bf16"
     spec_decode: str | None = None
+    weights_format: Format | None = field(default=None, init=False, repr=False, compare=False)
+    expert_weights_format: Format | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    kv_format: Format | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, low in (("batch", 1), ("context", 0), ("tokens", 1)):
@@ -44,9 +53,9 @@ class Workload:
         for name in ("weights", "expert_weights", "kv"):
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(
-                    self, name, get_format(value, f"--{name.replace('_', '-')} format").name
-                )
+                fmt = get_format(value, f"--{name.replace('_', '-')} format")
+                object.__setattr__(self, name, fmt.name)
+                object.__setattr__(self, f"{name}_format", fmt)
         if self.spec_decode:
             raise ConfigError(
                 f"--spec-decode '{self.spec_decode}': speculative decoding is not "

@@ -27,9 +27,9 @@ import pytest
 
 import pyaccel.results
 from pyaccel.errors import ConfigError
+from pyaccel.formats import FORMATS
 from pyaccel.hw.spec import PARAMS_BY_KIND
 from pyaccel.io_util import dumps_strict, write_atomic
-from pyaccel.numerics.formats import FORMATS
 from test_cli import error_line, invoke, ok, strict_json  # the CLI suite's helpers
 
 MODEL = "llama-3.1-8b"

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from pyaccel.errors import ConfigError
+from pyaccel.formats import CODECS, FORMATS, get_format
 from pyaccel.numerics import codecs as c
-from pyaccel.numerics.formats import FORMATS, decode, encode, get_format, quantize
+from pyaccel.numerics.codecs import decode, encode, quantize
 
 QUANT = ("fp8", "int8", "int4", "int4-g32", "mxfp4", "nvfp4", "hc1")
 finite = st.floats(-1e4, 1e4, allow_nan=False, width=32)
@@ -148,3 +149,32 @@ def test_bad_inputs_are_clear_errors():
         encode(np.ones((2, 2)), "int3")
     with pytest.raises(ConfigError, match="3- or 6-bit"):
         encode(np.ones((2, 2)), "hc1", 5)
+
+
+# --- the vocabulary is a leaf; every format names a codec that exists ------------------------
+
+
+def test_every_format_names_a_codec_that_encodes_it():
+    # a format added to the vocabulary without a packing scheme would fail only when a
+    # functional run first met it
+    for name, fmt in FORMATS.items():
+        assert fmt.codec in CODECS, name
+        assert fmt.codec in c._ENCODERS, name
+
+
+def test_formats_units_and_errors_import_nothing_of_pyaccel_but_errors():
+    import ast
+    from pathlib import Path
+
+    import pyaccel
+
+    root = Path(pyaccel.__file__).parent
+    for leaf in ("formats.py", "units.py", "errors.py"):
+        tree = ast.parse((root / leaf).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                target = "." * node.level + (node.module or "")
+                assert node.level == 0 or target == ".errors", (leaf, target)
+                assert not target.startswith("pyaccel"), (leaf, target)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("pyaccel") for a in node.names), leaf

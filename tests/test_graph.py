@@ -3,7 +3,7 @@
 import pytest
 
 import pyaccel as pa
-from pyaccel.numerics import get_format
+from pyaccel.formats import get_format
 
 
 def test_llama_8b_bytes_read_per_token_match_hand_count(llama8b):

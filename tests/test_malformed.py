@@ -1629,6 +1629,15 @@ def test_bound_cycles_round_up_never_down():
     assert bound_cycles([100.5 / 1e9, 0.0], 1e9).tolist() == [101, 0]
 
 
+def test_emulate_and_roofline_refuse_what_is_neither_a_model_nor_a_graph():
+    from pyaccel.results import prepare
+
+    model, system, work, plc = prepare(TINY, "h100", 1, pa.Workload(tokens=2))
+    for call in (pa.emulate, pa.roofline):
+        with pytest.raises(pa.ConfigError, match="takes a ModelConfig or DecodeGraph, got str"):
+            call(TINY, system, plc, work)
+
+
 @pytest.mark.parametrize("system, clock", [("h100", "1e4"), ("wse3", "1e3"), ("wse3", "1.1e9"),
                                            ("groq-tsp", "1")])  # fmt: skip
 def test_bound_never_below_the_byte_flop_bound(system, clock):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PresetError
-from ..numerics.formats import get_format
+from ..formats import get_format
 from .fields import MAX_INTEGER, time_ranges
 from .spec import KINDS, PARAMS_BY_KIND, HardwareSpec, System
 

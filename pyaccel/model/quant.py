@@ -107,7 +107,7 @@ class QuantConfig:
 
 
 def _head_bytes(model, fmt: str) -> str:
-    from ..numerics.formats import get_format
+    from ..formats import get_format
 
     return fmt_bytes(get_format(fmt).tensor_bytes(model.vocab, model.hidden, "head"))
 

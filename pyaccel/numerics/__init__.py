@@ -1,7 +1,7 @@
-"""Number formats and functional emulation.
+"""Packing of number formats and functional emulation.
 
-- ``formats``: the SPEC §6 formats (bits and byte accounting) and their encode/decode
-  (``codecs``: published rounding rules, packed storage);
+- ``codecs``: encode/decode of the SPEC §6 formats (published rounding rules, packed storage);
+  the format vocabulary itself (bits, scales, which codec) is :mod:`pyaccel.formats`;
 - ``weights``: HF safetensors folders (lazy) or seeded random models;
 - ``reference``: the fp32 NumPy decode forward pass with KV cache (golden-tested against HF);
 - ``execute``: the decode through a placement in a machine's formats and reduction order
@@ -9,6 +9,6 @@
 - ``gemv``: packed low-bit GEMV kernels over the packed bytes.
 """
 
-from .formats import FORMATS, Format, decode, encode, get_format, quantize
+from .codecs import decode, encode, quantize
 
-__all__ = ["FORMATS", "Format", "decode", "encode", "get_format", "quantize"]
+__all__ = ["decode", "encode", "quantize"]

@@ -22,8 +22,11 @@ random and special values (NaN, inf, subnormals, ties).
   bf16 scale ``amax_row / (2^(b-1) - 1)``, codes in [-2^(b-1), 2^(b-1) - 1], packed as a
   little-endian bit stream per row (element j at bits j*b .. j*b+b-1 of the row).
 
-Packed rows are padded to whole bytes (``tensor_bytes`` in formats.py counts the tensor as one bit
-stream; the two agree whenever ``cols * bits`` is a multiple of 8).
+Packed rows are padded to whole bytes (``tensor_bytes`` in pyaccel/formats.py counts the tensor as
+one bit stream; the two agree whenever ``cols * bits`` is a multiple of 8).
+
+Which scheme packs a format is data of the vocabulary (``Format.codec`` in :mod:`pyaccel.formats`);
+this module looks it up there and holds one encoder per scheme.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 from ml_dtypes import bfloat16, float4_e2m1fn, float8_e4m3fn
 
 from ..errors import ConfigError
+from ..formats import Format, get_format
 
 # --------------------------------------------------------------------------------------------
 # bf16 / fp16
@@ -277,9 +281,14 @@ class Packed:
     tensor_scale: float = 1.0
 
     @property
+    def codec(self) -> str:
+        """The packing scheme of this tensor's format (``Format.codec``)."""
+        return get_format(self.fmt).codec
+
+    @property
     def nbytes(self) -> int:
         """Bytes of packed values and scales as stored here."""
-        n = self.values.nbytes + (4 if self.fmt in ("fp8", "nvfp4") else 0)
+        n = self.values.nbytes + get_format(self.fmt).tensor_scale_bytes
         for s in (self.block_scales, self.row_scales):
             if s is not None:
                 n += s.nbytes
@@ -287,23 +296,25 @@ class Packed:
 
     def block_scale_values(self) -> np.ndarray:
         """Block scales as fp32 (``rows x n_blocks``)."""
-        if self.fmt.startswith("int4"):
+        codec = self.codec
+        if codec == "int-block":
             return bf16_decode(self.block_scales)
-        if self.fmt == "mxfp4":
+        if codec == "e2m1-mx":
             return e8m0_decode(self.block_scales)
         return e4m3_decode(self.block_scales)
 
     def codes(self) -> np.ndarray:
         """Element values before scaling, as fp32 (``rows x cols``): integers for int/hc1
         formats, E2M1/E4M3 values for the float ones."""
-        if self.fmt in ("fp32", "bf16", "fp16"):
+        codec = self.codec
+        if codec in ("fp32", "bf16", "fp16"):
             return decode(self)
-        if self.fmt == "int8":
+        if codec == "int-row":
             return self.values.view(np.int8).astype(np.float32)
-        if self.fmt == "fp8":
+        if codec == "e4m3-tensor":
             return e4m3_decode(self.values)
         raw = unpack_bits(self.values, self.bits, self.cols)
-        if self.fmt in ("mxfp4", "nvfp4"):
+        if codec in ("e2m1-mx", "e2m1-nv"):
             return e2m1_decode(raw)
         return from_twos(raw, self.bits).astype(np.float32)
 
@@ -332,80 +343,111 @@ def _int_symmetric(amax: np.ndarray, qmax: int):
     return scale_bits, scale
 
 
+def _encode_fp8(name: str, a: np.ndarray, fmt: Format, bits) -> Packed:
+    rows, cols = a.shape
+    amax = float(np.max(np.abs(a))) if a.size else 0.0
+    scale = np.float32(amax / E4M3_MAX) if amax > 0 else np.float32(1.0)
+    return Packed(name, rows, cols, 8, e4m3_encode(a / scale), tensor_scale=float(scale))
+
+
+def _encode_int8(name: str, a: np.ndarray, fmt: Format, bits) -> Packed:
+    rows, cols = a.shape
+    sbits, s = _int_symmetric(np.max(np.abs(a), axis=1), 127)
+    q = np.clip(np.rint(a / s[:, None]), -127, 127).astype(np.int8)
+    return Packed(name, rows, cols, 8, q.view(np.uint8), row_scales=sbits)
+
+
+def _encode_hc1(name: str, a: np.ndarray, fmt: Format, bits) -> Packed:
+    rows, cols = a.shape
+    b = 3 if bits is None else int(bits)
+    if b not in (3, 6):
+        raise ConfigError(f"hc1 tensors are 3- or 6-bit, got {b}")
+    qmax = (1 << (b - 1)) - 1
+    sbits, s = _int_symmetric(np.max(np.abs(a), axis=1), qmax)
+    q = np.clip(np.rint(a / s[:, None]), -qmax - 1, qmax)
+    return Packed(name, rows, cols, b, pack_bits(to_twos(q, b), b), row_scales=sbits)
+
+
+def _encode_int4(name: str, a: np.ndarray, fmt: Format, bits) -> Packed:
+    rows, cols = a.shape
+    blk, _ = _blocks(a, fmt.block)
+    sbits, s = _int_symmetric(np.max(np.abs(blk), axis=2), 7)
+    q = np.clip(np.rint(a / _expand(s, fmt.block, cols)), -8, 7)
+    return Packed(name, rows, cols, 4, pack_bits(to_twos(q, 4), 4), fmt.block, sbits)
+
+
+def _encode_mxfp4(name: str, a: np.ndarray, fmt: Format, bits) -> Packed:
+    rows, cols = a.shape
+    blk, _ = _blocks(a, fmt.block)
+    amax = np.max(np.abs(blk), axis=2)
+    _, e = np.frexp(amax.astype(np.float64))  # amax = m * 2^e, m in [0.5, 1)
+    shared = np.clip(e - 1 - 2, -127, 127)  # floor(log2 amax) - emax_elem(E2M1) = 2
+    codes = np.where(amax > 0, shared + 127, 0).astype(np.uint8)
+    x = a / _expand(e8m0_decode(codes), fmt.block, cols)
+    return Packed(name, rows, cols, 4, pack_bits(e2m1_encode(x), 4), fmt.block, codes)
+
+
+def _encode_nvfp4(name: str, a: np.ndarray, fmt: Format, bits) -> Packed:
+    rows, cols = a.shape
+    blk, _ = _blocks(a, fmt.block)
+    amax = np.max(np.abs(blk), axis=2)
+    t_amax = float(np.max(amax)) if amax.size else 0.0
+    s_t = np.float32(t_amax / (E2M1_MAX * E4M3_MAX)) if t_amax > 0 else np.float32(1.0)
+    sb_codes = e4m3_encode(amax / np.float32(E2M1_MAX) / s_t)
+    denom = _safe(e4m3_decode(sb_codes) * s_t)
+    x = a / _expand(denom, fmt.block, cols)
+    values = pack_bits(e2m1_encode(x), 4)
+    return Packed(name, rows, cols, 4, values, fmt.block, sb_codes, tensor_scale=float(s_t))
+
+
+# One encoder per packing scheme (``Format.codec``): (name, fp32 rows x cols, format, hc1 bits).
+_ENCODERS = {
+    "fp32": lambda name, a, fmt, bits: Packed(name, *a.shape, 32, a.copy()),
+    "bf16": lambda name, a, fmt, bits: Packed(name, *a.shape, 16, bf16_bits(a)),
+    "fp16": lambda name, a, fmt, bits: Packed(
+        name, *a.shape, 16, a.astype(np.float16).view(np.uint16)
+    ),
+    "e4m3-tensor": _encode_fp8,
+    "int-row": _encode_int8,
+    "int-row-packed": _encode_hc1,
+    "int-block": _encode_int4,
+    "e2m1-mx": _encode_mxfp4,
+    "e2m1-nv": _encode_nvfp4,
+}
+
+
 def encode(w, fmt_name: str, bits: int | None = None) -> Packed:
     """Quantise an fp32 ``rows x cols`` tensor (1-D is one row) to ``fmt_name`` in packed
     storage. ``bits`` selects hc1's width (3 or 6; default 3)."""
-    from .formats import get_format
-
     fmt = get_format(fmt_name)
     a = np.asarray(w, dtype=np.float32)
     if a.ndim == 1:
         a = a[None, :]
     if a.ndim != 2:
         raise ConfigError(f"encode: expected a 2-D tensor, got shape {a.shape}")
-    rows, cols = a.shape
-    name = fmt.name
-    if name == "fp32":
-        return Packed(name, rows, cols, 32, a.copy())
-    if name == "bf16":
-        return Packed(name, rows, cols, 16, bf16_bits(a))
-    if name == "fp16":
-        return Packed(name, rows, cols, 16, a.astype(np.float16).view(np.uint16))
-    if name == "fp8":
-        amax = float(np.max(np.abs(a))) if a.size else 0.0
-        scale = np.float32(amax / E4M3_MAX) if amax > 0 else np.float32(1.0)
-        return Packed(name, rows, cols, 8, e4m3_encode(a / scale), tensor_scale=float(scale))
-    if name == "int8":
-        sbits, s = _int_symmetric(np.max(np.abs(a), axis=1), 127)
-        q = np.clip(np.rint(a / s[:, None]), -127, 127).astype(np.int8)
-        return Packed(name, rows, cols, 8, q.view(np.uint8), row_scales=sbits)
-    if name == "hc1":
-        b = 3 if bits is None else int(bits)
-        if b not in (3, 6):
-            raise ConfigError(f"hc1 tensors are 3- or 6-bit, got {b}")
-        qmax = (1 << (b - 1)) - 1
-        sbits, s = _int_symmetric(np.max(np.abs(a), axis=1), qmax)
-        q = np.clip(np.rint(a / s[:, None]), -qmax - 1, qmax)
-        return Packed(name, rows, cols, b, pack_bits(to_twos(q, b), b), row_scales=sbits)
-    blk, nb = _blocks(a, fmt.block)
-    amax = np.max(np.abs(blk), axis=2)
-    if name in ("int4", "int4-g32"):
-        sbits, s = _int_symmetric(amax, 7)
-        q = np.clip(np.rint(a / _expand(s, fmt.block, cols)), -8, 7)
-        return Packed(name, rows, cols, 4, pack_bits(to_twos(q, 4), 4), fmt.block, sbits)
-    if name == "mxfp4":
-        _, e = np.frexp(amax.astype(np.float64))  # amax = m * 2^e, m in [0.5, 1)
-        shared = np.clip(e - 1 - 2, -127, 127)  # floor(log2 amax) - emax_elem(E2M1) = 2
-        codes = np.where(amax > 0, shared + 127, 0).astype(np.uint8)
-        x = a / _expand(e8m0_decode(codes), fmt.block, cols)
-        return Packed(name, rows, cols, 4, pack_bits(e2m1_encode(x), 4), fmt.block, codes)
-    if name == "nvfp4":
-        t_amax = float(np.max(amax)) if amax.size else 0.0
-        s_t = np.float32(t_amax / (E2M1_MAX * E4M3_MAX)) if t_amax > 0 else np.float32(1.0)
-        sb_codes = e4m3_encode(amax / np.float32(E2M1_MAX) / s_t)
-        denom = _safe(e4m3_decode(sb_codes) * s_t)
-        x = a / _expand(denom, fmt.block, cols)
-        values = pack_bits(e2m1_encode(x), 4)
-        return Packed(name, rows, cols, 4, values, fmt.block, sb_codes, tensor_scale=float(s_t))
-    raise ConfigError(f"encode: no codec for format '{name}'")
+    encoder = _ENCODERS.get(fmt.codec)
+    if encoder is None:
+        raise ConfigError(f"encode: no codec for format '{fmt.name}'")
+    return encoder(fmt.name, a, fmt, bits)
 
 
 def decode(p: Packed) -> np.ndarray:
     """The fp32 ``rows x cols`` tensor a packed tensor represents."""
-    if p.fmt == "fp32":
+    codec = p.codec
+    if codec == "fp32":
         return p.values.astype(np.float32)
-    if p.fmt == "bf16":
+    if codec == "bf16":
         return bf16_decode(p.values)
-    if p.fmt == "fp16":
+    if codec == "fp16":
         return p.values.view(np.float16).astype(np.float32)
     codes = p.codes()
-    if p.fmt == "fp8":
+    if codec == "e4m3-tensor":
         return codes * np.float32(p.tensor_scale)
     if p.row_scales is not None:
         return codes * bf16_decode(p.row_scales)[:, None]
     scales = _expand(p.block_scale_values(), p.block, p.cols)
     out = codes * scales
-    if p.fmt == "nvfp4":
+    if codec == "e2m1-nv":
         out = out * np.float32(p.tensor_scale)
     return out.astype(np.float32)
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..formats import FORMATS
 from .codecs import bf16_decode, decode, encode, quantize, round_bf16
-from .formats import get_format
 from .reference import DecodeModel, Numerics, check_finite, tensor_site
 from .weights import check_supported, load_weights
 
@@ -108,9 +108,9 @@ class MachineNumerics(Numerics):
         self.graph, self.system, self.placement = graph, system, placement
         self.kind = placement.kind
         work = graph.workload
-        self.weights_fmt = get_format(work.weights)
-        self.expert_fmt = get_format(work.expert_weights or work.weights)
-        self.kv_fmt = get_format(work.kv)
+        self.weights_fmt = work.weights_format
+        self.expert_fmt = work.expert_weights_format or work.weights_format
+        self.kv_fmt = work.kv_format
         self._plans: dict = {}
         # activations are stored as bf16 by act(); only an fp32/fp16 KV cache feeds a matmul
         # (MLA's kv_b_proj) values that need rounding to the bf16 operand
@@ -133,7 +133,7 @@ class MachineNumerics(Numerics):
 
     def _fmt_for(self, name: str, role: str):
         if role == "router" or name == "model.embed_tokens":
-            return get_format("bf16")
+            return FORMATS["bf16"]
         return self.expert_fmt if role == "expert" else self.weights_fmt
 
     def _native(self, compute: str) -> bool:

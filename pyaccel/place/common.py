@@ -107,7 +107,7 @@ def parts_text(parts: dict[str, int]) -> str:
 def smallest_format() -> str:
     """The weight format with the fewest bytes per element, scales included (mixed per-role
     formats left out)."""
-    from ..numerics.formats import FORMATS
+    from ..formats import FORMATS
 
     plain = [f for f in FORMATS.values() if not f.role_bits]
     return min(plain, key=lambda f: (f.tensor_bytes(4096, 4096), f.name)).name
@@ -124,7 +124,7 @@ def shrink_hint(
     from dataclasses import replace
 
     from ..model.graph import build_graph
-    from ..numerics.formats import get_format
+    from ..formats import get_format
 
     work = graph.workload
     biggest = max(parts, key=parts.get)

@@ -172,8 +172,6 @@ class AsicCost:
     def mac_lanes(self, layer: int, banks: int) -> float:
         """Attention MAC lanes of a layer per die: KV elements per cycle from its ports x MACs
         per element (query heads sharing each K/V element) x ``attn_mac_factor``."""
-        from ..numerics.formats import get_format
-
         key = (self.graph.model.is_sliding(layer), banks)
         if key in self._macs:
             return self._macs[key]
@@ -181,7 +179,7 @@ class AsicCost:
         a0 = attention_op(cfg, self.one, layer, 0).flops
         a1 = attention_op(cfg, self.one, layer, 1).flops
         macs_per_elem = (a1 - a0) / 2 / cfg.kv_elems_per_token_layer
-        bits = get_format(self.one.kv).bits_for("kv")
+        bits = self.one.kv_format.bits_for("kv")
         elems = banks * self.p.kv_sram_port_bytes * 8 / bits
         self._macs[key] = max(1.0, elems * macs_per_elem * self.p.attn_mac_factor)
         return self._macs[key]
@@ -322,12 +320,12 @@ def roofline_rates(spec, work) -> dict:
     budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
     a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
     in one pass (``asic.roofline``); ``link``: the chip link."""
-    from ..numerics.formats import get_format
+    from ..formats import get_format
 
     p, f = spec.params, spec.clock_hz
     widest = 0
-    for name in (work.weights, work.expert_weights):
-        fmt = get_format(name or spec.native_format)
+    for fmt in (work.weights_format, work.expert_weights_format):
+        fmt = fmt or get_format(spec.native_format)
         widest = max(widest, fmt.value_bits, *fmt.role_bits.values())
     lanes_max = design.die_logic_budget(p) * p.lane_logic_share / p.lane_transistors
     rom_bw = lanes_max * p.rom_rows_per_cycle * (widest + 1) / 8 * f

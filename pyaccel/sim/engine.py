@@ -20,38 +20,16 @@ Its placer is ``pyaccel.place.<kind>`` with ``place_auto(graph, system)`` and
 from __future__ import annotations
 
 from dataclasses import replace
-from importlib import import_module
 
 import numpy as np
 
 from ..errors import ConfigError, EngineNotBuiltError
 from ..hw.spec import System
-from ..model.config import ModelConfig
-from ..model.graph import DecodeGraph, build_graph
 from ..trace import Trace
 from ..units import CycleRangeError
-from ..workload import Workload, resolve_workload
-
-
-def engine_module(kind: str):
-    """The engine module ``pyaccel.sim.<kind>``; kinds without one raise EngineNotBuiltError."""
-    from importlib.util import find_spec
-
-    name = f"pyaccel.sim.{kind}"
-    if find_spec(name) is None:
-        raise EngineNotBuiltError(f"the {kind} engine is not built yet")
-    return import_module(name)
-
-
-def _graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:
-    if isinstance(model_or_graph, DecodeGraph):
-        return model_or_graph
-    if not isinstance(model_or_graph, ModelConfig):
-        raise ConfigError(
-            f"emulate() takes a ModelConfig or DecodeGraph, got {type(model_or_graph).__name__}"
-        )
-    work = resolve_workload(workload, model_or_graph, system.spec).workload  # SPEC §6 formats
-    return build_graph(model_or_graph, work, native_format=system.spec.native_format)
+from ..workload import Workload
+from .inputs import engine_module, run_graph
+from .roofline import StepBounds, bound_cycles
 
 
 def default_event_steps(tokens: int) -> frozenset[int]:
@@ -126,7 +104,7 @@ def emulate(
     set of 0-based step indices as ``event_steps`` (not both)."""
     if workload is None:
         workload = Workload()
-    graph = _graph(model_or_graph, system, workload)
+    graph = run_graph(model_or_graph, system, workload)
     engine = engine_module(system.kind)
     if event_steps is not None and trace_steps is not None:
         raise ConfigError("emulate(): give trace_steps or event_steps, not both")
@@ -145,8 +123,6 @@ def emulate(
     arrays = meta.pop("arrays", {})
     _check_cycles(steps, system)
     work = graph.workload
-    from .roofline import StepBounds, bound_cycles
-
     bound = StepBounds(graph, system, placement)
     # rounded up: whole cycles never below the byte/FLOP bound (emulated steps, whole cycles
     # at least as long as that bound, are then still >= it)

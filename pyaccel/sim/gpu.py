@@ -194,12 +194,10 @@ def _stage_cycles(kernels: list[Kernel], n_stages: int) -> list[int]:
 def roofline_rates(spec, work) -> dict:
     """Peak rates the lower bound uses: HBM at its datasheet rate, each op's arithmetic at its
     format's dense tensor-core peak (vector ops: memory only), NVLink per direction."""
-    from ..numerics.formats import get_format
-
     p = spec.params
-    weights = _tc_rate(p, get_format(work.weights).compute)
-    experts = _tc_rate(p, get_format(work.expert_weights).compute)
-    kv = _tc_rate(p, get_format(work.kv).compute)
+    weights = _tc_rate(p, work.weights_format.compute)
+    experts = _tc_rate(p, work.expert_weights_format.compute)
+    kv = _tc_rate(p, work.kv_format.compute)
 
     def compute(op) -> float:
         if op.op_class == "matmul":
@@ -293,7 +291,6 @@ def emulate(graph, system, placement, event_steps, progress=None):
     (largest) micro-batch for ``event_steps``. Only attention depends on the context, so each
     step re-costs one attention kernel per (stage, window) group and micro-batch size.
     """
-    from ..numerics.formats import get_format
     from ..trace import EventLog
 
     spec, work = system.spec, graph.workload
@@ -303,9 +300,9 @@ def emulate(graph, system, placement, event_steps, progress=None):
     cost = GpuCost(
         spec,
         tp,
-        get_format(work.weights).compute,
-        get_format(work.expert_weights).compute,
-        get_format(work.kv).compute,
+        work.weights_format.compute,
+        work.expert_weights_format.compute,
+        work.kv_format.compute,
         graph.model.attention == "mla",
     )
     passes = {size: _GpuPass(graph, size, system, cost, stage_of, pp) for size in set(sizes)}

@@ -12,9 +12,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..model.graph import ACT_BYTES, attention_counts, attention_op, build_graph
+from ..model.attention import attention_counts, attention_op
+from ..model.graph import build_graph
+from ..model.ops import ACT_BYTES
 from ..units import MAX_CYCLES, CycleRangeError
-from .engine import engine_module
+from ..workload import Workload
+from .inputs import engine_module, run_graph
 
 
 @dataclass(frozen=True)
@@ -201,9 +204,6 @@ def roofline(
     model_or_graph, system, placement, workload=None, context: int | None = None
 ) -> Roofline:
     """The lower bound of one decode step (at ``context``, default the workload's)."""
-    from ..workload import Workload
-    from .engine import _graph
-
-    graph = _graph(model_or_graph, system, workload or Workload())
+    graph = run_graph(model_or_graph, system, workload or Workload())
     ctx = graph.context if context is None else context
     return StepBounds(graph, system, placement).at(ctx, with_ops=True)

@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..numerics.formats import get_format
 from .wafer_mesh import (
     ONE_LEVEL_COLOURS,
     TWO_LEVEL_COLOURS,
@@ -195,7 +194,7 @@ class RegionCoster:
         self.c = Costs.of(spec.params)
         self.model = graph.model
         self.work = graph.workload
-        self.kv_bytes = get_format(self.work.kv).tensor_bytes(1, 4096, "kv") / 4096
+        self.kv_bytes = self.work.kv_format.tensor_bytes(1, 4096, "kv") / 4096
         self._memo: dict = {}
 
     # -- per-PE resident bytes (the placer's budget) -------------------------------------

@@ -1,0 +1,119 @@
+"""The op record of a decode step and its two builders (weight matmuls, vector ops), with the
+byte and FLOP accounting every graph op shares (SPEC §2, §6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..formats import Format
+
+# Activations move as bf16 between ops on every machine (named assumption of the graph).
+ACT_BYTES = 2
+# Norm weights, biases, routers, embeddings and sinks stay 16-bit (SPEC §6).
+SMALL_PARAM_BYTES = 2
+
+SPLITS = ("col", "row", "heads", "experts", "vocab", "replicate")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of the decode step.
+
+    ``m`` tokens in the step, ``n`` output and ``k`` input features (matmuls). ``split`` says how
+    tensor parallelism divides it: ``col`` (output features; no communication), ``row`` (input
+    features; an all-reduce of the output follows), ``heads``, ``experts`` (all-reduce follows),
+    ``vocab`` (LM head; partial arg-max reduced), ``replicate`` (every rank does it all).
+    """
+
+    name: str
+    layer: int | str
+    kind: str
+    op_class: str
+    split: str
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    flops: int = 0
+    weight_bytes: int = 0
+    act_bytes: int = 0
+    kv_read_bytes: int = 0
+    kv_write_bytes: int = 0
+    resident_weight_bytes: int = 0
+    resident_kv_bytes: int = 0
+    params: int = 0
+
+    @property
+    def mem_bytes(self) -> int:
+        """All bytes the op moves to or from memory in one step."""
+        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def matmul_op(
+    name: str,
+    layer,
+    kind: str,
+    split: str,
+    m: int,
+    tensors: list[tuple[int, int]],
+    fmt: Format,
+    role: str,
+    bias: bool = False,
+    count: float = 1.0,
+    resident_count: int = 1,
+) -> Op:
+    """A weight matmul over one or more ``(rows, cols)`` tensors that share an input.
+
+    ``count`` is how many copies are read per step (expected distinct experts), ``resident_count``
+    how many are stored.
+    """
+    n = sum(r for r, _ in tensors)
+    k = tensors[0][1]
+    one = sum(fmt.tensor_bytes(r, c, role) for r, c in tensors) + (
+        n * SMALL_PARAM_BYTES if bias else 0
+    )
+    params = sum(r * c for r, c in tensors) + (n if bias else 0)
+    return Op(
+        name,
+        layer,
+        kind,
+        "matmul",
+        split,
+        m=m,
+        n=n,
+        k=k,
+        flops=2 * m * n * k,
+        weight_bytes=round(one * count),
+        act_bytes=ACT_BYTES * m * (n + k),
+        resident_weight_bytes=one * resident_count,
+        params=params * resident_count,
+    )
+
+
+def vector_op(
+    name: str,
+    layer,
+    kind: str,
+    op_class: str,
+    split: str,
+    m: int,
+    width: int,
+    flops_per_elem: int,
+    params: int = 0,
+    reads: int = 1,
+) -> Op:
+    """A norm, elementwise or small op over ``m x width`` activations."""
+    return Op(
+        name,
+        layer,
+        kind,
+        op_class,
+        split,
+        m=m,
+        n=width,
+        k=width,
+        flops=flops_per_elem * m * width,
+        weight_bytes=params * SMALL_PARAM_BYTES,
+        act_bytes=ACT_BYTES * m * width * (reads + 1),
+        resident_weight_bytes=params * SMALL_PARAM_BYTES,
+        params=params,
+    )

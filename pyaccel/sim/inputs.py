@@ -1,0 +1,38 @@
+"""What ``emulate()`` and ``roofline()`` start from: the engine of a machine kind, and the decode
+graph of the model or graph they are given (formats resolved for the system, SPEC §6).
+
+Both entry points need both; holding them here keeps ``engine`` and ``roofline`` from importing
+each other.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.util import find_spec
+
+from ..errors import ConfigError, EngineNotBuiltError
+from ..hw.spec import System
+from ..model.config import ModelConfig
+from ..model.graph import DecodeGraph, build_graph
+from ..workload import Workload, resolve_workload
+
+
+def engine_module(kind: str):
+    """The engine module ``pyaccel.sim.<kind>``; kinds without one raise EngineNotBuiltError."""
+    name = f"pyaccel.sim.{kind}"
+    if find_spec(name) is None:
+        raise EngineNotBuiltError(f"the {kind} engine is not built yet")
+    return import_module(name)
+
+
+def run_graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:
+    """The graph a run times: a :class:`DecodeGraph` as given, or the graph of a
+    :class:`ModelConfig` for ``workload`` with its formats resolved for ``system``."""
+    if isinstance(model_or_graph, DecodeGraph):
+        return model_or_graph
+    if not isinstance(model_or_graph, ModelConfig):
+        raise ConfigError(
+            f"emulate() takes a ModelConfig or DecodeGraph, got {type(model_or_graph).__name__}"
+        )
+    work = resolve_workload(workload, model_or_graph, system.spec).workload  # SPEC §6 formats
+    return build_graph(model_or_graph, work, native_format=system.spec.native_format)
