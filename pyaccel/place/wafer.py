@@ -34,59 +34,14 @@ from ..errors import PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
 from .placement import LayerSlot, Placement
+from .wafer_fit import Fitter as _Fitter
+from .wafer_fit import pe_budget as _budget
+from .wafer_fit import smallest_grid as _interleave
+from .wafer_fit import usable as _usable
 
 MAX_UNITS = 256
 REGION_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 GROUP_COUNTS = (2, 3, 4, 6, 8, 9, 12, 16, 24, 32)  # tiles per wafer tried by layer_groups
-
-
-def _budget(p) -> int:
-    """Bytes per PE left for weights and KV cache after code and buffers."""
-    return int(p.pe_sram_bytes) - int(p.pe_code_bytes) - int(p.pe_buffer_bytes)
-
-
-def _usable(p) -> tuple[int, int]:
-    return int(p.usable_width_pes), int(p.usable_height_pes)
-
-
-class _Fitter:
-    """Per-PE fit of a set of layer keys on a ``w x h`` region."""
-
-    def __init__(self, graph, system):
-        from ..sim.wafer_cost import RegionCoster
-
-        self.graph, self.p = graph, system.spec.params
-        self.coster = RegionCoster(system.spec, graph)
-        self.budget = _budget(self.p)
-
-    def pe_use(self, keys, w: int, h: int) -> int:
-        """Bytes on the fullest PE of the region (weights + KV)."""
-        ops = [op for k in keys for op in self.graph.ops_of(k)]
-        wb, kv = self.coster.pe_bytes(ops, w, h)
-        return wb + kv
-
-    def fits(self, keys, w: int, h: int) -> bool:
-        return self.pe_use(keys, w, h) <= self.budget
-
-    def min_pes(self, keys) -> int:
-        need = sum(sum(self.graph.resident_bytes(k)) for k in keys)
-        return max(1, math.ceil(need / max(1, self.budget)))
-
-
-def _interleave(fit: _Fitter, keys) -> tuple[int, int] | None:
-    """The smallest grid (square first, then full-width rectangles) whose PEs hold every key."""
-    wid, hgt = _usable(fit.p)
-    side = min(wid, hgt)
-    start = max(1, math.isqrt(fit.min_pes(keys)))
-    for n in range(start, side + 1):
-        if fit.fits(keys, n, n):
-            return n, n
-    wide = wid >= hgt
-    for n in range(side + 1, max(wid, hgt) + 1):
-        w, h = (n, side) if wide else (side, n)
-        if fit.fits(keys, w, h):
-            return w, h
-    return None
 
 
 def _layer_regions(fit: _Fitter, keys, scale: float) -> dict | None:
@@ -231,17 +186,18 @@ def _strategy(system) -> str:
     return str(system.spec.params.placement_strategy)
 
 
-def candidates(graph, system, units: int) -> list[Placement]:
+def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Placement]:
     """Every layout of the system's strategy (all of them for ``auto``) that fits on exactly
-    ``units`` wafers (contiguous layer blocks)."""
-    fit = _Fitter(graph, system)
+    ``units`` wafers (contiguous layer blocks); ``fit``, a fitter of the same graph and system
+    kept across calls, saves re-fitting the layers a search tries again."""
+    fit = fit if fit is not None else _Fitter(graph, system)
     blocks = _blocks(graph, units)
     if any(not b for b in blocks):
         return []
     want = _strategy(system)
     out = []
-    smallest = [_interleave(fit, b) for b in blocks]
-    if want in ("auto", "interleave") and all(g is not None for g in smallest):
+    smallest = _smallest_grids(fit, blocks) if want in ("auto", "interleave") else None
+    if smallest is not None:
         full = [_usable(fit.p)] * units
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
         for grids in (smallest, full) if full != smallest else (smallest,):
@@ -285,6 +241,17 @@ def candidates(graph, system, units: int) -> list[Placement]:
     return [plc for plc in out if not plc.shortfalls()]
 
 
+def _smallest_grids(fit: _Fitter, blocks) -> list | None:
+    """Each block's smallest interleave grid, or None from the first block that has none."""
+    out = []
+    for b in blocks:
+        grid = _interleave(fit, b)
+        if grid is None:
+            return None
+        out.append(grid)
+    return out
+
+
 def _label(plc: Placement) -> str:
     """A candidate's short name for the placement reason (strategy and size)."""
     lay = plc.layout
@@ -297,13 +264,13 @@ def _label(plc: Placement) -> str:
     return f"interleave {g[0]}x{g[1]}"
 
 
-def best_for(graph, system, units: int):
+def best_for(graph, system, units: int, fit: _Fitter | None = None):
     """(fastest placement on ``units`` wafers or None, [(label, cycles)] tried)."""
     from ..sim.wafer import step_cycles_at
 
     tried = []
     best = None
-    for plc in candidates(graph, system, units):
+    for plc in candidates(graph, system, units, fit):
         t = step_cycles_at(graph, system, plc, graph.context)
         tried.append((_label(plc), t))
         if best is None or t < best[0]:
@@ -334,8 +301,9 @@ def place_auto(graph, system) -> Placement:
     floor = max(1, math.ceil(need / per_wafer))
     if not _layers_fit_alone(graph, system):
         raise PlacementError(_too_big(graph, system))
+    fit = _Fitter(graph, system)
     for units in range(floor, MAX_UNITS + 1):
-        plc, tried = best_for(graph, system, units)
+        plc, tried = best_for(graph, system, units, fit)
         if plc is not None:
             return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
     raise PlacementError(
@@ -358,8 +326,9 @@ def _fewest(graph, system) -> Placement | None:
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     wid, hgt = _usable(system.spec.params)
     floor = max(1, math.ceil(need / (wid * hgt * _budget(system.spec.params))))
+    fit = _Fitter(graph, system)
     for units in range(floor, MAX_UNITS + 1):
-        plc, _ = best_for(graph, system, units)
+        plc, _ = best_for(graph, system, units, fit)
         if plc is not None:
             return plc
     return None

@@ -188,6 +188,15 @@ def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int,
     cost.add_comm(total, bare, setup, busy, axis, msgs)
 
 
+def axis_after(ops, axis: int = 0) -> int:
+    """The axis (0 = A, 1 = B) the hidden vector lies along after ``ops`` starting on ``axis``:
+    every matmul but the router's leaves its output along the other axis."""
+    for op in ops:
+        if op.op_class in ("matmul", "router") and op.kind != "router":
+            axis = 1 - axis
+    return axis
+
+
 class RegionCoster:
     """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis)."""
 
@@ -199,10 +208,17 @@ class RegionCoster:
         self._memo: dict = {}
 
     # -- per-PE resident bytes (the placer's budget) -------------------------------------
-    def pe_bytes(self, ops, w: int, h: int) -> tuple[int, int]:
-        """(weight bytes, KV bytes) the fullest PE of a ``w x h`` region keeps for ``ops``."""
+    def pe_bytes(self, ops, w: int, h: int, axis: int = 0) -> tuple[int, int]:
+        """(weight bytes, KV bytes) the fullest PE of a ``w x h`` region keeps for ``ops`` whose
+        first input lies along ``axis`` (0 = A; see :func:`axis_after`).
+
+        The sum of one term per op, each the op's bytes on its own fullest PE, so the bytes of
+        a list are the sums of its parts' (each part starting at the axis the previous part left).
+        Every term is non-increasing in ``w`` and in ``h`` (tile sides ``ceil(n / side)``, expert
+        bands ``w // cols`` and ``h // rows`` that never shrink as the region grows, the axis
+        sequence independent of the region), so once a region holds the ops, any region at least
+        as wide and as tall holds them too: the placer's searches rely on it."""
         weights = kv = 0
-        axis = 0
         lens = (w, h)
         for op in ops:
             la = lens[axis]
