@@ -165,3 +165,26 @@ def test_collective_templates_match_a_list_built_with_the_numbers(two_level, bro
         )
         assert cycles == res.cycles and msgs == tk.n_messages
         np.testing.assert_array_equal(busy, _line_busy(res.link_busy, n))
+
+
+def test_cached_collectives_hand_out_read_only_values():
+    # every caller of a cached collective shares its arrays: writing into one must raise rather
+    # than change what the next caller (another op, another candidate) is told
+    from pyaccel.sim.wafer_mesh import _allreduce_template, line_flows, line_multicast
+
+    values = [
+        line_allreduce(12, 4, 2, 5, 3, 1, 1, True)[1],
+        line_multicast(9, 4, 2, 5, 3, 1, 2)[1],
+        line_flows(6, ((0, 3), (5, 1)), 2, 4, 1)[1],
+    ]
+    tpl = _allreduce_template(12, 4, 1, True, True)
+    values += [tpl.link_lat, *tpl.arrays.values()]
+    for arr in values:
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = 1
+    with pytest.raises(TypeError):
+        tpl.arrays["pe"] = np.zeros(1, dtype=np.int64)
+    again = line_allreduce(12, 4, 2, 5, 3, 1, 1, True)
+    assert again[1] is values[0]  # the cached object itself, still as computed
+    for backend in BACKENDS:  # kernels take the read-only arrays without a copy
+        assert tpl.run(5, 3, 2, 1, backend).cycles == again[0]
