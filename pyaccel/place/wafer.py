@@ -196,7 +196,9 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
         return []
     want = _strategy(system)
     out = []
-    smallest = _smallest_grids(fit, blocks) if want in ("auto", "interleave") else None
+    smallest = None
+    if want in ("auto", "interleave"):
+        smallest = _every(_interleave(fit, b) for b in blocks)
     if smallest is not None:
         full = [_usable(fit.p)] * units
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
@@ -209,8 +211,8 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
             layout = {"strategy": "interleave", "wafers": units, "grids": [list(g) for g in grids]}
             out.append(_placement(graph, system, units, slots, layout))
     for scale in REGION_SCALES if want in ("auto", "layer_regions") else ():
-        rects = [_layer_regions(fit, b, scale) for b in blocks]
-        if any(r is None for r in rects):
+        rects = _every(_layer_regions(fit, b, scale) for b in blocks)
+        if rects is None:
             break
         slots = [
             _slot(graph, k, u, rects[u][k], "layer_regions", {"scale": scale})
@@ -226,8 +228,8 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
             break
         # a wafer holding fewer blocks than g tiles gets one tile per block it holds
         cuts = [_cut(wid, hgt, min(g, len(b))) for b in blocks]
-        rects = [_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts)]
-        if any(r is None for r in rects):
+        rects = _every(_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts))
+        if rects is None:
             continue
         slots = [
             _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": list(cuts[u])})
@@ -241,14 +243,14 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
     return [plc for plc in out if not plc.shortfalls()]
 
 
-def _smallest_grids(fit: _Fitter, blocks) -> list | None:
-    """Each block's smallest interleave grid, or None from the first block that has none."""
+def _every(results) -> list | None:
+    """Each block's layout in a list, or None at the first block without one (the blocks after
+    it are not fitted)."""
     out = []
-    for b in blocks:
-        grid = _interleave(fit, b)
-        if grid is None:
+    for r in results:
+        if r is None:
             return None
-        out.append(grid)
+        out.append(r)
     return out
 
 
@@ -293,7 +295,13 @@ def _why(graph, system, units: int, plc: Placement, tried) -> str:
 
 
 def place_auto(graph, system) -> Placement:
-    """The fewest wafers that hold the model; on them the faster strategy that fits."""
+    """The fewest wafers that hold the model; on them the faster strategy that fits.
+
+    Wafer counts are tried in turn from the byte floor, not bisected: the layer blocks are cut
+    again for each count, so a count that fits does not make the next one fit (contiguous
+    blocks are not nested, and fewer bytes need not mean a lighter fullest PE). A count that
+    does not fit costs little: one fitter serves every count, each layer fitted once per
+    region, and each strategy gives a count up at its first block that does not fit."""
     p = system.spec.params
     wid, hgt = _usable(p)
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
