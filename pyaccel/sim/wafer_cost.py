@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ..errors import ConfigError
 from ..numerics.formats import get_format
@@ -135,6 +136,14 @@ class OpCost:
     def cycles(self) -> int:
         """Total cycles of the op."""
         return sum(n for _, n in self.parts)
+
+    def frozen(self) -> "OpCost":
+        """This cost made read-only for a memo that hands it to every op of the same shape:
+        parts a tuple, the busy map a read-only view of read-only arrays."""
+        for vec in self.busy.values():
+            vec.setflags(write=False)
+        self.parts, self.busy = tuple(self.parts), MappingProxyType(self.busy)
+        return self
 
     def add_local(self, task: Local) -> None:
         """Append a PE task (vector work, then its DSD issue as fixed latency)."""
@@ -264,7 +273,8 @@ class RegionCoster:
                    op.act_bytes, w, h, axis)  # fmt: skip
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._memo[key] = self._cost(op, w, h, axis)
+            cost, after = self._cost(op, w, h, axis)
+            hit = self._memo[key] = (cost.frozen(), after)
         return hit
 
     def _cost(self, op, w, h, axis):
