@@ -297,11 +297,35 @@ def line_flows(n: int, flows: tuple[tuple[int, int], ...], nwav: int, setup: int
     """Cycles of point-to-point messages ``(src, dst)`` of ``nwav`` wavelets on a line of ``n``
     PEs, all sent after ``setup`` cycles, sharing links first come first served (busy cycles
     read-only, as cached and shared)."""
-    line, tk = Line(n, hop), Tasks()
-    for src, dst in flows:
-        tk.add(src, setup, False, nwav, [], line.path(src, dst))
-    res = tk.run(line.link_lat, n, 0)
-    return res.cycles, frozen(_line_busy(res.link_busy, n)), tk.n_messages
+    line = Line(n, hop)
+    res = _run_arrays(flow_arrays(n, flows, nwav, setup), line.link_lat, n, 0)
+    return res.cycles, frozen(_line_busy(res.link_busy, n)), len(flows)
+
+
+def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
+    """The kernel arrays of ``Tasks`` holding one independent message per flow ``(src, dst)``
+    on a :class:`Line` of ``n`` (``Line.path``: the mesh links from src towards dst, then dst's
+    ramp), built with NumPy: a GQA shift on a long line has tens of thousands of flows."""
+    if nwav < 1:
+        raise ValueError("a message needs at least one wavelet")
+    pair = np.array(flows, dtype=np.int64).reshape(-1, 2)
+    src, dst = pair[:, 0], pair[:, 1]
+    hops = np.abs(dst - src)
+    path_ptr = np.concatenate(([0], np.cumsum(hops + 1))).astype(np.int64)
+    at = np.arange(path_ptr[-1], dtype=np.int64) - np.repeat(path_ptr[:-1], hops + 1)
+    s, d, h = (np.repeat(a, hops + 1) for a in (src, dst, hops))
+    links = np.where(d >= s, 2 * (s + at), 2 * (s - 1 - at) + 1)  # i -> i+1 is 2i, back 2i+1
+    k = len(src)
+    return {
+        "pe": src.copy(),
+        "setup": np.full(k, int(setup), dtype=np.int64),
+        "stream": np.zeros(k, dtype=np.int64),
+        "nwav": np.full(k, int(nwav), dtype=np.int64),
+        "dep_ptr": np.zeros(k + 1, dtype=np.int64),
+        "dep_idx": np.zeros(0, dtype=np.int64),
+        "path_ptr": path_ptr,
+        "path_link": np.where(at == h, 2 * n + d, links).astype(np.int64),
+    }
 
 
 def _line_busy(busy: np.ndarray, n: int) -> np.ndarray:
