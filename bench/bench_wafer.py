@@ -57,6 +57,18 @@ def test_bench_8b_run_256_tokens(benchmark):
     print(f"\n8B run --tokens 256 (place + emulate): {benchmark.stats.stats.median:.3f} s")
 
 
+@pytest.mark.parametrize("model,weights", [("deepseek-v3", "bf16"), ("llama-3.1-405b", None)])
+def test_bench_auto_placement(benchmark, model, weights):
+    """``--units auto`` placement alone: the fewest wafers that hold the model (grid sizes
+    bisected, each layer fitted once per region) and the fastest layout on them."""
+    mdl, sysm = pa.load_model(model), pa.load_system("wse3", units="auto")
+    work = pa.Workload(tokens=1, weights=weights)
+    pa.place(mdl, sysm, work)  # warm numba and the collective caches
+    plc = benchmark.pedantic(pa.place, args=(mdl, sysm, work), rounds=3, iterations=1)
+    print(f"\n{model} auto placement on {plc.n_units} wafers: "
+          f"{benchmark.stats.stats.median:.3f} s")  # fmt: skip
+
+
 @pytest.mark.parametrize("backend", ["c", "numba", "numpy"])
 def test_bench_mesh_kernel_1170_line_allreduce(benchmark, backend):
     from pyaccel import kernels

@@ -47,12 +47,12 @@ def test_golden_qkv_meshgemv_on_a_4x4_region(tmp_path, wse3):
     graph = build_graph(model, pa.Workload(context=8, tokens=1).resolved("bf16"))
     qkv = next(op for op in graph.ops if op.kind == "qkv_proj")
     cost, axis = RegionCoster(wse3.spec, graph).op_cost(qkv, 4, 4, 0)
-    assert cost.parts == [
+    assert cost.parts == (  # memoised costs are read-only: parts a tuple
         ("pe_sram", 128),
         ("fixed_latency", 32),
         ("fixed_latency", 39),
         ("mesh_link", 69),
-    ]
+    )
     assert cost.cycles == 268 and axis == 1 and cost.transfers == 1
 
 
@@ -346,3 +346,20 @@ def test_layer_groups_on_wafers_holding_one_block_each():
     assert len(per) == 20 and [1, 1] in per and any(t != [1, 1] for t in per)
     tr = pa.emulate(model, system, plc, work)
     assert np.all(tr.step_cycles >= tr.lower_bound_cycles)
+
+
+def test_memoised_op_costs_are_read_only(wse3):
+    # the coster hands one memoised cost to every op of the same shape and region: nothing a
+    # caller does to it may change what the next op is told
+    graph = build_graph(pa.load_model("tiny-llama"), pa.Workload(tokens=1).resolved("bf16"))
+    coster = RegionCoster(wse3.spec, graph)
+    op = next(o for o in graph.ops if o.op_class == "matmul")
+    cost, _ = coster.op_cost(op, 6, 5, 0)
+    assert coster.op_cost(op, 6, 5, 0)[0] is cost and cost.busy
+    with pytest.raises(AttributeError):
+        cost.parts.append(("mesh_link", 1))
+    with pytest.raises(TypeError):
+        cost.busy[(0, 1)] = np.zeros(1, dtype=np.int64)
+    for vec in cost.busy.values():
+        with pytest.raises(ValueError, match="read-only"):
+            vec[0] += 1

@@ -165,3 +165,48 @@ def test_collective_templates_match_a_list_built_with_the_numbers(two_level, bro
         )
         assert cycles == res.cycles and msgs == tk.n_messages
         np.testing.assert_array_equal(busy, _line_busy(res.link_busy, n))
+
+
+def test_cached_collectives_hand_out_read_only_values():
+    # every caller of a cached collective shares its arrays: writing into one must raise rather
+    # than change what the next caller (another op, another candidate) is told
+    from pyaccel.sim.wafer_mesh import _allreduce_template, line_flows, line_multicast
+
+    values = [
+        line_allreduce(12, 4, 2, 5, 3, 1, 1, True)[1],
+        line_multicast(9, 4, 2, 5, 3, 1, 2)[1],
+        line_flows(6, ((0, 3), (5, 1)), 2, 4, 1)[1],
+    ]
+    tpl = _allreduce_template(12, 4, 1, True, True)
+    values += [tpl.link_lat, *tpl.arrays.values()]
+    for arr in values:
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = 1
+    with pytest.raises(TypeError):
+        tpl.arrays["pe"] = np.zeros(1, dtype=np.int64)
+    again = line_allreduce(12, 4, 2, 5, 3, 1, 1, True)
+    assert again[1] is values[0]  # the cached object itself, still as computed
+    for backend in BACKENDS:  # kernels take the read-only arrays without a copy
+        assert tpl.run(5, 3, 2, 1, backend).cycles == again[0]
+
+
+def test_flow_arrays_are_the_task_list_of_the_flows():
+    # line_flows builds its kernel arrays with NumPy: they must be those Tasks builds flow by
+    # flow (both directions, neighbours, a PE to itself, the line's ends)
+    from pyaccel.sim.wafer_mesh import flow_arrays, line_flows
+
+    n = 11
+    flows = ((0, 10), (10, 0), (3, 4), (4, 3), (5, 5), (7, 2), (1, 9), (9, 8))
+    line, tk = Line(n, 2), Tasks()
+    for src, dst in flows:
+        tk.add(src, 7, False, 3, [], line.path(src, dst))
+    want, got = tk.arrays(), flow_arrays(n, flows, 3, 7)
+    assert want.keys() == got.keys()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+        assert got[key].dtype == np.int64
+    res = tk.run(line.link_lat, n, 0)
+    cycles, busy, msgs = line_flows(n, flows, 3, 7, 2)
+    assert cycles == res.cycles and msgs == tk.n_messages == len(flows)
+    with pytest.raises(ValueError, match="at least one wavelet"):
+        flow_arrays(n, flows, 0, 7)

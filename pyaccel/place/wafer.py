@@ -34,59 +34,14 @@ from ..errors import PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
 from .placement import LayerSlot, Placement
+from .wafer_fit import Fitter as _Fitter
+from .wafer_fit import pe_budget as _budget
+from .wafer_fit import smallest_grid as _interleave
+from .wafer_fit import usable as _usable
 
 MAX_UNITS = 256
 REGION_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 GROUP_COUNTS = (2, 3, 4, 6, 8, 9, 12, 16, 24, 32)  # tiles per wafer tried by layer_groups
-
-
-def _budget(p) -> int:
-    """Bytes per PE left for weights and KV cache after code and buffers."""
-    return int(p.pe_sram_bytes) - int(p.pe_code_bytes) - int(p.pe_buffer_bytes)
-
-
-def _usable(p) -> tuple[int, int]:
-    return int(p.usable_width_pes), int(p.usable_height_pes)
-
-
-class _Fitter:
-    """Per-PE fit of a set of layer keys on a ``w x h`` region."""
-
-    def __init__(self, graph, system):
-        from ..sim.wafer_cost import RegionCoster
-
-        self.graph, self.p = graph, system.spec.params
-        self.coster = RegionCoster(system.spec, graph)
-        self.budget = _budget(self.p)
-
-    def pe_use(self, keys, w: int, h: int) -> int:
-        """Bytes on the fullest PE of the region (weights + KV)."""
-        ops = [op for k in keys for op in self.graph.ops_of(k)]
-        wb, kv = self.coster.pe_bytes(ops, w, h)
-        return wb + kv
-
-    def fits(self, keys, w: int, h: int) -> bool:
-        return self.pe_use(keys, w, h) <= self.budget
-
-    def min_pes(self, keys) -> int:
-        need = sum(sum(self.graph.resident_bytes(k)) for k in keys)
-        return max(1, math.ceil(need / max(1, self.budget)))
-
-
-def _interleave(fit: _Fitter, keys) -> tuple[int, int] | None:
-    """The smallest grid (square first, then full-width rectangles) whose PEs hold every key."""
-    wid, hgt = _usable(fit.p)
-    side = min(wid, hgt)
-    start = max(1, math.isqrt(fit.min_pes(keys)))
-    for n in range(start, side + 1):
-        if fit.fits(keys, n, n):
-            return n, n
-    wide = wid >= hgt
-    for n in range(side + 1, max(wid, hgt) + 1):
-        w, h = (n, side) if wide else (side, n)
-        if fit.fits(keys, w, h):
-            return w, h
-    return None
 
 
 def _layer_regions(fit: _Fitter, keys, scale: float) -> dict | None:
@@ -231,17 +186,20 @@ def _strategy(system) -> str:
     return str(system.spec.params.placement_strategy)
 
 
-def candidates(graph, system, units: int) -> list[Placement]:
+def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Placement]:
     """Every layout of the system's strategy (all of them for ``auto``) that fits on exactly
-    ``units`` wafers (contiguous layer blocks)."""
-    fit = _Fitter(graph, system)
+    ``units`` wafers (contiguous layer blocks); ``fit``, a fitter of the same graph and system
+    kept across calls, saves re-fitting the layers a search tries again."""
+    fit = fit if fit is not None else _Fitter(graph, system)
     blocks = _blocks(graph, units)
     if any(not b for b in blocks):
         return []
     want = _strategy(system)
     out = []
-    smallest = [_interleave(fit, b) for b in blocks]
-    if want in ("auto", "interleave") and all(g is not None for g in smallest):
+    smallest = None
+    if want in ("auto", "interleave"):
+        smallest = _every(_interleave(fit, b) for b in blocks)
+    if smallest is not None:
         full = [_usable(fit.p)] * units
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
         for grids in (smallest, full) if full != smallest else (smallest,):
@@ -253,8 +211,8 @@ def candidates(graph, system, units: int) -> list[Placement]:
             layout = {"strategy": "interleave", "wafers": units, "grids": [list(g) for g in grids]}
             out.append(_placement(graph, system, units, slots, layout))
     for scale in REGION_SCALES if want in ("auto", "layer_regions") else ():
-        rects = [_layer_regions(fit, b, scale) for b in blocks]
-        if any(r is None for r in rects):
+        rects = _every(_layer_regions(fit, b, scale) for b in blocks)
+        if rects is None:
             break
         slots = [
             _slot(graph, k, u, rects[u][k], "layer_regions", {"scale": scale})
@@ -270,8 +228,8 @@ def candidates(graph, system, units: int) -> list[Placement]:
             break
         # a wafer holding fewer blocks than g tiles gets one tile per block it holds
         cuts = [_cut(wid, hgt, min(g, len(b))) for b in blocks]
-        rects = [_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts)]
-        if any(r is None for r in rects):
+        rects = _every(_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts))
+        if rects is None:
             continue
         slots = [
             _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": list(cuts[u])})
@@ -283,6 +241,17 @@ def candidates(graph, system, units: int) -> list[Placement]:
                                "tiles": list(cuts[0]),
                                "tiles_per_wafer": [list(c) for c in cuts]}))  # fmt: skip
     return [plc for plc in out if not plc.shortfalls()]
+
+
+def _every(results) -> list | None:
+    """Each block's layout in a list, or None at the first block without one (the blocks after
+    it are not fitted)."""
+    out = []
+    for r in results:
+        if r is None:
+            return None
+        out.append(r)
+    return out
 
 
 def _label(plc: Placement) -> str:
@@ -297,13 +266,13 @@ def _label(plc: Placement) -> str:
     return f"interleave {g[0]}x{g[1]}"
 
 
-def best_for(graph, system, units: int):
+def best_for(graph, system, units: int, fit: _Fitter | None = None):
     """(fastest placement on ``units`` wafers or None, [(label, cycles)] tried)."""
     from ..sim.wafer import step_cycles_at
 
     tried = []
     best = None
-    for plc in candidates(graph, system, units):
+    for plc in candidates(graph, system, units, fit):
         t = step_cycles_at(graph, system, plc, graph.context)
         tried.append((_label(plc), t))
         if best is None or t < best[0]:
@@ -326,7 +295,13 @@ def _why(graph, system, units: int, plc: Placement, tried) -> str:
 
 
 def place_auto(graph, system) -> Placement:
-    """The fewest wafers that hold the model; on them the faster strategy that fits."""
+    """The fewest wafers that hold the model; on them the faster strategy that fits.
+
+    Wafer counts are tried in turn from the byte floor, not bisected: the layer blocks are cut
+    again for each count, so a count that fits does not make the next one fit (contiguous
+    blocks are not nested, and fewer bytes need not mean a lighter fullest PE). A count that
+    does not fit costs little: one fitter serves every count, each layer fitted once per
+    region, and each strategy gives a count up at its first block that does not fit."""
     p = system.spec.params
     wid, hgt = _usable(p)
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
@@ -334,8 +309,9 @@ def place_auto(graph, system) -> Placement:
     floor = max(1, math.ceil(need / per_wafer))
     if not _layers_fit_alone(graph, system):
         raise PlacementError(_too_big(graph, system))
+    fit = _Fitter(graph, system)
     for units in range(floor, MAX_UNITS + 1):
-        plc, tried = best_for(graph, system, units)
+        plc, tried = best_for(graph, system, units, fit)
         if plc is not None:
             return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
     raise PlacementError(
@@ -358,8 +334,9 @@ def _fewest(graph, system) -> Placement | None:
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     wid, hgt = _usable(system.spec.params)
     floor = max(1, math.ceil(need / (wid * hgt * _budget(system.spec.params))))
+    fit = _Fitter(graph, system)
     for units in range(floor, MAX_UNITS + 1):
-        plc, _ = best_for(graph, system, units)
+        plc, _ = best_for(graph, system, units, fit)
         if plc is not None:
             return plc
     return None

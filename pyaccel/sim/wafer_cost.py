@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ..errors import ConfigError
 from .wafer_mesh import (
@@ -135,6 +136,14 @@ class OpCost:
         """Total cycles of the op."""
         return sum(n for _, n in self.parts)
 
+    def frozen(self) -> "OpCost":
+        """This cost made read-only for a memo that hands it to every op of the same shape:
+        parts a tuple, the busy map a read-only view of read-only arrays."""
+        for vec in self.busy.values():
+            vec.setflags(write=False)
+        self.parts, self.busy = tuple(self.parts), MappingProxyType(self.busy)
+        return self
+
     def add_local(self, task: Local) -> None:
         """Append a PE task (vector work, then its DSD issue as fixed latency)."""
         if task.body:
@@ -187,6 +196,15 @@ def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int,
     cost.add_comm(total, bare, setup, busy, axis, msgs)
 
 
+def axis_after(ops, axis: int = 0) -> int:
+    """The axis (0 = A, 1 = B) the hidden vector lies along after ``ops`` starting on ``axis``:
+    every matmul but the router's leaves its output along the other axis."""
+    for op in ops:
+        if op.op_class in ("matmul", "router") and op.kind != "router":
+            axis = 1 - axis
+    return axis
+
+
 class RegionCoster:
     """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis)."""
 
@@ -198,10 +216,17 @@ class RegionCoster:
         self._memo: dict = {}
 
     # -- per-PE resident bytes (the placer's budget) -------------------------------------
-    def pe_bytes(self, ops, w: int, h: int) -> tuple[int, int]:
-        """(weight bytes, KV bytes) the fullest PE of a ``w x h`` region keeps for ``ops``."""
+    def pe_bytes(self, ops, w: int, h: int, axis: int = 0) -> tuple[int, int]:
+        """(weight bytes, KV bytes) the fullest PE of a ``w x h`` region keeps for ``ops`` whose
+        first input lies along ``axis`` (0 = A; see :func:`axis_after`).
+
+        The sum of one term per op, each the op's bytes on its own fullest PE, so the bytes of
+        a list are the sums of its parts' (each part starting at the axis the previous part left).
+        Every term is non-increasing in ``w`` and in ``h`` (tile sides ``ceil(n / side)``, expert
+        bands ``w // cols`` and ``h // rows`` that never shrink as the region grows, the axis
+        sequence independent of the region), so once a region holds the ops, any region at least
+        as wide and as tall holds them too: the placer's searches rely on it."""
         weights = kv = 0
-        axis = 0
         lens = (w, h)
         for op in ops:
             la = lens[axis]
@@ -247,7 +272,8 @@ class RegionCoster:
                    op.act_bytes, w, h, axis)  # fmt: skip
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._memo[key] = self._cost(op, w, h, axis)
+            cost, after = self._cost(op, w, h, axis)
+            hit = self._memo[key] = (cost.frozen(), after)
         return hit
 
     def _cost(self, op, w, h, axis):

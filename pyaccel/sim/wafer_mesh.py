@@ -11,8 +11,10 @@ the slowest line (XY routing keeps the flows of different lines on different lin
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
@@ -105,11 +107,19 @@ def _run_arrays(a: dict, link_lat, n_pes: int, pass_lat: int, backend=None) -> M
 SETUP_SLOT, OVERHEAD_SLOT, NWAV_SLOT = -1, -2, -3
 
 
+def frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only (in place) and returned: what a cache hands out is shared by every
+    caller, so writing into it raises instead of changing later callers' results."""
+    arr.setflags(write=False)
+    return arr
+
+
 @dataclass(frozen=True)
 class Template:
-    """A task list whose setup cycles and message lengths are slots, filled by :meth:`run`."""
+    """A task list whose setup cycles and message lengths are slots, filled by :meth:`run`
+    (cached and shared: its arrays are read-only and its mapping a read-only view)."""
 
-    arrays: dict
+    arrays: Mapping[str, np.ndarray]
     link_lat: np.ndarray
     n_pes: int
     n_messages: int
@@ -117,7 +127,8 @@ class Template:
     @classmethod
     def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> "Template":
         """Freeze a task list built with the slot values."""
-        return cls(tk.arrays(), link_lat, n_pes, tk.n_messages)
+        arrays = MappingProxyType({k: frozen(v) for k, v in tk.arrays().items()})
+        return cls(arrays, frozen(np.array(link_lat, dtype=np.int64)), n_pes, tk.n_messages)
 
     def run(self, setup: int, overhead: int, nwav: int, pass_lat: int, backend=None):
         """Simulate the list with its slots filled (cycles as in :meth:`Tasks.run`)."""
@@ -257,10 +268,11 @@ def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: 
 def line_allreduce(n: int, seg: int, nwav: int, setup: int, overhead: int, hop: int,
                    pass_lat: int, two_level: bool, broadcast: bool = True):  # fmt: skip
     """Cycles and per-link busy cycles of an all-reduce (or reduce) over a line of ``n`` PEs cut
-    into independent segments of ``seg`` PEs (heads of an attention op, or one segment)."""
+    into independent segments of ``seg`` PEs (heads of an attention op, or one segment); the
+    busy cycles are read-only (cached and shared)."""
     tpl = _allreduce_template(n, seg, hop, two_level, broadcast)
     res = tpl.run(setup, overhead, nwav, pass_lat)
-    return res.cycles, _line_busy(res.link_busy, n), tpl.n_messages
+    return res.cycles, frozen(_line_busy(res.link_busy, n)), tpl.n_messages
 
 
 @lru_cache(maxsize=4096)
@@ -268,7 +280,8 @@ def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop:
                    lead: int = 0):  # fmt: skip
     """Cycles of a multicast from PE ``root`` over a line of ``n`` PEs. With ``lead`` > 0 the
     data first comes from a sender ``lead`` hops before PE 0 of the line (a hand-off from a
-    neighbouring region or the wafer edge) into the root, which then multicasts it."""
+    neighbouring region or the wafer edge) into the root, which then multicasts it. Busy
+    cycles per position are read-only (cached and shared)."""
     line, tk = Line(n + lead, hop), Tasks()
     deps, first = [], setup
     if lead:
@@ -276,18 +289,43 @@ def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop:
         first = overhead
     multicast(tk, line, lead + root, lead, lead + n, nwav, first, deps)
     res = tk.run(line.link_lat, n + lead, 0)
-    return res.cycles, _line_busy(res.link_busy, n + lead)[lead:], tk.n_messages
+    return res.cycles, frozen(_line_busy(res.link_busy, n + lead)[lead:]), tk.n_messages
 
 
 @lru_cache(maxsize=4096)
 def line_flows(n: int, flows: tuple[tuple[int, int], ...], nwav: int, setup: int, hop: int):
     """Cycles of point-to-point messages ``(src, dst)`` of ``nwav`` wavelets on a line of ``n``
-    PEs, all sent after ``setup`` cycles, sharing links first come first served."""
-    line, tk = Line(n, hop), Tasks()
-    for src, dst in flows:
-        tk.add(src, setup, False, nwav, [], line.path(src, dst))
-    res = tk.run(line.link_lat, n, 0)
-    return res.cycles, _line_busy(res.link_busy, n), tk.n_messages
+    PEs, all sent after ``setup`` cycles, sharing links first come first served (busy cycles
+    read-only, as cached and shared)."""
+    line = Line(n, hop)
+    res = _run_arrays(flow_arrays(n, flows, nwav, setup), line.link_lat, n, 0)
+    return res.cycles, frozen(_line_busy(res.link_busy, n)), len(flows)
+
+
+def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
+    """The kernel arrays of ``Tasks`` holding one independent message per flow ``(src, dst)``
+    on a :class:`Line` of ``n`` (``Line.path``: the mesh links from src towards dst, then dst's
+    ramp), built with NumPy: a GQA shift on a long line has tens of thousands of flows."""
+    if nwav < 1:
+        raise ValueError("a message needs at least one wavelet")
+    pair = np.array(flows, dtype=np.int64).reshape(-1, 2)
+    src, dst = pair[:, 0], pair[:, 1]
+    hops = np.abs(dst - src)
+    path_ptr = np.concatenate(([0], np.cumsum(hops + 1))).astype(np.int64)
+    at = np.arange(path_ptr[-1], dtype=np.int64) - np.repeat(path_ptr[:-1], hops + 1)
+    s, d, h = (np.repeat(a, hops + 1) for a in (src, dst, hops))
+    links = np.where(d >= s, 2 * (s + at), 2 * (s - 1 - at) + 1)  # i -> i+1 is 2i, back 2i+1
+    k = len(src)
+    return {
+        "pe": src.copy(),
+        "setup": np.full(k, int(setup), dtype=np.int64),
+        "stream": np.zeros(k, dtype=np.int64),
+        "nwav": np.full(k, int(nwav), dtype=np.int64),
+        "dep_ptr": np.zeros(k + 1, dtype=np.int64),
+        "dep_idx": np.zeros(0, dtype=np.int64),
+        "path_ptr": path_ptr,
+        "path_link": np.where(at == h, 2 * n + d, links).astype(np.int64),
+    }
 
 
 def _line_busy(busy: np.ndarray, n: int) -> np.ndarray:
