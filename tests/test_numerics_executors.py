@@ -132,6 +132,7 @@ class FifthExecutor(Executor):
     """A minimal new kind: inputs split over the layer's units, partial sums added last part
     first (fp32), every call of ``reduce`` counted."""
 
+    ASSUMPTIONS = ("numerics.fifth_reversed_sum: partial sums are added last part first, fp32",)
     reduced = 0
 
     def describe(self) -> str:
@@ -160,6 +161,7 @@ def test_a_fifth_kind_runs_the_functional_decode_through_its_placement(monkeypat
     assert FifthExecutor.reduced > 0  # its partial sums went through its own reduction
     assert m["top1_agreement"] >= 0.9 and 0 < m["max_abs_logit_error"] < 0.2
     assert len(m["generated_tokens"]) == len(m["reference_tokens"]) == 8
+    assert m["functional_assumptions"][-1].startswith("numerics.fifth_reversed_sum:")
 
 
 def test_an_unregistered_kind_is_not_built():

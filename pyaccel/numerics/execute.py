@@ -272,7 +272,7 @@ def _functional_metrics(graph, system, placement, weights, **numerics_options) -
             "kv": work.kv,
         },
         functional_weights="safetensors" if not isinstance(weights, dict) else "seeded random",
-        functional_assumptions=list(FUNCTIONAL_ASSUMPTIONS),
+        functional_assumptions=[*FUNCTIONAL_ASSUMPTIONS, *nx.machine.ASSUMPTIONS],
     )
     return out
 

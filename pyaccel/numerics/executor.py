@@ -31,6 +31,11 @@ class Executor(ABC):
     so a kind ignores the options it does not read).
     """
 
+    # named assumptions of this kind's arithmetic, listed after the shared ones in
+    # ``functional_assumptions`` (the gpu, asic and wafer ones are in the shared list, which
+    # every kind's output has carried since before the per-kind modules)
+    ASSUMPTIONS: tuple[str, ...] = ()
+
     def __init__(self, graph, system, placement, **options):
         self.graph, self.system, self.placement = graph, system, placement
 
