@@ -109,9 +109,9 @@ def test_gpu_all_reduce_adds_bf16_partials_in_rank_order():
     partials = np.float32([[[1.0]], [[2**-8]], [[2**-8]]])
     graph, system, plc = _gpu()
     nx = execute.MachineNumerics({}, graph, system, plc)
-    assert nx._reduce(partials)[0, 0] == 1.0
+    assert nx.machine.reduce(partials)[0, 0] == 1.0
     wafer = execute.MachineNumerics({}, graph, system, hand_placement(graph, "wafer"))
-    assert wafer._reduce(partials)[0, 0] == 1.0078125
+    assert wafer.machine.reduce(partials)[0, 0] == 1.0078125
 
 
 def test_tp2_row_split_differs_only_by_rounding():
