@@ -111,9 +111,9 @@ class MachineNumerics(Numerics):
 
     def kv(self, x: np.ndarray) -> np.ndarray:
         """The KV cache in the workload's ``--kv`` format (per-token scales where it has any)."""
-        if self.kv_fmt.name in ("bf16", "fp32", "fp16"):
-            return quantize(x, self.kv_fmt.name) if self.kv_fmt.name != "bf16" else round_bf16(x)
-        flat = x.reshape(-1, x.shape[-1])
+        if self.kv_fmt.name == "bf16":
+            return round_bf16(x)
+        flat = x.reshape(-1, x.shape[-1])  # the codecs take 2-D tensors (rows of one token)
         return quantize(flat, self.kv_fmt.name).reshape(x.shape)
 
     # -- linear ops ----------------------------------------------------------------------------
