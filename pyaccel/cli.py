@@ -21,6 +21,7 @@ from .errors import ConfigError, PyaccelError
 from .hw.spec_wafer import STRATEGIES
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder, dumps_strict
 from .numerics.formats import FORMATS
+from .records import ErrorRecord
 from .units import fmt_bytes, fmt_seconds
 from .workload import Workload
 
@@ -162,7 +163,7 @@ TraceSteps = Annotated[
 
 def _show_version(value: bool) -> None:
     if value:
-        from .results import pyaccel_version
+        from .records import pyaccel_version
 
         out.print(f"pyaccel {pyaccel_version()}", markup=False, highlight=False)
         raise typer.Exit()
@@ -258,8 +259,10 @@ def _labelled(bar, label: str):
 
 def _run(system, model, units, work, sets, etch, show_progress, functional=False,
          trace_steps="ends"):  # fmt: skip
+    from .cli_args import parse_units
     from .results import run
 
+    units = parse_units(units)
     with _progress(show_progress and work.tokens >= 64) as bar:
         steps = None if bar is None else lambda step: bar(step + 1, work.tokens, "decode steps")
         return run(model, system, units, work, sets, etch, steps, functional, trace_steps)
@@ -313,10 +316,10 @@ def run_cmd(
             result.trace.to_perfetto(trace)
         rec = run_record(result, rep.bottleneck)
         if as_json:
-            _print_json(rec)
+            _print_json(rec.to_dict())
         else:
             _print_run(rec)
-            _print_warnings(rec["warnings"])
+            _print_warnings(rec.warnings)
 
 
 def _print_warnings(warnings) -> None:
@@ -325,33 +328,34 @@ def _print_warnings(warnings) -> None:
         err.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _print_run(rec: dict) -> None:
+def _print_run(rec) -> None:
+    """A :class:`~pyaccel.records.RunRecord` as a table."""
     from .report import fmt_ratio
 
-    table = Table(title=f"{rec['model']} on {rec['units']} x {rec['system']}", show_header=False)
+    table = Table(title=f"{rec.model} on {rec.units} x {rec.system}", show_header=False)
     rows = [
-        ("tokens/s per user", f"{rec['tokens_per_s_per_user']:,.1f}"),
-        ("tokens/s total", f"{rec['tokens_per_s']:,.1f}"),
-        ("step time", fmt_seconds(rec["step_time_s"])),
+        ("tokens/s per user", f"{rec.tokens_per_s_per_user:,.1f}"),
+        ("tokens/s total", f"{rec.tokens_per_s:,.1f}"),
+        ("step time", fmt_seconds(rec.step_time_s)),
         (
             "lower bound",
-            f"{fmt_seconds(rec['lower_bound_step_time_s'])} (emulated / bound "
-            f"{fmt_ratio(rec['emulated_over_lower_bound'])})",
+            f"{fmt_seconds(rec.lower_bound_step_time_s)} (emulated / bound "
+            f"{fmt_ratio(rec.emulated_over_lower_bound)})",
         ),
-        ("bottleneck", rec["bottleneck"]),
-        ("energy per token", f"{rec['joules_per_token']:.3g} J"),
-        ("layout", json.dumps(rec["layout"])),
+        ("bottleneck", rec.bottleneck),
+        ("energy per token", f"{rec.joules_per_token:.3g} J"),
+        ("layout", json.dumps(rec.layout)),
         (
             "workload",
-            f"batch {rec['batch']}, context {rec['context']}, tokens "
-            f"{rec['tokens']}, weights {rec['weights']}, kv {rec['kv']}",
+            f"batch {rec.batch}, context {rec.context}, tokens "
+            f"{rec.tokens}, weights {rec.weights}, kv {rec.kv}",
         ),
     ]
-    rows += _functional_rows(rec)
+    rows += _functional_rows(rec.functional)
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
-    out.print(f"[dim]{len(rec['assumptions'])} named assumptions (see `pyaccel report`)[/dim]")
+    out.print(f"[dim]{len(rec.assumptions)} named assumptions (see `pyaccel report`)[/dim]")
 
 
 # run --functional: the SPEC §7 metrics against the fp32 reference, as text
@@ -362,11 +366,11 @@ _FUNCTIONAL_ROWS = (
 )
 
 
-def _functional_rows(rec: dict) -> list[tuple[str, str]]:
+def _functional_rows(metrics: dict) -> list[tuple[str, str]]:
     return [
-        (label, "-" if rec[key] is None else fmt.format(rec[key]))
+        (label, "-" if metrics[key] is None else fmt.format(metrics[key]))
         for key, label, fmt in _FUNCTIONAL_ROWS
-        if key in rec
+        if key in metrics
     ]
 
 
@@ -522,10 +526,10 @@ def _print_report(rep) -> None:
 
     s = rep.summary
     out.print(
-        f"[bold]{s['model']} on {s['units']} x {s['system']}[/bold]: "
-        f"{s['tokens_per_s_per_user']:,.1f} tok/s per user, {s['tokens_per_s']:,.1f} "
-        f"total; step {fmt_seconds(s['step_time_s'])}, lower bound "
-        f"{fmt_seconds(s['lower_bound_step_time_s'])} (x{fmt_ratio(rep.bound_ratio)}); "
+        f"[bold]{s.model} on {s.units} x {s.system}[/bold]: "
+        f"{s.tokens_per_s_per_user:,.1f} tok/s per user, {s.tokens_per_s:,.1f} "
+        f"total; step {fmt_seconds(s.step_time_s)}, lower bound "
+        f"{fmt_seconds(s.lower_bound_step_time_s)} (x{fmt_ratio(rep.bound_ratio)}); "
         f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})"
     )
     if rep.meta.get("strategy"):  # wafer layouts are a named assumption: say which one ran
@@ -537,7 +541,7 @@ def _print_report(rep) -> None:
     for col in ("resource", "time", "occupancy"):
         t.add_column(col)
     for res, sec in sorted(rep.by_resource.items(), key=lambda kv: -kv[1]):
-        t.add_row(res, fmt_seconds(sec), f"{sec / s['step_time_s']:.0%}")
+        t.add_row(res, fmt_seconds(sec), f"{sec / s.step_time_s:.0%}")
     out.print(t)
     out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
     t = Table(title="by op kind")
@@ -545,18 +549,18 @@ def _print_report(rep) -> None:
         t.add_column(col)
     for row in rep.by_kind:
         t.add_row(
-            row["kind"],
-            fmt_seconds(row["emulated_s"]),
-            fmt_seconds(row["bound_s"]),
-            fmt_ratio(row["ratio"]),
-            row["bound_resource"],
+            row.kind,
+            fmt_seconds(row.emulated_s),
+            fmt_seconds(row.bound_s),
+            fmt_ratio(row.ratio),
+            row.bound_resource,
         )
     out.print(t)
     t = Table(title="what if one resource were twice as fast (re-emulated)")
     for col in ("resource", "step time", "gain"):
         t.add_column(col)
     for row in rep.what_if:
-        t.add_row(row["resource"], fmt_seconds(row["step_time_s"]), f"{row['gain']:.3f}x")
+        t.add_row(row.resource, fmt_seconds(row.step_time_s), f"{row.gain:.3f}x")
     out.print(t)
     out.print("[bold]assumptions[/bold]")
     for a in rep.assumptions:
@@ -596,12 +600,13 @@ def place_cmd(
 
             plc = Placement.from_json(str(check), system=system, model=model).check()
         else:
+            from .cli_args import parse_units
             from .results import prepare
 
             if not system or not model:
                 raise ConfigError("place needs --system and --model (or --check FILE.json)")
             work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
-            plc = prepare(model, system, units, work, sets, etch)[3]
+            plc = prepare(model, system, parse_units(units), work, sets, etch).placement
         if as_json:
             _print_json(plc.to_dict())
         else:
@@ -673,26 +678,28 @@ def compare_cmd(
     as_json: Json = False,
 ) -> None:
     """Run one model on several systems (units auto) and compare them side by side."""
+    from .cli_args import parse_batches, parse_systems
     from .compare import compare
     from .io_util import plot_format
 
     with _user_errors():
-        _check_system_list(systems)
+        names = parse_systems(systems)
         base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
         if plot is not None:  # before emulating: a bad path costs nothing
             plot_format(plot, "--plot")
             check_output_file(plot, "--plot")
         with _progress(not as_json) as bar:
-            records = compare(model, systems, base, batches, _labelled(bar, "compare"))
+            sizes = parse_batches(batches, base.batch)
+            records = compare(model, names, base, sizes, _labelled(bar, "compare"))
         if plot is not None:
             from .plots import compare_plot
 
             compare_plot(records, plot)
         if as_json:
-            _print_json(records)
+            _print_json([r.to_dict() for r in records])
         else:
             _print_compare(records)
-            _print_warnings(w for r in records for w in r.get("warnings", ()))
+            _print_warnings(w for r in records for w in r.warnings)
 
 
 def _rate(tokens_per_s: float) -> str:
@@ -700,41 +707,24 @@ def _rate(tokens_per_s: float) -> str:
     return f"{tokens_per_s:,.1f}" if tokens_per_s < 1000 else f"{tokens_per_s:,.0f}"
 
 
-def _check_system_list(systems: str | None) -> None:
-    """``--systems``: absent means every preset; given, every comma-separated name is non-empty
-    and appears once (``--systems ""`` must not silently mean "all")."""
-    if systems is None:
-        return
-    names = [s.strip() for s in systems.split(",")]
-    for i, name in enumerate(names):
-        if not name:
-            raise ConfigError(
-                f"--systems {systems!r}: system {i + 1} of {len(names)} is empty; give "
-                "comma-separated preset names or TOML files (e.g. h100,wse3), or leave "
-                "--systems out for every preset"
-            )
-        if name in names[:i]:
-            raise ConfigError(f"--systems {systems!r}: '{name}' is listed twice")
-
-
-def _print_compare(records: list[dict]) -> None:
+def _print_compare(records) -> None:
+    """``compare`` records (:class:`~pyaccel.records.RunRecord` or ``ErrorRecord``) as a table,
+    then one line per system that could not run."""
     t = _table(
-        records[0]["model"] if records else "compare",
+        records[0].model if records else "compare",
         ("system", ">units", ">batch", ">tok/s/user", ">tok/s", ">step", "~bottleneck", ">J/token"),
         caption="tok/s: tokens per second per user and in total; step: time between two tokens "
         "of a sequence; J/token: energy per generated token",
     )
+    failed = [r for r in records if isinstance(r, ErrorRecord)]
     for r in records:
-        if "error" not in r:
-            t.add_row(r["system"], str(r["units"]), str(r["batch"]),
-                      _rate(r["tokens_per_s_per_user"]), _rate(r["tokens_per_s"]),
-                      fmt_seconds(r["step_time_s"]), r["bottleneck"],
-                      f"{r['joules_per_token']:.3g}")  # fmt: skip
+        if not isinstance(r, ErrorRecord):
+            t.add_row(r.system, str(r.units), str(r.batch), _rate(r.tokens_per_s_per_user),
+                      _rate(r.tokens_per_s), fmt_seconds(r.step_time_s), r.bottleneck,
+                      f"{r.joules_per_token:.3g}")  # fmt: skip
     out.print(t)
-    for r in records:
-        if "error" in r:
-            out.print(f"{r['system']} (batch {r['batch']}): {r['error']}", markup=False,
-                      highlight=False)  # fmt: skip
+    for r in failed:
+        out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
 
 
 @app.command("systems")

@@ -65,9 +65,9 @@ def test_perfetto_tracks_do_not_overlap(run70b, tmp_path):
 
 def test_report_ranks_what_if_and_explains(run70b):
     rep = pa.Report.from_trace(run70b)
-    gains = [r["gain"] for r in rep.what_if]
+    gains = [r.gain for r in rep.what_if]
     assert gains == sorted(gains, reverse=True) and gains[0] > 1.0
-    assert rep.what_if[0]["resource"] == rep.bottleneck == "hbm"
+    assert rep.what_if[0].resource == rep.bottleneck == "hbm"
     assert rep.bound_ratio >= 1.0
     assert sum(rep.by_resource.values()) <= run70b.step_cycles[0] / run70b.clock_hz + 1e-12
     md = rep.to_markdown()
