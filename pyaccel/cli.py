@@ -311,7 +311,7 @@ def run_cmd(
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
                       trace_steps)  # fmt: skip
-        rep = Report.from_trace(result.trace, what_if=False)
+        rep = Report.from_trace(result.trace)
         if trace is not None:
             result.trace.to_perfetto(trace)
         rec = run_record(result, rep.bottleneck)
@@ -411,6 +411,7 @@ def report_cmd(
 ) -> None:
     """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking."""
     from .report import Report
+    from .what_if import run_what_if
 
     with _user_errors():
         work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
@@ -421,7 +422,7 @@ def report_cmd(
 
             check_output_folder(plot, "--plot", REPORT_PLOT_FILES)
         result = _run(system, model, units, work, sets, etch, not as_json, False, trace_steps)
-        rep = Report.from_trace(result.trace)
+        rep = Report.from_trace(result.trace, run_what_if(result))
         if plot is not None:
             from .plots import report_plots
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -99,14 +100,15 @@ class Report:
     meta: dict = field(default_factory=dict)
 
     @classmethod
-    def from_trace(cls, trace, what_if: bool = True) -> "Report":
-        """Analyse a trace; with ``what_if``, re-emulate with each resource class twice as fast
-        (needs the trace's inputs, which :func:`pyaccel.emulate` keeps)."""
+    def from_trace(cls, trace, what_if: Sequence[WhatIfRow] = ()) -> Report:
+        """Analyse a trace from its plain data alone (events, step times, per-op bounds, meta).
+        ``what_if``: the rows of re-emulations with one resource class twice as fast, which
+        only a caller that can re-emulate makes (:func:`pyaccel.what_if.what_if_gains`)."""
         step = int(trace.events["step"][0]) if trace.n_events else 0
         by_res = _union_by(trace, "resource", step)
         bottleneck = max(by_res, key=by_res.get) if by_res else ""
         step_s = trace.step_cycles[step] / trace.clock_hz
-        rep = cls(
+        return cls(
             summary=RunSummary.from_trace(trace),
             by_resource=by_res,
             by_kind=_by_kind(trace, step),
@@ -119,10 +121,8 @@ class Report:
             assumptions=list(trace.assumptions),
             left_out=list(trace.left_out),
             meta=dict(trace.meta),
+            what_if=list(what_if),
         )
-        if what_if and trace.inputs is not None:
-            rep.what_if = what_if_gains(trace)
-        return rep
 
     def to_json(self) -> str:
         """The report as strict JSON text (non-finite numbers as ``null``), with the
@@ -214,27 +214,21 @@ def _by_kind(trace, step: int) -> list[KindRow]:
     """Per op kind: emulated time in the step (union over units), its lower bound and the
     resource that sets the bound.
 
-    Events lay out the pass of one micro-batch (``meta['micro_batch_size']`` sequences when the
-    batch is split over pipeline stages), so each op is bounded for that micro-batch, in whole
-    cycles (:func:`op_bound_seconds`)."""
+    The bounds are the trace's ``op_bounds`` for the same step: each op bounded for the
+    sequences one pass carries (a micro-batch when the batch is split over pipeline stages),
+    in whole cycles (:func:`op_bound_seconds`)."""
     emulated = _union_by(trace, "kind", step)
     bounds: dict[str, list] = {}
-    if trace.inputs is not None:
-        from dataclasses import replace
-
-        from .sim.roofline import roofline
-
-        model, system, placement, work = trace.inputs
-        size = int(trace.meta.get("micro_batch_size", work.batch))
-        if size != work.batch:
-            work = replace(work, batch=size)
-        roof = roofline(model, system, placement, work, int(trace.step_context[step]))
-        for b in roof.ops:
-            kind = b.op.split(".")[-1]
-            sec = op_bound_seconds(b.seconds, trace.clock_hz)
+    ob = trace.op_bounds
+    if ob:
+        sel = ob["step"] == step
+        for op, resource, seconds in zip(ob["op"][sel].tolist(), ob["resource"][sel].tolist(),
+                                         ob["seconds"][sel].tolist()):  # fmt: skip
+            kind = op.split(".")[-1]
+            sec = op_bound_seconds(seconds, trace.clock_hz)
             acc = bounds.setdefault(kind, [0.0, {}])
             acc[0] += sec
-            acc[1][b.resource] = acc[1].get(b.resource, 0.0) + sec
+            acc[1][resource] = acc[1].get(resource, 0.0) + sec
     rows = []
     for kind, t in sorted(emulated.items(), key=lambda kv: -kv[1]):
         bound, res = bounds.get(kind, [0.0, {}])
@@ -259,16 +253,3 @@ def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
             for r in dict.fromkeys(res[sel_l].tolist())
         }
     return out
-
-
-def what_if_gains(trace) -> list[WhatIfRow]:
-    """Re-emulate with each resource class twice as fast; rank by step-time gain."""
-    from .sim.engine import emulate, engine_module, what_if_system
-
-    model, system, placement, work = trace.inputs
-    rows = []
-    for resource in engine_module(system.kind).WHAT_IF:
-        faster = what_if_system(system, resource)
-        t = emulate(model, faster, placement, work, event_steps=())
-        rows.append(WhatIfRow(resource, t.step_time_s, trace.step_time_s / t.step_time_s))
-    return sorted(rows, key=lambda r: -r.gain)

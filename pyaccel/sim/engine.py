@@ -145,7 +145,7 @@ def emulate(
     arrays = meta.pop("arrays", {})
     _check_cycles(steps, system)
     work = graph.workload
-    from .roofline import StepBounds, bound_cycles
+    from .roofline import StepBounds, bound_cycles, first_step_op_bounds
 
     bound = StepBounds(graph, system, placement)
     # rounded up: whole cycles never below the byte/FLOP bound (emulated steps, whole cycles
@@ -177,6 +177,7 @@ def emulate(
         arrays=arrays,
         inputs=(graph.model, system, placement, work),
     )
+    trace.op_bounds = first_step_op_bounds(graph, system, placement, trace.events, meta)
     if functional:
         trace.functional = _functional(graph, system, placement)
     return trace
