@@ -128,33 +128,6 @@ def _functional_rows(metrics: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _sensitivity_record(row, pct: float) -> dict:
-    return {
-        "param": row.param,
-        "value": row.value,
-        "percent": pct,
-        "low_value": row.low_value,
-        "high_value": row.high_value,
-        "low_step_time_s": row.low_step_s,
-        "high_step_time_s": row.high_step_s,
-        "low_change": row.low_change,
-        "high_change": row.high_change,
-        "error": row.error,
-    }
-
-
-def _alternative_record(alt) -> dict:
-    return {
-        "param": alt.param,
-        "value": alt.value,
-        "choice": alt.choice,
-        "units": alt.units,
-        "step_time_s": alt.step_s,
-        "change": alt.change,
-        "error": alt.error,
-    }
-
-
 def _print_alternatives(alts) -> None:
     if not alts:
         return
@@ -465,8 +438,8 @@ def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
         data = json.loads(rep.to_json())
         data.update(formats_from=result.formats_from, warnings=list(result.warnings))
         if rows is not None:
-            data["sensitivity"] = [_sensitivity_record(r, pct) for r in rows]
-            data["alternatives"] = [_alternative_record(a) for a in alts]
+            data["sensitivity"] = [r.to_dict(pct) for r in rows]
+            data["alternatives"] = [a.to_dict() for a in alts]
         _print_json(data)
     else:
         _print_report(rep)
