@@ -28,19 +28,16 @@ from .cli_options import (
     Units,
     Weights,
 )
+from .cli_listings import ModelRow, _print_models, _print_system, _print_systems, _system_record
 from .cli_show import (
     _labelled,
     _print_compare,
     _print_full_report,
     _print_json,
-    _print_models,
     _print_place,
     _print_run,
-    _print_system,
-    _print_systems,
     _print_warnings,
     _progress,
-    _system_record,
     err,
     out,
 )
@@ -410,18 +407,7 @@ def models_cmd(as_json: Json = False) -> None:
         rows = []
         for name in preset_names():
             cfg = load_model(name)
-            rows.append(
-                {
-                    "name": name,
-                    "model_type": cfg.model_type,
-                    "layers": cfg.n_layers,
-                    "hidden": cfg.hidden,
-                    "attention": cfg.attention,
-                    "experts": cfg.n_experts,
-                    "top_k": cfg.top_k,
-                    "params": build_graph(cfg, Workload(tokens=1)).param_count,
-                }
-            )
+            rows.append(ModelRow.of(name, cfg, build_graph(cfg, Workload(tokens=1)).param_count))
         _print_models(rows, as_json)
 
 
