@@ -177,7 +177,7 @@ def emulate(
         arrays=arrays,
         inputs=(graph.model, system, placement, work),
     )
-    trace.op_bounds = first_step_op_bounds(graph, system, placement, trace.events, meta)
+    trace.op_bounds = first_step_op_bounds(bound, system, placement, trace.events, meta)
     if functional:
         trace.functional = _functional(graph, system, placement)
     return trace

@@ -209,20 +209,22 @@ def roofline(
     return StepBounds(graph, system, placement).at(ctx, with_ops=True)
 
 
-def first_step_op_bounds(graph, system, placement, events, meta: dict) -> dict[str, np.ndarray]:
+def first_step_op_bounds(bounds: StepBounds, system, placement, events, meta: dict):
     """Per-op bounds (s) of the first step that has events, as the columns of
-    :attr:`pyaccel.trace.Trace.op_bounds` (empty columns when no step has events).
+    :attr:`pyaccel.trace.Trace.op_bounds` (empty columns when no step has events); ``bounds``
+    are the run's own step bounds.
 
     Events lay out the pass of one micro-batch (``meta['micro_batch_size']`` sequences when the
     batch is split over pipeline stages), so each op is bounded for that micro-batch."""
     if not len(events["step"]):
         return _op_bound_columns(0, ())
     step = int(events["step"][0])
-    work = graph.workload
+    work = bounds.graph.workload
+    context = work.context + step
     size = int(meta.get("micro_batch_size", work.batch))
-    if size != work.batch:
-        work = replace(work, batch=size)
-    roof = roofline(graph.model, system, placement, work, work.context + step)
+    if size == work.batch:  # the run's own graph: no second graph to build
+        return _op_bound_columns(step, bounds.at(context, with_ops=True).ops)
+    roof = roofline(bounds.graph.model, system, placement, replace(work, batch=size), context)
     return _op_bound_columns(step, roof.ops)
 
 
