@@ -84,3 +84,14 @@ def test_python_api_takes_typed_units():
     with pytest.raises(ConfigError, match="units must be a positive integer or 'auto'"):
         run("tiny-llama", "h100", "2")
     assert math.isfinite(run("tiny-llama", "h100", 2).trace.step_time_s)
+
+
+def test_compare_takes_typed_lists_and_returns_typed_records():
+    from pyaccel.compare import compare
+
+    records = compare("tiny-llama", ["h100", "taalas-hc1"], Workload(context=128, tokens=2), [1, 2])
+    assert [(type(r).__name__, r.system, r.batch) for r in records] == [
+        ("RunRecord", "h100", 1), ("RunRecord", "h100", 2),
+        ("ErrorRecord", "taalas-hc1", 1), ("ErrorRecord", "taalas-hc1", 2),
+    ]  # fmt: skip
+    assert "cannot run tiny-llama" in records[2].error and records[2].formats_from
