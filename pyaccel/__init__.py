@@ -16,6 +16,7 @@ from .report import Report
 from .sim.engine import emulate
 from .sim.roofline import roofline
 from .trace import Trace
+from .what_if import what_if_gains
 from .workload import Workload
 
 __all__ = [
@@ -42,4 +43,5 @@ __all__ = [
     "load_system",
     "place",
     "roofline",
+    "what_if_gains",
 ]

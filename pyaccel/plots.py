@@ -52,7 +52,7 @@ def layer_plot(report, path: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xlabel("layer (embed, 0..L-1, head)")
     ax.set_ylabel("time (us)")
-    ax.set_title(f"{report.summary['model']} on {report.summary['system']}: time per layer")
+    ax.set_title(f"{report.summary.model} on {report.summary.system}: time per layer")
     ax.legend(fontsize=7)
     return _save(fig, path)
 
@@ -102,31 +102,28 @@ def report_plots(trace, report, folder: Path) -> list[Path]:
     return out
 
 
-def compare_plot(records: list[dict], path: Path) -> Path:
-    """Tokens/s per user against total tokens/s over batch sizes, one line per system."""
+def compare_plot(records: list, path: Path) -> Path:
+    """Tokens/s per user against total tokens/s over batch sizes, one line per system
+    (``records``: ``compare``'s; those that could not run are left out)."""
+    from .records import RunRecord
+
     plt = _figure()
     fig, ax = plt.subplots(figsize=(6, 4))
     by_system: dict[str, list] = {}
     for r in records:
-        if "error" not in r:
-            by_system.setdefault(r["system"], []).append(r)
+        if isinstance(r, RunRecord):
+            by_system.setdefault(r.system, []).append(r)
     for name, rows in by_system.items():
-        rows.sort(key=lambda r: r["batch"])
-        ax.plot(
-            [r["tokens_per_s"] for r in rows],
-            [r["tokens_per_s_per_user"] for r in rows],
-            "o-",
-            label=name,
-        )
+        rows.sort(key=lambda r: r.batch)
+        ax.plot([r.tokens_per_s for r in rows], [r.tokens_per_s_per_user for r in rows], "o-",
+                label=name)  # fmt: skip
         for r in rows:
-            ax.annotate(
-                str(r["batch"]), (r["tokens_per_s"], r["tokens_per_s_per_user"]), fontsize=6
-            )
+            ax.annotate(str(r.batch), (r.tokens_per_s, r.tokens_per_s_per_user), fontsize=6)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("total tokens/s")
     ax.set_ylabel("tokens/s per user")
-    ax.set_title(f"{records[0]['model'] if records else ''}: latency vs throughput (labels: batch)")
+    ax.set_title(f"{records[0].model if records else ''}: latency vs throughput (labels: batch)")
     ax.legend(fontsize=7)
     return _save(fig, path)
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from . import kernels
+from .records import SCHEMA_VERSION, RunSummary
 from .units import fmt_seconds
 
 OCCUPANCY_NOTE = (
@@ -48,33 +50,66 @@ def _union_by(trace, column: str, step: int) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class KindRow:
+    """One op kind in one step: its emulated time (union over units, s), its lower bound in
+    whole cycles (s), their ratio (``None`` where there is no bound: a fixed latency or a free
+    op) and the resource that sets most of the bound (``fixed_latency`` when none does)."""
+
+    kind: str
+    emulated_s: float
+    bound_s: float
+    ratio: float | None
+    bound_resource: str
+
+    def to_dict(self) -> dict:
+        """The row as an object of ``report --json``'s ``by_kind``."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class WhatIfRow:
+    """The run re-emulated with one resource class twice as fast: its mean step time (s) and
+    the gain (old step time / new step time, >= 1 when the class matters)."""
+
+    resource: str
+    step_time_s: float
+    gain: float
+
+    def to_dict(self) -> dict:
+        """The row as an object of ``report --json``'s ``what_if``."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 @dataclass
 class Report:
-    """Bottleneck report of one emulated run (times in seconds)."""
+    """Bottleneck report of one emulated run (times in seconds): ``by_resource`` maps each
+    resource class to the seconds of the step it is busy (union over units), ``by_layer`` each
+    layer key to the same per resource class; ``by_kind`` and ``what_if`` are typed rows."""
 
-    summary: dict
+    summary: RunSummary
     by_resource: dict[str, float]
-    by_kind: list[dict]
+    by_kind: list[KindRow]
     by_layer: dict[str, dict[str, float]]
     bottleneck: str
     bottleneck_share: float
     bound_ratio: float | None
-    what_if: list[dict] = field(default_factory=list)
+    what_if: list[WhatIfRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
 
     @classmethod
-    def from_trace(cls, trace, what_if: bool = True) -> "Report":
-        """Analyse a trace; with ``what_if``, re-emulate with each resource class twice as fast
-        (needs the trace's inputs, which :func:`pyaccel.emulate` keeps)."""
+    def from_trace(cls, trace, what_if: Sequence[WhatIfRow] = ()) -> Report:
+        """Analyse a trace from its plain data alone (events, step times, per-op bounds, meta).
+        ``what_if``: the rows of re-emulations with one resource class twice as fast, which
+        only a caller that can re-emulate makes (:func:`pyaccel.what_if.what_if_gains`)."""
         step = int(trace.events["step"][0]) if trace.n_events else 0
         by_res = _union_by(trace, "resource", step)
         bottleneck = max(by_res, key=by_res.get) if by_res else ""
         step_s = trace.step_cycles[step] / trace.clock_hz
-        summary = trace.summary()
-        rep = cls(
-            summary=summary,
+        return cls(
+            summary=RunSummary.from_trace(trace),
             by_resource=by_res,
             by_kind=_by_kind(trace, step),
             by_layer=_by_layer(trace, step),
@@ -86,16 +121,13 @@ class Report:
             assumptions=list(trace.assumptions),
             left_out=list(trace.left_out),
             meta=dict(trace.meta),
+            what_if=list(what_if),
         )
-        if what_if and trace.inputs is not None:
-            rep.what_if = what_if_gains(trace)
-        return rep
 
     def to_json(self) -> str:
         """The report as strict JSON text (non-finite numbers as ``null``), with the
         ``schema_version`` of the ``run --json`` record."""
         from .io_util import finite_or_none
-        from .results import SCHEMA_VERSION
 
         data = finite_or_none({"schema_version": SCHEMA_VERSION, **self.as_dict()})
         return json.dumps(data, indent=1, default=_jsonable, allow_nan=False)
@@ -103,16 +135,16 @@ class Report:
     def as_dict(self) -> dict:
         """The report as plain data."""
         return {
-            "summary": self.summary,
+            "summary": self.summary.to_dict(),
             "by_resource_s": self.by_resource,
-            "by_kind": self.by_kind,
+            "by_kind": [row.to_dict() for row in self.by_kind],
             "by_layer_s": self.by_layer,
             "bottleneck": self.bottleneck,
             "bottleneck_share": self.bottleneck_share,
             "share_is_occupancy": True,
             "notes": [OCCUPANCY_NOTE],
             "emulated_over_lower_bound": self.bound_ratio,
-            "what_if": self.what_if,
+            "what_if": [row.to_dict() for row in self.what_if],
             "assumptions": self.assumptions,
             "left_out": self.left_out,
             "meta": self.meta,
@@ -122,18 +154,18 @@ class Report:
         """The report as a Markdown document."""
         s = self.summary
         lines = [
-            f"# {s['model']} on {s['units']} x {s['system']}",
+            f"# {s.model} on {s.units} x {s.system}",
             "",
-            f"- tokens/s per user: {s['tokens_per_s_per_user']:.1f}; total: "
-            f"{s['tokens_per_s']:.1f}; step {fmt_seconds(s['step_time_s'])} "
-            f"(lower bound {fmt_seconds(s['lower_bound_step_time_s'])}, ratio "
+            f"- tokens/s per user: {s.tokens_per_s_per_user:.1f}; total: "
+            f"{s.tokens_per_s:.1f}; step {fmt_seconds(s.step_time_s)} "
+            f"(lower bound {fmt_seconds(s.lower_bound_step_time_s)}, ratio "
             f"{fmt_ratio(self.bound_ratio)})",
             f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
             "",
             "| resource | time | occupancy |",
             "|---|---|---|",
         ]
-        step = s["step_time_s"]
+        step = s.step_time_s
         for res, t in sorted(self.by_resource.items(), key=lambda kv: -kv[1]):
             lines.append(f"| {res} | {fmt_seconds(t)} | {t / step:.0%} |")
         lines += ["", f"Note: {OCCUPANCY_NOTE}."]
@@ -144,16 +176,16 @@ class Report:
         ]
         for row in self.by_kind:
             lines.append(
-                f"| {row['kind']} | {fmt_seconds(row['emulated_s'])} | "
-                f"{fmt_seconds(row['bound_s'])} | {fmt_ratio(row['ratio'])} | "
-                f"{row['bound_resource']} |"
+                f"| {row.kind} | {fmt_seconds(row.emulated_s)} | "
+                f"{fmt_seconds(row.bound_s)} | {fmt_ratio(row.ratio)} | "
+                f"{row.bound_resource} |"
             )
         if self.what_if:
             lines += ["", "| what if ... x2 | step | gain |", "|---|---|---|"]
             for row in self.what_if:
                 lines.append(
-                    f"| {row['resource']} | {fmt_seconds(row['step_time_s'])} | "
-                    f"{row['gain']:.3f}x |"
+                    f"| {row.resource} | {fmt_seconds(row.step_time_s)} | "
+                    f"{row.gain:.3f}x |"
                 )
         lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
         if self.left_out:
@@ -178,43 +210,31 @@ def op_bound_seconds(seconds: float, clock_hz: float) -> float:
     return math.ceil(seconds * clock_hz) / clock_hz if seconds > 0 else 0.0
 
 
-def _by_kind(trace, step: int) -> list[dict]:
+def _by_kind(trace, step: int) -> list[KindRow]:
     """Per op kind: emulated time in the step (union over units), its lower bound and the
     resource that sets the bound.
 
-    Events lay out the pass of one micro-batch (``meta['micro_batch_size']`` sequences when the
-    batch is split over pipeline stages), so each op is bounded for that micro-batch, in whole
-    cycles (:func:`op_bound_seconds`)."""
+    The bounds are the trace's ``op_bounds`` for the same step: each op bounded for the
+    sequences one pass carries (a micro-batch when the batch is split over pipeline stages),
+    in whole cycles (:func:`op_bound_seconds`)."""
     emulated = _union_by(trace, "kind", step)
     bounds: dict[str, list] = {}
-    if trace.inputs is not None:
-        from dataclasses import replace
-
-        from .sim.roofline import roofline
-
-        model, system, placement, work = trace.inputs
-        size = int(trace.meta.get("micro_batch_size", work.batch))
-        if size != work.batch:
-            work = replace(work, batch=size)
-        roof = roofline(model, system, placement, work, int(trace.step_context[step]))
-        for b in roof.ops:
-            kind = b.op.split(".")[-1]
-            sec = op_bound_seconds(b.seconds, trace.clock_hz)
+    ob = trace.op_bounds
+    if ob:
+        sel = ob["step"] == step
+        for op, resource, seconds in zip(ob["op"][sel].tolist(), ob["resource"][sel].tolist(),
+                                         ob["seconds"][sel].tolist()):  # fmt: skip
+            kind = op.split(".")[-1]
+            sec = op_bound_seconds(seconds, trace.clock_hz)
             acc = bounds.setdefault(kind, [0.0, {}])
             acc[0] += sec
-            acc[1][b.resource] = acc[1].get(b.resource, 0.0) + sec
+            acc[1][resource] = acc[1].get(resource, 0.0) + sec
     rows = []
     for kind, t in sorted(emulated.items(), key=lambda kv: -kv[1]):
         bound, res = bounds.get(kind, [0.0, {}])
-        rows.append(
-            {
-                "kind": kind,
-                "emulated_s": t,
-                "bound_s": bound,
-                "ratio": t / bound if bound else None,  # no bound: a fixed latency or free op
-                "bound_resource": max(res, key=res.get) if res else "fixed_latency",
-            }
-        )
+        ratio = t / bound if bound else None  # no bound: a fixed latency or free op
+        resource = max(res, key=res.get) if res else "fixed_latency"
+        rows.append(KindRow(kind, t, bound, ratio, resource))
     return rows
 
 
@@ -233,23 +253,3 @@ def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
             for r in dict.fromkeys(res[sel_l].tolist())
         }
     return out
-
-
-def what_if_gains(trace) -> list[dict]:
-    """Re-emulate with each resource class twice as fast; rank by step-time gain."""
-    from .sim.engine import emulate, what_if_system
-    from .sim.inputs import engine_module
-
-    model, system, placement, work = trace.inputs
-    rows = []
-    for resource in engine_module(system.kind).WHAT_IF:
-        faster = what_if_system(system, resource)
-        t = emulate(model, faster, placement, work, event_steps=())
-        rows.append(
-            {
-                "resource": resource,
-                "step_time_s": t.step_time_s,
-                "gain": trace.step_time_s / t.step_time_s,
-            }
-        )
-    return sorted(rows, key=lambda r: -r["gain"])

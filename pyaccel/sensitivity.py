@@ -52,6 +52,21 @@ class Sensitivity:
         """Largest |relative change| of the two (what the ranking sorts by)."""
         return max(abs(c) for c in (self.low_change, self.high_change, 0.0) if c is not None)
 
+    def to_dict(self, percent: float) -> dict:
+        """The row as ``report --sensitivity PCT --json`` prints it (``percent``: PCT)."""
+        return {
+            "param": self.param,
+            "value": self.value,
+            "percent": percent,
+            "low_value": self.low_value,
+            "high_value": self.high_value,
+            "low_step_time_s": self.low_step_s,
+            "high_step_time_s": self.high_step_s,
+            "low_change": self.low_change,
+            "high_change": self.high_change,
+            "error": self.error,
+        }
+
 
 def _scaled(value, frac: float, sign: int, is_int: bool):
     new = value * (1.0 + sign * frac)
@@ -136,6 +151,18 @@ class Alternative:
     def change(self) -> float | None:
         """Relative step-time change with the other choice (-0.25 = 25 % faster)."""
         return None if self.step_s is None else self.step_s / self.base_step_s - 1.0
+
+    def to_dict(self) -> dict:
+        """The row as ``report --sensitivity PCT --json`` prints it under ``alternatives``."""
+        return {
+            "param": self.param,
+            "value": self.value,
+            "choice": self.choice,
+            "units": self.units,
+            "step_time_s": self.step_s,
+            "change": self.change,
+            "error": self.error,
+        }
 
     @property
     def note(self) -> str:

@@ -28,6 +28,8 @@ EVENT_FIELDS = (
     "flops",
 )
 _TEXT_FIELDS = ("layer", "op", "kind", "resource")
+OP_BOUND_FIELDS = ("step", "op", "resource", "seconds")
+"""Columns of :attr:`Trace.op_bounds`."""
 
 
 def _layer_key(layer: Any) -> int | str:
@@ -93,7 +95,11 @@ class Trace:
     (context ``context + i``); ``lower_bound_cycles[i]`` its lower bound. ``tokens_per_step`` is
     how many tokens one step yields across the batch. ``arrays`` holds per-PE / per-link detail
     (heatmaps) that would be too large as events; ``functional`` the numerics metrics of a
-    ``functional=True`` run.
+    ``functional=True`` run. ``op_bounds`` holds each op's lower bound (s, at peak rates, columns
+    :data:`OP_BOUND_FIELDS`) in the first recorded step for the sequences one pass carries (a
+    micro-batch when the batch is split over pipeline stages), which reports set beside the
+    events. All of these are plain data; ``inputs`` (model, system, placement, workload) is
+    kept only to re-emulate the run (what-if, plots) and no report reads it.
     """
 
     system: str
@@ -114,6 +120,7 @@ class Trace:
     meta: dict = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     functional: dict = field(default_factory=dict)
+    op_bounds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     inputs: Any = field(default=None, repr=False)
 
     @property

@@ -207,10 +207,12 @@ def test_llama2_70b_auto_placement_in_range():
 
 def test_what_if_runs_every_class(tmp_path):
     work = pa.Workload(context=64, tokens=2)
-    tr = _run(_tiny(tmp_path), 8, work)
-    rep = pa.Report.from_trace(tr)
-    assert {r["resource"] for r in rep.what_if} == set(tr.resource_classes)
-    assert all(r["gain"] >= 1.0 - 1e-12 for r in rep.what_if)
+    model, sysm = _tiny(tmp_path), _system(8, ROUND)
+    plc = pa.place(model, sysm, work)
+    tr = pa.emulate(model, sysm, plc, work)
+    rep = pa.Report.from_trace(tr, pa.what_if_gains(model, sysm, plc, work, tr.step_time_s))
+    assert {r.resource for r in rep.what_if} == set(tr.resource_classes)
+    assert all(r.gain >= 1.0 - 1e-12 for r in rep.what_if)
 
 
 def test_llama2_70b_576_chips_within_x2_of_published():

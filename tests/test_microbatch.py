@@ -42,8 +42,7 @@ def test_pipeline_cycles_counts_every_micro_batch_on_the_busiest_stage():
 
 
 def _ratios_at_least_one(rep):
-    low = [(r["kind"], r["ratio"]) for r in rep.by_kind
-           if r["ratio"] is not None and r["ratio"] < 1]  # fmt: skip
+    low = [(r.kind, r.ratio) for r in rep.by_kind if r.ratio is not None and r.ratio < 1]
     assert not low, f"ops below their bound: {low}"
 
 
@@ -54,17 +53,17 @@ def test_b200_deepseek_v3_batch_16_no_op_below_its_bound(weights):
     meta = r.trace.meta
     assert sum(meta["micro_batch_sizes"]) == 16
     assert meta["micro_batches"] == len(meta["micro_batch_sizes"]) == meta["pp"]
-    rep = Report.from_trace(r.trace, what_if=False)
+    rep = Report.from_trace(r.trace)
     _ratios_at_least_one(rep)
-    experts = next(row for row in rep.by_kind if row["kind"] == "experts_gate_up_proj")
-    assert experts["ratio"] >= 1.0
+    experts = next(row for row in rep.by_kind if row.kind == "experts_gate_up_proj")
+    assert experts.ratio >= 1.0
 
 
 def test_lpu_micro_batches_add_up_and_ops_keep_their_bounds():
     r = run("llama-3.1-8b", "groq-tsp", workload=pa.Workload(batch=7, context=64, tokens=2))
     sizes = r.trace.meta["micro_batch_sizes"]
     assert r.trace.meta["stages"] > 1 and sum(sizes) == 7 and len(set(sizes)) == 2
-    _ratios_at_least_one(Report.from_trace(r.trace, what_if=False))
+    _ratios_at_least_one(Report.from_trace(r.trace))
 
 
 def test_wafer_micro_batches_add_up_and_ops_keep_their_bounds():
@@ -74,7 +73,7 @@ def test_wafer_micro_batches_add_up_and_ops_keep_their_bounds():
     sizes = tr.meta["micro_batch_sizes"]
     assert sum(sizes) == 40 and len(set(sizes)) == 2
     assert (tr.step_cycles >= tr.lower_bound_cycles).all()
-    _ratios_at_least_one(Report.from_trace(tr, what_if=False))
+    _ratios_at_least_one(Report.from_trace(tr))
 
 
 def test_op_bounds_are_whole_cycles_never_below_the_true_bound():
@@ -89,8 +88,8 @@ def test_op_bounds_are_whole_cycles_never_below_the_true_bound():
 
 def test_report_bounds_no_op_kind_below_one_cycle():
     r = run("llama-3.1-8b", "groq-tsp", workload=pa.Workload(context=64, tokens=2))
-    rep = Report.from_trace(r.trace, what_if=False)
+    rep = Report.from_trace(r.trace)
     one_cycle = 1.0 / r.trace.clock_hz
-    bounded = [row for row in rep.by_kind if row["bound_s"] > 0]
-    assert bounded and all(row["bound_s"] >= one_cycle * (1 - 1e-12) for row in bounded)
+    bounded = [row for row in rep.by_kind if row.bound_s > 0]
+    assert bounded and all(row.bound_s >= one_cycle * (1 - 1e-12) for row in bounded)
     _ratios_at_least_one(rep)

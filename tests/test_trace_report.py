@@ -64,10 +64,12 @@ def test_perfetto_tracks_do_not_overlap(run70b, tmp_path):
 
 
 def test_report_ranks_what_if_and_explains(run70b):
-    rep = pa.Report.from_trace(run70b)
-    gains = [r["gain"] for r in rep.what_if]
+    model, sysm, plc, work = run70b.inputs  # the run's own inputs, re-emulated
+    what_if = pa.what_if_gains(model, sysm, plc, work, run70b.step_time_s)
+    rep = pa.Report.from_trace(run70b, what_if)
+    gains = [r.gain for r in rep.what_if]
     assert gains == sorted(gains, reverse=True) and gains[0] > 1.0
-    assert rep.what_if[0]["resource"] == rep.bottleneck == "hbm"
+    assert rep.what_if[0].resource == rep.bottleneck == "hbm"
     assert rep.bound_ratio >= 1.0
     assert sum(rep.by_resource.values()) <= run70b.step_cycles[0] / run70b.clock_hz + 1e-12
     md = rep.to_markdown()
@@ -116,3 +118,16 @@ def test_step_bounds_over_many_contexts_match_one_at_a_time(system, units, model
     one = np.array([bounds.at(int(c)).step_s for c in contexts])
     np.testing.assert_allclose(many, one, rtol=1e-12, atol=0)
     assert (np.diff(many) >= 0).all()  # more context never lowers the bound
+
+
+def test_report_reads_only_the_plain_trace(run70b):
+    # the report needs no model, system or placement: a trace without its inputs (as one
+    # loaded from plain data would be) gives the same report, op bounds included
+    from dataclasses import replace
+
+    plain = replace(run70b, inputs=None)
+    rep = pa.Report.from_trace(plain)
+    assert rep.to_json() == pa.Report.from_trace(run70b).to_json()
+    bounded = {row.kind for row in rep.by_kind if row.bound_s > 0}
+    assert {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "attention", "lm_head"} <= bounded
+    assert set(plain.op_bounds) == {"step", "op", "resource", "seconds"}

@@ -98,7 +98,7 @@ def test_report_labels_shares_as_overlapping_occupancy():
     from pyaccel.results import run
 
     r = run("llama-3.1-8b", "groq-tsp", workload=pa.Workload(context=64, tokens=2))
-    rep = Report.from_trace(r.trace, what_if=False)
+    rep = Report.from_trace(r.trace)
     data = json.loads(rep.to_json())
     assert data["share_is_occupancy"] is True
     assert any("overlap" in n for n in data["notes"])

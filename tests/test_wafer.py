@@ -64,7 +64,7 @@ def test_llama_8b_wse3_in_published_band(run8b):
     # and mesh links plus per-message latencies take about half of the step (the other half is
     # the SRAM ports of the one layer region that is active at a time)
     assert tr.step_time_s > 100 * tr.lower_bound_step_time_s
-    rep = pa.Report.from_trace(tr, what_if=False)
+    rep = pa.Report.from_trace(tr)
     step = tr.step_time_s
     assert (rep.by_resource["mesh_link"] + rep.by_resource["fixed_latency"]) / step > 0.4
 

@@ -29,7 +29,7 @@ from ..trace import Trace
 from ..units import CycleRangeError
 from ..workload import Workload
 from .inputs import engine_module, run_graph
-from .roofline import StepBounds, bound_cycles
+from .roofline import StepBounds, bound_cycles, first_step_op_bounds
 
 
 def default_event_steps(tokens: int) -> frozenset[int]:
@@ -153,6 +153,7 @@ def emulate(
         arrays=arrays,
         inputs=(graph.model, system, placement, work),
     )
+    trace.op_bounds = first_step_op_bounds(bound, system, placement, trace.events, meta)
     if functional:
         trace.functional = _functional(graph, system, placement)
     return trace

@@ -207,3 +207,31 @@ def roofline(
     graph = run_graph(model_or_graph, system, workload or Workload())
     ctx = graph.context if context is None else context
     return StepBounds(graph, system, placement).at(ctx, with_ops=True)
+
+
+def first_step_op_bounds(bounds: StepBounds, system, placement, events, meta: dict):
+    """Per-op bounds (s) of the first step that has events, as the columns of
+    :attr:`pyaccel.trace.Trace.op_bounds` (empty columns when no step has events); ``bounds``
+    are the run's own step bounds.
+
+    Events lay out the pass of one micro-batch (``meta['micro_batch_size']`` sequences when the
+    batch is split over pipeline stages), so each op is bounded for that micro-batch."""
+    if not len(events["step"]):
+        return _op_bound_columns(0, ())
+    step = int(events["step"][0])
+    work = bounds.graph.workload
+    context = work.context + step
+    size = int(meta.get("micro_batch_size", work.batch))
+    if size == work.batch:  # the run's own graph: no second graph to build
+        return _op_bound_columns(step, bounds.at(context, with_ops=True).ops)
+    roof = roofline(bounds.graph.model, system, placement, replace(work, batch=size), context)
+    return _op_bound_columns(step, roof.ops)
+
+
+def _op_bound_columns(step: int, ops) -> dict[str, np.ndarray]:
+    return {
+        "step": np.full(len(ops), step, dtype=np.int64),
+        "op": np.array([b.op for b in ops], dtype=object),
+        "resource": np.array([b.resource for b in ops], dtype=object),
+        "seconds": np.array([b.seconds for b in ops], dtype=np.float64),
+    }

@@ -1,0 +1,54 @@
+"""Parsing of the command line's option strings into the typed values the Python API takes
+(``--units``, ``--batches``, ``--systems``). Bad values raise :class:`ConfigError` naming the
+option, which the CLI prints as one ``error:`` line."""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+
+
+def parse_units(text: str | int) -> int | str:
+    """``--units``: a positive integer or ``auto``."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    elif str(text).strip().lower() == "auto":
+        return "auto"
+    else:
+        try:
+            value = int(str(text))
+        except ValueError:
+            raise ConfigError(f"--units '{text}': expected a positive integer or 'auto'") from None
+    if value < 1:
+        raise ConfigError(f"--units {value}: must be at least 1")
+    return value
+
+
+def parse_batches(text: str | None, default: int) -> list[int]:
+    """``--batches 1,2,4``: positive integers (absent or empty: ``[default]``)."""
+    if not text:
+        return [default]
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--batches '{text}': expected comma-separated integers") from None
+    if not values or min(values) < 1:
+        raise ConfigError(f"--batches '{text}': batch sizes must be positive")
+    return values
+
+
+def parse_systems(text: str | None) -> list[str] | None:
+    """``--systems a,b``: the names in order (absent: ``None``, every preset). Each name must
+    be non-empty and appear once (``--systems ""`` must not silently mean "all")."""
+    if text is None:
+        return None
+    names = [s.strip() for s in text.split(",")]
+    for i, name in enumerate(names):
+        if not name:
+            raise ConfigError(
+                f"--systems {text!r}: system {i + 1} of {len(names)} is empty; give "
+                "comma-separated preset names or TOML files (e.g. h100,wse3), or leave "
+                "--systems out for every preset"
+            )
+        if name in names[:i]:
+            raise ConfigError(f"--systems {text!r}: '{name}' is listed twice")
+    return names

@@ -1,0 +1,134 @@
+"""The command line's shared options (typer annotations): help says each option's choices and
+default; the values are checked by pyaccel itself (one ``error:`` line naming the value)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import PyaccelError
+from .hw.spec_wafer import STRATEGIES
+from .formats import FORMATS
+
+# Options shared by several commands. Help says each option's choices and default; the values
+# are checked by pyaccel itself (one `error:` line naming the value and the choices).
+_FORMATS = (
+    ", ".join(FORMATS)
+    + " (aliases: "
+    + ", ".join(f"{a} = {f.name}" for f in FORMATS.values() for a in f.aliases)
+    + ")"
+)
+
+
+System = Annotated[
+    str,
+    typer.Option(
+        "--system", metavar="SYS", help="hardware preset (see `pyaccel systems`) or a TOML file"
+    ),
+]
+
+
+Model = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        metavar="M",
+        help="model preset (see `pyaccel models`) or a folder with config.json",
+    ),
+]
+
+
+Units = Annotated[
+    str,
+    typer.Option(
+        "--units",
+        metavar="N|auto",
+        help="units (wafers, chips, GPUs), or auto: the fewest that fit",
+    ),
+]
+
+
+Batch = Annotated[int, typer.Option("--batch", metavar="N", help="sequences decoded together")]
+
+
+Context = Annotated[
+    int, typer.Option("--context", metavar="N", help="tokens already in each KV cache")
+]
+
+
+Tokens = Annotated[int, typer.Option("--tokens", metavar="N", help="tokens generated per sequence")]
+
+
+Weights = Annotated[
+    Optional[str],
+    typer.Option(
+        "--weights",
+        metavar="FMT",
+        help=f"format of linear weights: {_FORMATS}. "
+        "Default: an etched ASIC's format, else the model's quantization_config, else "
+        "the system's native format",
+    ),
+]
+
+
+ExpertW = Annotated[
+    Optional[str],
+    typer.Option(
+        "--expert-weights",
+        metavar="FMT",
+        help="format of routed experts (same choices as --weights). Default: as --weights",
+    ),
+]
+
+
+Kv = Annotated[
+    str, typer.Option("--kv", metavar="FMT", help="KV-cache format (same choices as --weights)")
+]
+
+
+Spec = Annotated[
+    Optional[str],
+    typer.Option("--spec-decode", metavar="KIND", help="speculative decoding (not modelled yet)"),
+]
+
+
+Etch = Annotated[bool, typer.Option("--etch", help="asic only: etch dies for this model")]
+
+
+def _unique_sets(sets: list[str] | None) -> list[str] | None:
+    """``--set`` callback: each key once (a repeated key leaves unclear which value was meant)."""
+    from .hw.io import check_unique_sets
+
+    try:
+        check_unique_sets(sets)
+    except PyaccelError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return sets
+
+
+Sets = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        callback=_unique_sets,
+        help="override a hardware parameter; repeatable. "
+        "`pyaccel systems SYS` lists the keys with value, unit and source; the wafer's "
+        f"placement_strategy is one of {', '.join(STRATEGIES)}",
+    ),
+]
+
+
+Json = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+
+
+TraceSteps = Annotated[
+    str,
+    typer.Option(
+        "--trace-steps",
+        help="decode steps whose events are recorded: 'ends' (first and last), 'all', or "
+        "START:STOP:STEP (0-based, STOP exclusive, e.g. 0:128:16); at most 1024 steps",
+        metavar="ends|all|START:STOP:STEP",
+    ),
+]

@@ -1,0 +1,273 @@
+"""What the command line prints: its consoles, tables, progress bars and the text and JSON
+forms of run records, reports, placements, comparisons and system listings (SPEC §7)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .io_util import dumps_strict
+from .records import ErrorRecord
+from .units import fmt_bytes, fmt_seconds
+
+out = Console(emoji=False)
+
+
+err = Console(stderr=True, emoji=False, highlight=False)
+
+
+def _table(title: str | None, columns, caption: str | None = None) -> Table:
+    """A table that reads at 80 columns: light rules and no edge padding. ``columns`` are
+    header names; a ``>`` prefix right-aligns one (numbers), a ``~`` prefix marks free text.
+    Names and numbers stay whole on one line; only free-text columns shrink on a narrow
+    terminal, and they wrap (long words fold) instead of being cut with an ellipsis."""
+    t = Table(
+        title=title,
+        caption=caption,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col in columns:
+        text = col.startswith("~")
+        t.add_column(
+            col.lstrip(">~"),
+            justify="right" if col.startswith(">") else "left",
+            no_wrap=not text,
+            overflow="fold" if text else "ellipsis",
+        )
+    return t
+
+
+def _print_json(data) -> None:
+    """Strict JSON on stdout: no NaN/Infinity literals (non-finite numbers are null)."""
+    sys.stdout.write(dumps_strict(data, indent=1) + "\n")
+
+
+@contextmanager
+def _progress(show: bool):
+    """Progress bars on stderr when it is a terminal (never with ``--json``): yields
+    ``update(done, total, label)``, one bar per label, or ``None`` when nothing is shown."""
+    if not show or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(done: int, total: int, label: str) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done, total=total)
+
+        yield update
+
+
+def _labelled(bar, label: str):
+    """``progress(done, total)`` for one labelled bar of :func:`_progress` (``None``: no bar)."""
+    return None if bar is None else lambda done, total: bar(done, total, label)
+
+
+def _print_warnings(warnings) -> None:
+    """Each warning once, as a ``warning:`` line on stderr (text mode only; JSON carries them)."""
+    for text in dict.fromkeys(warnings):
+        err.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_run(rec) -> None:
+    """A :class:`~pyaccel.records.RunRecord` as a table."""
+    from .report import fmt_ratio
+
+    table = Table(title=f"{rec.model} on {rec.units} x {rec.system}", show_header=False)
+    rows = [
+        ("tokens/s per user", f"{rec.tokens_per_s_per_user:,.1f}"),
+        ("tokens/s total", f"{rec.tokens_per_s:,.1f}"),
+        ("step time", fmt_seconds(rec.step_time_s)),
+        (
+            "lower bound",
+            f"{fmt_seconds(rec.lower_bound_step_time_s)} (emulated / bound "
+            f"{fmt_ratio(rec.emulated_over_lower_bound)})",
+        ),
+        ("bottleneck", rec.bottleneck),
+        ("energy per token", f"{rec.joules_per_token:.3g} J"),
+        ("layout", json.dumps(rec.layout)),
+        (
+            "workload",
+            f"batch {rec.batch}, context {rec.context}, tokens "
+            f"{rec.tokens}, weights {rec.weights}, kv {rec.kv}",
+        ),
+    ]
+    rows += _functional_rows(rec.functional)
+    for k, v in rows:
+        table.add_row(k, v)
+    out.print(table)
+    out.print(f"[dim]{len(rec.assumptions)} named assumptions (see `pyaccel report`)[/dim]")
+
+
+# run --functional: the SPEC §7 metrics against the fp32 reference, as text
+_FUNCTIONAL_ROWS = (
+    ("top1_agreement", "top-1 agreement", "{:.1%} of tokens vs fp32"),
+    ("max_abs_logit_error", "max |logit error|", "{:.4g} vs fp32"),
+    ("perplexity_ratio", "perplexity ratio", "{:.4f} vs fp32"),
+)
+
+
+def _functional_rows(metrics: dict) -> list[tuple[str, str]]:
+    return [
+        (label, "-" if metrics[key] is None else fmt.format(metrics[key]))
+        for key, label, fmt in _FUNCTIONAL_ROWS
+        if key in metrics
+    ]
+
+
+def _print_alternatives(alts) -> None:
+    if not alts:
+        return
+    t = _table(
+        "step time with each other choice of a named assumption (re-emulated)",
+        ("assumption", "value", "other choice", ">step time change", "~note"),
+    )
+    for a in alts:
+        change = "cannot run" if a.change is None else f"{a.change:+.1%}"
+        t.add_row(a.param, a.value, a.choice, change, a.note)
+    out.print(t)
+
+
+def _print_sensitivity(rows, pct: float) -> None:
+    def cell(change):
+        return "cannot run" if change is None else f"{change:+.1%}"
+
+    t = _table(
+        f"step time with each named assumption -{pct:g} % / +{pct:g} % (re-emulated)",
+        ("assumption", ">value", f">-{pct:g} %", f">+{pct:g} %", "~note"),
+    )
+    for r in rows:
+        t.add_row(r.param, f"{r.value:g}", cell(r.low_change), cell(r.high_change), r.error)
+    out.print(t)
+
+
+def _print_report(rep) -> None:
+    from .report import OCCUPANCY_NOTE, fmt_ratio
+
+    s = rep.summary
+    out.print(
+        f"[bold]{s.model} on {s.units} x {s.system}[/bold]: "
+        f"{s.tokens_per_s_per_user:,.1f} tok/s per user, {s.tokens_per_s:,.1f} "
+        f"total; step {fmt_seconds(s.step_time_s)}, lower bound "
+        f"{fmt_seconds(s.lower_bound_step_time_s)} (x{fmt_ratio(rep.bound_ratio)}); "
+        f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})"
+    )
+    if rep.meta.get("strategy"):  # wafer layouts are a named assumption: say which one ran
+        out.print(
+            f"layout {rep.meta['strategy']}, {rep.meta.get('stages', 1)} pipeline stage(s), "
+            f"{rep.meta.get('micro_batches', 1)} micro-batch(es) in flight"
+        )
+    t = Table(title="time by resource class (first recorded step)")
+    for col in ("resource", "time", "occupancy"):
+        t.add_column(col)
+    for res, sec in sorted(rep.by_resource.items(), key=lambda kv: -kv[1]):
+        t.add_row(res, fmt_seconds(sec), f"{sec / s.step_time_s:.0%}")
+    out.print(t)
+    out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
+    t = Table(title="by op kind")
+    for col in ("op kind", "emulated", "lower bound", "ratio", "bound by"):
+        t.add_column(col)
+    for row in rep.by_kind:
+        t.add_row(
+            row.kind,
+            fmt_seconds(row.emulated_s),
+            fmt_seconds(row.bound_s),
+            fmt_ratio(row.ratio),
+            row.bound_resource,
+        )
+    out.print(t)
+    t = Table(title="what if one resource were twice as fast (re-emulated)")
+    for col in ("resource", "step time", "gain"):
+        t.add_column(col)
+    for row in rep.what_if:
+        t.add_row(row.resource, fmt_seconds(row.step_time_s), f"{row.gain:.3f}x")
+    out.print(t)
+    out.print("[bold]assumptions[/bold]")
+    for a in rep.assumptions:
+        out.print(f" - {a}", markup=False, highlight=False)
+    for a in rep.left_out:
+        out.print(f" - left out: {a}", markup=False, highlight=False)
+
+
+def _print_place(plc) -> None:
+    """What each unit holds; the runtime's reserve is a column, so the columns add up to used
+    (every unit of a system has the same capacity, given once)."""
+    out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {json.dumps(plc.layout)}")
+    if plc.reason:
+        out.print(plc.reason, markup=False, highlight=False)
+    rows = plc.to_dict()["per_unit"]
+    cap = rows[0]["capacity_bytes"]
+    t = Table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "
+                      f"{plc.unit_noun}")  # fmt: skip
+    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used"):
+        # wrap at spaces; a layer span folds; headers keep their width (never "…")
+        t.add_column(col, overflow="fold", min_width=None if col == "layers" else len(col))
+    for row in rows:
+        layers = row["layers"]
+        span = f"{layers[0]}..{layers[-1]} ({len(layers)})" if layers else "-"
+        used = row["used_bytes"]
+        t.add_row(
+            str(row["unit"]),
+            span,
+            fmt_bytes(row["weight_bytes"]),
+            fmt_bytes(row["kv_bytes"]),
+            fmt_bytes(row["buffer_bytes"]),
+            fmt_bytes(row["reserved_bytes"]),
+            f"{fmt_bytes(used)} ({used / cap:.0%})",
+        )
+    out.print(t)
+
+
+def _rate(tokens_per_s: float) -> str:
+    """Tokens/s for a table: one decimal below 1,000, whole tokens above (narrower columns)."""
+    return f"{tokens_per_s:,.1f}" if tokens_per_s < 1000 else f"{tokens_per_s:,.0f}"
+
+
+def _print_compare(records) -> None:
+    """``compare`` records (:class:`~pyaccel.records.RunRecord` or ``ErrorRecord``) as a table,
+    then one line per system that could not run."""
+    t = _table(
+        records[0].model if records else "compare",
+        ("system", ">units", ">batch", ">tok/s/user", ">tok/s", ">step", "~bottleneck", ">J/token"),
+        caption="tok/s: tokens per second per user and in total; step: time between two tokens "
+        "of a sequence; J/token: energy per generated token",
+    )
+    failed = [r for r in records if isinstance(r, ErrorRecord)]
+    for r in records:
+        if not isinstance(r, ErrorRecord):
+            t.add_row(r.system, str(r.units), str(r.batch), _rate(r.tokens_per_s_per_user),
+                      _rate(r.tokens_per_s), fmt_seconds(r.step_time_s), r.bottleneck,
+                      f"{r.joules_per_token:.3g}")  # fmt: skip
+    out.print(t)
+    for r in failed:
+        out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
+
+
+def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
+    """``report``: the :class:`~pyaccel.report.Report` of ``result`` with its formats and
+    warnings, and the sensitivity ``rows`` and ``alts`` when ``--sensitivity PCT`` asked."""
+    if as_json:
+        data = json.loads(rep.to_json())
+        data.update(formats_from=result.formats_from, warnings=list(result.warnings))
+        if rows is not None:
+            data["sensitivity"] = [r.to_dict(pct) for r in rows]
+            data["alternatives"] = [a.to_dict() for a in alts]
+        _print_json(data)
+    else:
+        _print_report(rep)
+        _print_warnings(result.warnings)
+        if rows is not None:
+            _print_sensitivity(rows, pct)
+            _print_alternatives(alts)

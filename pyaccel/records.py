@@ -1,0 +1,120 @@
+"""Typed records of emulated runs: the headline numbers of a trace, the ``run --json`` object
+and the ``compare --json`` entry of a system that could not run (SPEC §7).
+
+Each record is a dataclass whose fields follow the JSON object's keys in order; ``to_dict()``
+gives that object (times in seconds, energies in joules, rates in tokens per second).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+SCHEMA_VERSION = 1
+"""Version of the ``run --json`` / ``report --json`` objects."""
+
+
+def pyaccel_version() -> str:
+    """The installed package version (or ``0+unknown`` in a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyaccel")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _plain(record) -> dict:
+    """A flat dataclass as a dict in field order (values as they are, not copied deep)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Headline numbers of one run (SPEC §6 names): the workload it ran and, averaged over its
+    decode steps, tokens/s per user and in total, the step time and its lower bound (s) and
+    the energy per generated token (J)."""
+
+    system: str
+    model: str
+    units: int
+    batch: int
+    context: int
+    tokens: int
+    weights: str
+    expert_weights: str | None
+    kv: str
+    tokens_per_s_per_user: float
+    tokens_per_s: float
+    step_time_s: float
+    lower_bound_step_time_s: float
+    joules_per_token: float
+
+    @classmethod
+    def from_trace(cls, trace) -> RunSummary:
+        """The summary of a :class:`~pyaccel.trace.Trace` (its plain fields only)."""
+        return cls(**trace.summary())
+
+    def to_dict(self) -> dict:
+        """The summary as the ``summary`` object of ``report --json``."""
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The ``run --json`` object: the SPEC §7 keys plus the machine kind, the bound ratio
+    (``None`` where the bound floors to 0 cycles), the layout and the numerics metrics of a
+    ``--functional`` run (``functional``: name -> value, appended last, in the executor's
+    order)."""
+
+    schema_version: int
+    pyaccel_version: str
+    kind: str
+    system: str
+    model: str
+    units: int
+    batch: int
+    context: int
+    tokens: int
+    weights: str
+    expert_weights: str | None
+    kv: str
+    tokens_per_s_per_user: float
+    tokens_per_s: float
+    step_time_s: float
+    lower_bound_step_time_s: float
+    joules_per_token: float
+    bottleneck: str
+    emulated_over_lower_bound: float | None
+    layout: dict
+    placement_reason: str
+    assumptions: list[str]
+    left_out: list[str]
+    formats_from: dict[str, str]
+    warnings: list[str]
+    functional: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The ``run --json`` object (keys in the order of the fields, ``functional`` spread
+        at the end)."""
+        out = _plain(self)
+        out.update(out.pop("functional"))
+        return out
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """A ``compare --json`` entry for a system that could not run the model: why (``error``),
+    and the formats it was tried at with where they came from."""
+
+    schema_version: int
+    pyaccel_version: str
+    system: str
+    model: str
+    batch: int
+    error: str
+    formats_from: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The ``compare --json`` entry."""
+        return _plain(self)
