@@ -179,7 +179,7 @@ def run_cmd(
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
                       trace_steps)  # fmt: skip
-        rep = Report.from_trace(result.trace)
+        rep = Report.from_trace(result.trace, what_if=False)
         if trace is not None:
             result.trace.to_perfetto(trace)
         rec = run_record(result, rep.bottleneck)

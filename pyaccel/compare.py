@@ -40,7 +40,7 @@ def compare(
             work = replace(workload, batch=b)
             try:
                 result = run(model, name, "auto", work)
-                rep = Report.from_trace(result.trace)
+                rep = Report.from_trace(result.trace, what_if=False)
                 records.append(run_record(result, rep.bottleneck))
             except PyaccelError as exc:
                 # the formats it was tried at, and why, still belong with the error

@@ -100,10 +100,17 @@ class Report:
     meta: dict = field(default_factory=dict)
 
     @classmethod
-    def from_trace(cls, trace, what_if: Sequence[WhatIfRow] = ()) -> Report:
-        """Analyse a trace from its plain data alone (events, step times, per-op bounds, meta).
-        ``what_if``: the rows of re-emulations with one resource class twice as fast, which
-        only a caller that can re-emulate makes (:func:`pyaccel.what_if.what_if_gains`)."""
+    def from_trace(cls, trace, what_if: Sequence[WhatIfRow] | bool = True) -> Report:
+        """Analyse a trace from its plain data (events, step times, per-op bounds, meta).
+
+        ``what_if`` (SPEC §5, §8): ``True`` re-emulates the trace's own inputs with each resource
+        class twice as fast (:func:`pyaccel.what_if.what_if_gains`; nothing when the trace
+        carries no inputs); ``False`` leaves the ranking out; a sequence of rows uses them as
+        given (a caller that already re-emulated)."""
+        if what_if is True:
+            what_if = _what_if_of(trace)
+        elif what_if is False:
+            what_if = ()
         step = int(trace.events["step"][0]) if trace.n_events else 0
         by_res = _union_by(trace, "resource", step)
         bottleneck = max(by_res, key=by_res.get) if by_res else ""
@@ -253,3 +260,14 @@ def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
             for r in dict.fromkeys(res[sel_l].tolist())
         }
     return out
+
+
+def _what_if_of(trace) -> list[WhatIfRow]:
+    """The what-if rows of a trace that carries its inputs (model, system, placement,
+    workload); none for a trace without them (e.g. one built by hand)."""
+    if trace.inputs is None:
+        return []
+    from .what_if import what_if_gains  # re-emulation is orchestration, imported on use
+
+    model, system, placement, work = trace.inputs
+    return what_if_gains(model, system, placement, work, trace.step_time_s)

@@ -1632,10 +1632,10 @@ def test_bound_cycles_round_up_never_down():
 def test_emulate_and_roofline_refuse_what_is_neither_a_model_nor_a_graph():
     from pyaccel.results import prepare
 
-    model, system, work, plc = prepare(TINY, "h100", 1, pa.Workload(tokens=2))
+    case = prepare(TINY, "h100", 1, pa.Workload(tokens=2))
     for call in (pa.emulate, pa.roofline):
         with pytest.raises(pa.ConfigError, match="takes a ModelConfig or DecodeGraph, got str"):
-            call(TINY, system, plc, work)
+            call(TINY, case.system, case.placement, case.workload)
 
 
 @pytest.mark.parametrize("system, clock", [("h100", "1e4"), ("wse3", "1e3"), ("wse3", "1.1e9"),

@@ -95,3 +95,18 @@ def test_compare_takes_typed_lists_and_returns_typed_records():
         ("ErrorRecord", "taalas-hc1", 1), ("ErrorRecord", "taalas-hc1", 2),
     ]  # fmt: skip
     assert "cannot run tiny-llama" in records[2].error and records[2].formats_from
+
+
+def test_report_from_trace_gives_the_what_if_ranking_as_spec_8_promises():
+    """``pa.Report.from_trace(trace)`` re-emulates the trace's own inputs (SPEC §8: "bottlenecks,
+    what-if"); ``what_if=False`` is the trace alone; given rows are used as they are."""
+    import pyaccel as pa
+
+    model, system = pa.load_model("tiny-llama"), pa.load_system("h100", units=1)
+    work = pa.Workload(context=64, tokens=2)
+    trace = pa.emulate(model, system, pa.place(model, system, work), work)
+    ranked = pa.Report.from_trace(trace).what_if
+    assert ranked and [r.gain for r in ranked] == sorted((r.gain for r in ranked), reverse=True)
+    assert all(r.step_time_s <= trace.step_time_s for r in ranked)
+    assert pa.Report.from_trace(trace, what_if=False).what_if == []
+    assert pa.Report.from_trace(trace, ranked[:1]).what_if == ranked[:1]
