@@ -121,7 +121,9 @@ def test_packed_gemv_bandwidth(
         target=target,
         target_met=rate / copy_bytes_per_s >= target,
     )
-    gemv_table.append((f"{fmt}-{bits}" if bits else fmt, shape, p.nbytes / 2**20, rate / 1e9, target))
+    gemv_table.append(
+        (f"{fmt}-{bits}" if bits else fmt, shape, p.nbytes / 2**20, rate / 1e9, target)
+    )
     print(f"\n{fmt}{bits or ''} {shape}: {rate / 1e9:.2f} GB/s = {100 * rate / copy_bytes_per_s:.0f} % "
           f"of copy {copy_bytes_per_s / 1e9:.2f} GB/s (target {100 * target:.0f} %)")  # fmt: skip
 

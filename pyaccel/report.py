@@ -191,8 +191,7 @@ class Report:
             lines += ["", "| what if ... x2 | step | gain |", "|---|---|---|"]
             for row in self.what_if:
                 lines.append(
-                    f"| {row.resource} | {fmt_seconds(row.step_time_s)} | "
-                    f"{row.gain:.3f}x |"
+                    f"| {row.resource} | {fmt_seconds(row.step_time_s)} | {row.gain:.3f}x |"
                 )
         lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
         if self.left_out:

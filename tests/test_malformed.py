@@ -636,9 +636,7 @@ def test_placement_path_is_a_directory(tmp_path):
     assert_error(invoke("place", "--check", tmp_path), str(tmp_path))
 
 
-@pytest.mark.parametrize(
-    "key", ["units", "layers", "system", "model", "kind"]
-)
+@pytest.mark.parametrize("key", ["units", "layers", "system", "model", "kind"])
 def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
     doc = copy.deepcopy(placement_doc)
     del doc[key]
@@ -1210,6 +1208,7 @@ def test_fuzz_quantization_config(tmp_path_factory, key, value, method):
     assert_ok_or_error(invoke("run", "--system", SYSTEM, "--model", folder, "--units", 1,
                               "--tokens", 1, "--json"))  # fmt: skip
 
+
 # ---------------------------------------------------------------- placement files (issue 12 item 5)
 # A placement file names its system (preset or TOML hash), its --set overrides and etch; every
 # field a hand-edit can break is refused with the file, the field and the value or limit.
@@ -1301,6 +1300,7 @@ def test_placement_error_hints_name_the_real_cause(args, needles, absent):
     line = assert_error(invoke("place", *args), *needles)
     for text in absent:
         assert text not in line
+
 
 # ================================================================ silently wrong results
 # (issue 12, item 7): inputs that used to give exit 0 with a wrong number, a traceback or a hang.

@@ -407,13 +407,10 @@ def place_units(graph, system, units: int) -> Placement:
     try:
         failed.check()
     except PlacementError as exc:
-        raise PlacementError(
-            f"{graph.model.name} does not fit on {name}: {exc}; {hint}"
-        ) from None
+        raise PlacementError(f"{graph.model.name} does not fit on {name}: {exc}; {hint}") from None
     if use <= fit.budget:  # the bytes fit the whole grid, yet no layout does
         raise PlacementError(
-            f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); "
-            f"{hint}"
+            f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); {hint}"
         )
     raise PlacementError(
         f"{graph.model.name} does not fit on {name}: wafer {worst}'s fullest PE needs "
