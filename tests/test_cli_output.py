@@ -9,7 +9,6 @@ Also: ``--version``, ``python -m pyaccel``, ``--help``, ``systems SYS``, progres
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -30,6 +29,7 @@ from pyaccel.errors import ConfigError
 from pyaccel.formats import FORMATS
 from pyaccel.hw.spec import PARAMS_BY_KIND
 from pyaccel.io_util import dumps_strict, write_atomic
+
 from test_cli import error_line, invoke, ok, strict_json  # the CLI suite's helpers
 
 MODEL = "llama-3.1-8b"

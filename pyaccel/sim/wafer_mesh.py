@@ -125,7 +125,7 @@ class Template:
     n_messages: int
 
     @classmethod
-    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> "Template":
+    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> Template:
         """Freeze a task list built with the slot values."""
         arrays = MappingProxyType({k: frozen(v) for k, v in tk.arrays().items()})
         return cls(arrays, frozen(np.array(link_lat, dtype=np.int64)), n_pes, tk.n_messages)
