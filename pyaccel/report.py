@@ -229,7 +229,7 @@ def _by_kind(trace, step: int) -> list[KindRow]:
     if ob:
         sel = ob["step"] == step
         for op, resource, seconds in zip(ob["op"][sel].tolist(), ob["resource"][sel].tolist(),
-                                         ob["seconds"][sel].tolist()):  # fmt: skip
+                                         ob["seconds"][sel].tolist(), strict=True):  # fmt: skip
             kind = op.split(".")[-1]
             sec = op_bound_seconds(seconds, trace.clock_hz)
             acc = bounds.setdefault(kind, [0.0, {}])

@@ -82,7 +82,7 @@ def test_place_json_checks_and_checks_the_same(tmp_path, written, label):
 
 @pytest.mark.parametrize("label", list(KINDS))
 def test_to_json_from_json_round_trip(written, label):
-    args = dict(zip(KINDS[label][::2], KINDS[label][1::2]))
+    args = dict(zip(KINDS[label][::2], KINDS[label][1::2], strict=True))
     plc = place_api(args["--system"], args["--model"], etch="--etch" in KINDS[label])
     back = pa.Placement.from_json(plc.to_json())
     assert back == plc

@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from types import MappingProxyType
 
 import numpy as np
@@ -214,7 +215,7 @@ def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, ov
     g = max(1, min(groups, size))
     bounds = [lo + (size * k) // g for k in range(g + 1)]
     roots, into = [], []
-    for g0, g1 in zip(bounds, bounds[1:]):
+    for g0, g1 in pairwise(bounds):
         r = g0 + (g1 - g0) // 2
         deps = []
         for chain in (range(g0, r), range(g1 - 1, r, -1)):
