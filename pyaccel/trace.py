@@ -198,8 +198,8 @@ class Trace:
         named ``resource #2``, ``#3``... Slices on one track are thus disjoint."""
         ev = self.events
         lane_of = _lanes(ev["unit"], ev["resource"], ev["start"], ev["duration"])
-        tracks = sorted({(int(u), str(r), ln) for u, r, ln in zip(ev["unit"], ev["resource"],
-                                                                   lane_of, strict=True)})  # fmt: skip
+        units_resources_lanes = zip(ev["unit"], ev["resource"], lane_of, strict=True)
+        tracks = sorted({(int(u), str(r), ln) for u, r, ln in units_resources_lanes})
         tid = {t: i + 1 for i, t in enumerate(tracks)}
         us = 1e6 / self.clock_hz
         out: list[dict] = []

@@ -1153,7 +1153,7 @@ def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
     assert_ok_or_error(place_model(folder))
 
 
-# ---------------------------------------------------------------- quantization_config (issue 12 item 10)
+# ----------------------------------------------------------- quantization_config (issue 12 item 10)
 
 
 @pytest.mark.parametrize(
@@ -1171,7 +1171,8 @@ def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
         ({"quant_method": "fp8", "modules_to_not_convert": [".*.*.*.*x"]},
          ["modules_to_not_convert", "more than 3 repeats"]),
         ({"quant_method": "fp8", "weight_block_size": [128, -1]}, ["weight_block_size", "-1"]),
-        ({"quant_method": "fp8", "weight_block_size": [1, 2, 3]}, ["weight_block_size", "[1, 2, 3]"]),
+        ({"quant_method": "fp8", "weight_block_size": [1, 2, 3]},
+         ["weight_block_size", "[1, 2, 3]"]),
         ({"quant_method": "compressed-tensors", "config_groups": "x"}, ["config_groups", "'x'"]),
         ({"quant_method": "compressed-tensors", "config_groups": {}, "ignore": ["re:(x+)+y"]},
          ["'quantization_config.ignore'", "(x+)+y", "explode"]),

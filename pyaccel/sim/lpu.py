@@ -219,7 +219,7 @@ class LpuSim:
         # stage keeps its fixed plans with a hole per attention op, and a step only re-plans one
         # attention op per (tp, sliding) kind and looks the stage's cycles up.
         self._fixed, self._holes, self._stage_memo = [], [], {}
-        for i, (chips, _) in enumerate(self.stages):
+        for i in range(len(self.stages)):
             plans, ops = self.stage_plans(graph, i)
             holes = tuple((j, op.layer) for j, op in enumerate(ops) if op.kind == "attention")
             self._fixed.append(plans)
