@@ -76,7 +76,8 @@ def _repeat_rows(p, times: int):
         return p
     tile = lambda a: None if a is None else np.tile(a, (times,) + (1,) * (a.ndim - 1))  # noqa: E731
     return dataclasses.replace(p, rows=p.rows * times, values=tile(p.values),
-                               block_scales=tile(p.block_scales), row_scales=tile(p.row_scales))  # fmt: skip
+                               block_scales=tile(p.block_scales),
+                               row_scales=tile(p.row_scales))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -121,9 +122,12 @@ def test_packed_gemv_bandwidth(
         target=target,
         target_met=rate / copy_bytes_per_s >= target,
     )
-    gemv_table.append((f"{fmt}-{bits}" if bits else fmt, shape, p.nbytes / 2**20, rate / 1e9, target))
-    print(f"\n{fmt}{bits or ''} {shape}: {rate / 1e9:.2f} GB/s = {100 * rate / copy_bytes_per_s:.0f} % "
-          f"of copy {copy_bytes_per_s / 1e9:.2f} GB/s (target {100 * target:.0f} %)")  # fmt: skip
+    gemv_table.append(
+        (f"{fmt}-{bits}" if bits else fmt, shape, p.nbytes / 2**20, rate / 1e9, target)
+    )
+    print(f"\n{fmt}{bits or ''} {shape}: {rate / 1e9:.2f} GB/s = "
+          f"{100 * rate / copy_bytes_per_s:.0f} % of copy {copy_bytes_per_s / 1e9:.2f} GB/s "
+          f"(target {100 * target:.0f} %)")  # fmt: skip
 
 
 STEPS = 16

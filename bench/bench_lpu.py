@@ -45,8 +45,10 @@ def test_4096_token_trace_576_chips(benchmark):
     benchmark.pedantic(pa.emulate, args=(model, system, plc, work), rounds=2, iterations=1)
     ratio = benchmark.stats.stats.min / step_s
     benchmark.extra_info.update(one_step_s=step_s, trace_over_one_step=ratio)
-    print(f"\nLPU 4,096-token trace: {benchmark.stats.stats.min:.3f} s, one step {step_s:.3f} s "
-          f"(x{ratio:.1f}; goal <= 5)")
+    print(
+        f"\nLPU 4,096-token trace: {benchmark.stats.stats.min:.3f} s, one step {step_s:.3f} s "
+        f"(x{ratio:.1f}; goal <= 5)"
+    )
 
 
 def test_list_schedule_one_stage(benchmark):

@@ -61,7 +61,9 @@ if __name__ == "__main__":
     for r in ROWS:
         try:
             e = emulate_row(r)
-            print(f"{r['system']:11s} {r['model']:20s} published {r['tokens_per_s_per_user']:>6s}"
-                  f"  emulated {e:8.0f}  ratio {e / float(r['tokens_per_s_per_user']):.2f}")
+            print(
+                f"{r['system']:11s} {r['model']:20s} published {r['tokens_per_s_per_user']:>6s}"
+                f"  emulated {e:8.0f}  ratio {e / float(r['tokens_per_s_per_user']):.2f}"
+            )
         except pa.PyaccelError as exc:
             print(f"{r['system']:11s} {r['model']:20s} not run: {exc}")

@@ -8,10 +8,11 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from .cli_listings import ModelRow, _print_models, _print_system, _print_systems, _system_record
 from .cli_options import (
     Batch,
     Context,
@@ -28,7 +29,6 @@ from .cli_options import (
     Units,
     Weights,
 )
-from .cli_listings import ModelRow, _print_models, _print_system, _print_systems, _system_record
 from .cli_show import (
     _labelled,
     _print_compare,
@@ -158,7 +158,7 @@ def run_cmd(
         ),
     ] = False,
     trace: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--trace",
             metavar="FILE.json",
@@ -205,7 +205,7 @@ def report_cmd(
     etch: Etch = False,
     sets: Sets = None,
     plot: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--plot",
             metavar="DIR",
@@ -215,7 +215,7 @@ def report_cmd(
         ),
     ] = None,
     sensitivity: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--sensitivity",
             help="also re-emulate with each named assumption -PCT and +PCT percent",
@@ -269,8 +269,8 @@ def _sensitivity(case: tuple, result, pct: float, show_progress: bool):
 
 @app.command("place")
 def place_cmd(
-    system: Annotated[Optional[str], typer.Option("--system", metavar="SYS", help="as run")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", metavar="M", help="as run")] = None,
+    system: Annotated[str | None, typer.Option("--system", metavar="SYS", help="as run")] = None,
+    model: Annotated[str | None, typer.Option("--model", metavar="M", help="as run")] = None,
     units: Units = "auto",
     batch: Batch = 1,
     context: Context = 1024,
@@ -281,7 +281,7 @@ def place_cmd(
     spec_decode: Spec = None,
     etch: Etch = False,
     sets: Sets = None,
-    check: Annotated[Optional[Path], typer.Option("--check", help="check a placement JSON")] = None,
+    check: Annotated[Path | None, typer.Option("--check", help="check a placement JSON")] = None,
     as_json: Json = False,
 ) -> None:
     """Place a model on a system and show what each unit holds; or check a placement file
@@ -315,7 +315,7 @@ def place_cmd(
 def compare_cmd(
     model: Model,
     systems: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--systems",
             metavar="SYS,SYS,...",
@@ -330,13 +330,13 @@ def compare_cmd(
     kv: Kv = "bf16",
     spec_decode: Spec = None,
     batches: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--batches", metavar="N,N,...", help="comma-separated batch sizes. Default: --batch"
         ),
     ] = None,
     plot: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--plot",
             metavar="FILE",
@@ -374,7 +374,7 @@ def compare_cmd(
 @app.command("systems")
 def systems_cmd(
     system: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             metavar="SYS",
             help="a preset or TOML file: list each --set key with "

@@ -3,13 +3,13 @@ default; the values are checked by pyaccel itself (one ``error:`` line naming th
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from .errors import PyaccelError
-from .hw.spec_wafer import STRATEGIES
 from .formats import FORMATS
+from .hw.spec_wafer import STRATEGIES
 
 # Options shared by several commands. Help says each option's choices and default; the values
 # are checked by pyaccel itself (one `error:` line naming the value and the choices).
@@ -61,7 +61,7 @@ Tokens = Annotated[int, typer.Option("--tokens", metavar="N", help="tokens gener
 
 
 Weights = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--weights",
         metavar="FMT",
@@ -73,7 +73,7 @@ Weights = Annotated[
 
 
 ExpertW = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--expert-weights",
         metavar="FMT",
@@ -88,7 +88,7 @@ Kv = Annotated[
 
 
 Spec = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--spec-decode", metavar="KIND", help="speculative decoding (not modelled yet)"),
 ]
 
@@ -108,7 +108,7 @@ def _unique_sets(sets: list[str] | None) -> list[str] | None:
 
 
 Sets = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--set",
         metavar="KEY=VALUE",

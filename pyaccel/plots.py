@@ -49,7 +49,7 @@ def layer_plot(report, path: Path) -> Path:
     for res in resources:
         vals = [report.by_layer[layer].get(res, 0.0) * 1e6 for layer in layers]
         ax.bar(range(len(layers)), vals, bottom=bottom, label=res, width=0.9)
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_xlabel("layer (embed, 0..L-1, head)")
     ax.set_ylabel("time (us)")
     ax.set_title(f"{report.summary.model} on {report.summary.system}: time per layer")

@@ -191,8 +191,7 @@ class Report:
             lines += ["", "| what if ... x2 | step | gain |", "|---|---|---|"]
             for row in self.what_if:
                 lines.append(
-                    f"| {row.resource} | {fmt_seconds(row.step_time_s)} | "
-                    f"{row.gain:.3f}x |"
+                    f"| {row.resource} | {fmt_seconds(row.step_time_s)} | {row.gain:.3f}x |"
                 )
         lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
         if self.left_out:
@@ -230,7 +229,7 @@ def _by_kind(trace, step: int) -> list[KindRow]:
     if ob:
         sel = ob["step"] == step
         for op, resource, seconds in zip(ob["op"][sel].tolist(), ob["resource"][sel].tolist(),
-                                         ob["seconds"][sel].tolist()):  # fmt: skip
+                                         ob["seconds"][sel].tolist(), strict=True):  # fmt: skip
             kind = op.split(".")[-1]
             sec = op_bound_seconds(seconds, trace.clock_hz)
             acc = bounds.setdefault(kind, [0.0, {}])

@@ -4,9 +4,9 @@ A published speed can only check a model whose unknowns are named; this says whi
 answer rests on. Each numeric parameter that the preset marks as an *assumption* (not a sourced
 number) is scaled by ``1 - frac`` and ``1 + frac`` in turn, the case is placed again on the same
 number of units and re-emulated (no interpolation, nothing fitted), and the mean step times are
-compared with the unchanged run. ``power_w`` (energy only) and parameters whose preset value is 0 ("derive it") or that are
-not numbers are skipped; integer parameters are rounded (at least 1), so a small integer may
-not move on one side (its change is then 0).
+compared with the unchanged run. ``power_w`` (energy only) and parameters whose preset value is
+0 ("derive it") or that are not numbers are skipped; integer parameters are rounded (at least
+1), so a small integer may not move on one side (its change is then 0).
 
 A text assumption with a fixed set of choices (the wafer's ``placement_strategy``) cannot be
 scaled; :func:`choice_alternatives` re-emulates the case with each of its other choices instead.

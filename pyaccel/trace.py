@@ -79,9 +79,9 @@ class EventLog:
 
     def columns(self) -> dict[str, np.ndarray]:
         """Events as named arrays (int64 for numbers, object for names)."""
-        cols = list(zip(*self.rows)) if self.rows else [()] * len(EVENT_FIELDS)
+        cols = list(zip(*self.rows, strict=True)) if self.rows else [()] * len(EVENT_FIELDS)
         out = {}
-        for name, values in zip(EVENT_FIELDS, cols):
+        for name, values in zip(EVENT_FIELDS, cols, strict=True):
             dtype = object if name in _TEXT_FIELDS else np.int64
             out[name] = np.array(values, dtype=dtype)
         return out
@@ -198,8 +198,8 @@ class Trace:
         named ``resource #2``, ``#3``... Slices on one track are thus disjoint."""
         ev = self.events
         lane_of = _lanes(ev["unit"], ev["resource"], ev["start"], ev["duration"])
-        tracks = sorted({(int(u), str(r), ln) for u, r, ln in zip(ev["unit"], ev["resource"],
-                                                                   lane_of)})  # fmt: skip
+        units_resources_lanes = zip(ev["unit"], ev["resource"], lane_of, strict=True)
+        tracks = sorted({(int(u), str(r), ln) for u, r, ln in units_resources_lanes})
         tid = {t: i + 1 for i, t in enumerate(tracks)}
         us = 1e6 / self.clock_hz
         out: list[dict] = []

@@ -62,7 +62,7 @@ class Workload:
                 "modelled yet (a later stage); run without it"
             )
 
-    def resolved(self, native_format: str) -> "Workload":
+    def resolved(self, native_format: str) -> Workload:
         """This workload with unset weight formats filled in from a system's native format."""
         weights = self.weights or native_format
         return replace(self, weights=weights, expert_weights=self.expert_weights or weights)

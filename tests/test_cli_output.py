@@ -9,7 +9,6 @@ Also: ``--version``, ``python -m pyaccel``, ``--help``, ``systems SYS``, progres
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -30,12 +29,14 @@ from pyaccel.errors import ConfigError
 from pyaccel.formats import FORMATS
 from pyaccel.hw.spec import PARAMS_BY_KIND
 from pyaccel.io_util import dumps_strict, write_atomic
+
 from test_cli import error_line, invoke, ok, strict_json  # the CLI suite's helpers
 
 MODEL = "llama-3.1-8b"
 RUN = ("run", "--system", "h100", "--model", MODEL, "--tokens", "2")
 REPORT = ("report", "--system", "h100", "--model", MODEL, "--tokens", "2")
 COMPARE = ("compare", "--model", MODEL, "--systems", "h100", "--tokens", "2")
+
 
 @pytest.fixture
 def no_emulation(monkeypatch):
@@ -476,7 +477,17 @@ def _stderr_on_a_terminal(*args: str) -> tuple[bytes, bytes]:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 def test_compare_shows_progress_on_a_terminal_but_not_with_json():
-    args = ("compare", "--model", "tiny-llama", "--systems", "h100,h200", "--tokens", "2", "--context", "64")
+    args = (
+        "compare",
+        "--model",
+        "tiny-llama",
+        "--systems",
+        "h100,h200",
+        "--tokens",
+        "2",
+        "--context",
+        "64",
+    )
     out, term = _stderr_on_a_terminal(*args)
     assert b"compare" in term and b"100%" in term
     assert b"100%" not in out  # the bar is not mixed into the table on stdout
@@ -486,7 +497,17 @@ def test_compare_shows_progress_on_a_terminal_but_not_with_json():
 
 
 def test_no_progress_when_stderr_is_not_a_terminal():
-    result = invoke("compare", "--model", "tiny-llama", "--systems", "h100,h200", "--tokens", "2", "--context", "64")
+    result = invoke(
+        "compare",
+        "--model",
+        "tiny-llama",
+        "--systems",
+        "h100,h200",
+        "--tokens",
+        "2",
+        "--context",
+        "64",
+    )
     assert result.exit_code == 0 and result.stderr == ""
 
 

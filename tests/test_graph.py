@@ -98,7 +98,7 @@ def test_mla_reads_latent_cache_and_lists_mtp():
 def test_at_context_changes_only_attention(llama8b):
     g = pa.build_graph(llama8b, pa.Workload(context=10))
     h = g.at_context(500)
-    changed = [a.name for a, b in zip(g.ops, h.ops) if a != b]
+    changed = [a.name for a, b in zip(g.ops, h.ops, strict=True) if a != b]
     assert changed and all(name.endswith("attention") for name in changed)
     # resident KV stays sized for the run that started at context 10; reads follow the context
     fresh = pa.build_graph(llama8b, pa.Workload(context=500))

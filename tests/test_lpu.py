@@ -126,7 +126,7 @@ def test_link_schedule_twin(backend):
         lat = rng.integers(0, 700, 6)
         ref = reference_lpu.lpu_link_schedule(link, nbytes, cut, ptr, idx, bpc, lat, 320)
         got = fast(link, nbytes, cut, ptr, idx, bpc, lat, 320)
-        for r, g in zip(ref, got):
+        for r, g in zip(ref, got, strict=True):
             assert np.array_equal(np.asarray(g), r)
 
 
@@ -260,7 +260,7 @@ def test_joined_fragments_are_the_directly_compiled_program(tmp_path):
         tp = len(chips)
         direct = _compile(sim.chip, sim.net, tp, plans)
         joined = Program.join(sim.chip, [sim._frag(tp, p, j == 0) for j, p in enumerate(plans)])
-        for a, b in zip(direct.arrays(), joined.arrays()):
+        for a, b in zip(direct.arrays(), joined.arrays(), strict=True):
             assert np.array_equal(a, b)
         assert list(direct.kind) == list(joined.kind)
         assert np.array_equal(np.asarray(direct.op), joined.op)

@@ -636,9 +636,7 @@ def test_placement_path_is_a_directory(tmp_path):
     assert_error(invoke("place", "--check", tmp_path), str(tmp_path))
 
 
-@pytest.mark.parametrize(
-    "key", ["units", "layers", "system", "model", "kind"]
-)
+@pytest.mark.parametrize("key", ["units", "layers", "system", "model", "kind"])
 def test_placement_missing_top_level_field(tmp_path, placement_doc, key):
     doc = copy.deepcopy(placement_doc)
     del doc[key]
@@ -1155,7 +1153,7 @@ def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
     assert_ok_or_error(place_model(folder))
 
 
-# ---------------------------------------------------------------- quantization_config (issue 12 item 10)
+# ----------------------------------------------------------- quantization_config (issue 12 item 10)
 
 
 @pytest.mark.parametrize(
@@ -1173,7 +1171,8 @@ def test_fuzz_family_specific_fields(tmp_path_factory, model_type, key, value):
         ({"quant_method": "fp8", "modules_to_not_convert": [".*.*.*.*x"]},
          ["modules_to_not_convert", "more than 3 repeats"]),
         ({"quant_method": "fp8", "weight_block_size": [128, -1]}, ["weight_block_size", "-1"]),
-        ({"quant_method": "fp8", "weight_block_size": [1, 2, 3]}, ["weight_block_size", "[1, 2, 3]"]),
+        ({"quant_method": "fp8", "weight_block_size": [1, 2, 3]},
+         ["weight_block_size", "[1, 2, 3]"]),
         ({"quant_method": "compressed-tensors", "config_groups": "x"}, ["config_groups", "'x'"]),
         ({"quant_method": "compressed-tensors", "config_groups": {}, "ignore": ["re:(x+)+y"]},
          ["'quantization_config.ignore'", "(x+)+y", "explode"]),
@@ -1209,6 +1208,7 @@ def test_fuzz_quantization_config(tmp_path_factory, key, value, method):
     folder = write_config(tmp_path_factory.mktemp("fuzz"), cfg)
     assert_ok_or_error(invoke("run", "--system", SYSTEM, "--model", folder, "--units", 1,
                               "--tokens", 1, "--json"))  # fmt: skip
+
 
 # ---------------------------------------------------------------- placement files (issue 12 item 5)
 # A placement file names its system (preset or TOML hash), its --set overrides and etch; every
@@ -1301,6 +1301,7 @@ def test_placement_error_hints_name_the_real_cause(args, needles, absent):
     line = assert_error(invoke("place", *args), *needles)
     for text in absent:
         assert text not in line
+
 
 # ================================================================ silently wrong results
 # (issue 12, item 7): inputs that used to give exit 0 with a wrong number, a traceback or a hang.

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_numerics_execute import hand_placement  # a placement of every layer on one kind
 
 import pyaccel as pa
 from pyaccel.errors import EngineNotBuiltError
@@ -17,6 +16,8 @@ from pyaccel.model.graph import build_graph
 from pyaccel.numerics import execute
 from pyaccel.numerics.executor import Executor
 from pyaccel.numerics.executors import EXECUTORS
+
+from test_numerics_execute import hand_placement  # a placement of every layer on one kind
 
 NUMERICS = Path(pa.__file__).parent / "numerics"
 EXECUTORS_DIR = NUMERICS / "executors"

@@ -86,7 +86,9 @@ def test_any_table_and_block_matches_the_twin(backend, bits):
         x = rng.standard_normal(cols).astype(np.float32)
         rscale = rng.standard_normal(rows).astype(np.float32)
         for block in (0, 16, 32, 48, 10):
-            bs = rng.standard_normal((rows, -(-cols // block))).astype(np.float32) if block else None
+            bs = (
+                rng.standard_normal((rows, -(-cols // block))).astype(np.float32) if block else None
+            )
             args = (packed, bits, lut, bs, block, rscale, 0, x)
             want = reference_gemv.gemv_packed(*args)
             fn = kernels.get("gemv_packed", backend)

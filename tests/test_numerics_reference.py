@@ -96,32 +96,35 @@ def _variant(base: str, **fields) -> dict:
 _QWEN3_MOE = dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_experts=8,
                   num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
                   mlp_only_layers=[], norm_topk_prob=True)  # fmt: skip
+# a table, one entry per variant: kept as laid out
+# fmt: off
 VARIANTS = {
     "llama-rope-linear": ("tiny-llama", dict(rope_scaling={"rope_type": "linear", "factor": 2.0})),
     "llama-rope-llama3": ("tiny-llama", dict(rope_theta=500000.0, rope_scaling={
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 64})),  # fmt: skip
+        "original_max_position_embeddings": 64})),
     "qwen3-rope-yarn": ("tiny-qwen3", dict(rope_scaling={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128})),
     "qwen3-sliding": ("tiny-qwen3", dict(use_sliding_window=True, sliding_window=4,
-                                         max_window_layers=2)),  # fmt: skip
+                                         max_window_layers=2)),
     "mixtral-sliding": ("tiny-mixtral", dict(sliding_window=4)),
     "qwen3-moe": ("tiny-qwen3", _QWEN3_MOE),
     "qwen3-moe-unnormed": ("tiny-qwen3", {**_QWEN3_MOE, "norm_topk_prob": False}),
     "deepseek-v3-yarn": ("tiny-deepseek-v3", dict(max_position_embeddings=2560, rope_scaling={
         "type": "yarn", "factor": 40.0, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
-        "mscale_all_dim": 1.0, "original_max_position_embeddings": 64})),  # fmt: skip
+        "mscale_all_dim": 1.0, "original_max_position_embeddings": 64})),
     "deepseek-v3-yarn-mscale": ("tiny-deepseek-v3", dict(rope_scaling={
         "type": "yarn", "factor": 4.0, "mscale": 0.707, "mscale_all_dim": 0.5,
-        "original_max_position_embeddings": 128})),  # fmt: skip
+        "original_max_position_embeddings": 128})),
     "deepseek-v3-rope-not-interleaved": ("tiny-deepseek-v3", dict(rope_interleave=False)),
     "deepseek-v3-no-q-lora": ("tiny-deepseek-v3", dict(q_lora_rank=None)),
     "deepseek-v3-4-groups-top-2": ("tiny-deepseek-v3", dict(n_group=4, topk_group=2)),
     "deepseek-v3-unnormed": ("tiny-deepseek-v3", dict(norm_topk_prob=False,
-                                                      routed_scaling_factor=1.0)),  # fmt: skip
+                                                      routed_scaling_factor=1.0)),
     "deepseek-v3-2-shared-2-dense": ("tiny-deepseek-v3", dict(n_shared_experts=2,
                                                               first_k_dense_replace=2)),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -132,20 +135,25 @@ def test_live_transformers_variants(variant, tmp_path):
 
 
 # inverse frequencies transformers 5.24.0 computes (ROPE_INIT_FUNCTIONS) for the variants above
+# a table, one entry per variant: kept as laid out
+# fmt: off
 HF_INV_FREQ = {
     "llama-rope-linear": [0.5, 0.15811388194561005, 0.05000000074505806, 0.015811389312148094,
                           0.004999999888241291, 0.0015811389312148094, 0.0005000000237487257,
-                          0.00015811389312148094],  # fmt: skip
+                          0.00015811389312148094],
     "llama-rope-llama3": [1.0, 0.07940301299095154, 0.004700753837823868, 0.0009115831344388425,
                           0.00017677668074611574, 3.428102354519069e-05, 6.647869668086059e-06,
-                          1.289173155782919e-06],  # fmt: skip
+                          1.289173155782919e-06],
     "qwen3-rope-yarn": [1.0, 0.11114246398210526, 0.007905694656074047, 0.0014058533124625683,
                         0.0002500000118743628, 4.4456985051510856e-05, 7.905693564680405e-06,
-                        1.405853367941745e-06],  # fmt: skip
+                        1.405853367941745e-06],
     "deepseek-v3-yarn-mscale": [1.0, 0.0625, 0.0024999999441206455, 0.0002500000118743628],
 }
-HF_ROPE_FACTOR = {"qwen3-rope-yarn": 1.138629436111989,
-                  "deepseek-v3-yarn-mscale": 1.0268361529030026}  # fmt: skip
+# fmt: on
+HF_ROPE_FACTOR = {
+    "qwen3-rope-yarn": 1.138629436111989,
+    "deepseek-v3-yarn-mscale": 1.0268361529030026,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", sorted(HF_INV_FREQ))

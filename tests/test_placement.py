@@ -26,13 +26,13 @@ def test_contiguous_partition_is_optimal_and_contiguous(weights, parts):
     stages = contiguous_partition(weights, parts)
     assert stages == sorted(stages) and stages[0] == 0
     assert max(stages) + 1 == min(parts, len(weights))
-    best = max(sum(w for w, s in zip(weights, stages) if s == k) for k in set(stages))
+    best = max(sum(w for w, s in zip(weights, stages, strict=True) if s == k) for k in set(stages))
     # brute force over every cut of the list into the same number of blocks
     from itertools import combinations
 
     n, k = len(weights), max(stages) + 1
     brute = min(
-        max(sum(weights[a:b]) for a, b in zip((0, *cuts), (*cuts, n)))
+        max(sum(weights[a:b]) for a, b in zip((0, *cuts), (*cuts, n), strict=True))
         for cuts in combinations(range(1, n), k - 1)
     )
     assert best == brute

@@ -34,7 +34,7 @@ def test_run_record_has_the_contract_keys_and_functional_metrics_last(tiny_recor
     keys = list(data)
     plain = [k for k in keys if k not in tiny_record.functional]
     assert keys == plain + list(tiny_record.functional)  # the metrics come last
-    assert set(FUNCTIONAL_KEYS) <= set(keys[len(plain):])
+    assert set(FUNCTIONAL_KEYS) <= set(keys[len(plain) :])
     assert "functional" not in data
 
 

@@ -1,6 +1,7 @@
 """Trace exports and the Report (union of intervals, what-if ranking, Markdown/JSON)."""
 
 import json
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -59,7 +60,7 @@ def test_perfetto_tracks_do_not_overlap(run70b, tmp_path):
     assert len(tracks) == len(names)
     for events in tracks.values():
         events.sort()
-        for (t0, d0), (t1, _) in zip(events, events[1:]):
+        for (t0, d0), (t1, _) in pairwise(events):
             assert t1 >= t0 + d0 - 1e-9 * max(1.0, t1)
 
 

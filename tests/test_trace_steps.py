@@ -45,7 +45,7 @@ def test_too_many_recorded_steps_are_refused_with_the_limit():
 
     n = MAX_TRACE_STEPS + 1
     for text in ("all", f"0:{n}", f"0:{10 * n}:1"):
-        with pytest.raises(ConfigError, match=rf"records [\d,]+ steps, more than the 1,024"):
+        with pytest.raises(ConfigError, match=r"records [\d,]+ steps, more than the 1,024"):
             parse_trace_steps(text, 10 * n)
     assert len(parse_trace_steps("all", MAX_TRACE_STEPS)) == MAX_TRACE_STEPS
     assert len(parse_trace_steps("::11", 10 * n)) == -(-10 * n // 11)  # a sample of the run

@@ -162,7 +162,7 @@ def test_layer_group_tiles_cover_the_grid_in_serpentine_order():
     assert len(cells) == 90  # no overlap, no gap
     # down the first column of tiles, up the second: consecutive tiles share an edge
     assert [(x0, y0) for x0, y0, *_ in tiles] == [(0, 0), (0, 3), (0, 6), (5, 6), (5, 3), (5, 0)]
-    for (ax, ay, aw, ah), (bx, by, bw, bh) in itertools.pairwise(tiles):
+    for (ax, ay, aw, ah), (bx, by, _, bh) in itertools.pairwise(tiles):
         assert ax + aw == bx or ay + ah == by or by + bh == ay
     # tile counts are cut closest to square: a 755 x 1170 grid in 2 is 1 x 2, in 8 is 2 x 4
     cuts = [placer._cut(755, 1170, g) for g in (1, 2, 3, 4, 6, 8, 16)]

@@ -60,7 +60,7 @@ def test_placements_and_errors_are_those_of_the_scan(monkeypatch, model, strateg
     fast = [_outcome(model, _system(g, strategy, u), work) for g, u in cases]
     monkeypatch.setattr(placer, "_interleave", wafer_fit.smallest_grid_scan)
     slow = [_outcome(model, _system(g, strategy, u), work) for g, u in cases]
-    for case, a, b in zip(cases, fast, slow):
+    for case, a, b in zip(cases, fast, slow, strict=True):
         assert a == b, case
     assert any(isinstance(a, str) for a in fast) and any(not isinstance(a, str) for a in fast)
 

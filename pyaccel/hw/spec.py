@@ -7,8 +7,9 @@ any ``--set`` overrides; ``System`` is a spec plus a unit count.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from .spec_asic import AsicParams
 from .spec_gpu import GpuParams
@@ -48,7 +49,7 @@ class HardwareSpec:
         """Power per unit (W)."""
         return float(self.params.power_w)
 
-    def with_params(self, note: str | None = None, **changes: Any) -> "HardwareSpec":
+    def with_params(self, note: str | None = None, **changes: Any) -> HardwareSpec:
         """A copy with some parameters changed (what-if, ``--set``); ``note`` is recorded."""
         notes = self.overrides + ((note,) if note else ())
         return replace(self, params=replace(self.params, **changes), overrides=notes)

@@ -18,7 +18,7 @@ from ``csrc/*.c``; each ``csrc/*.h`` is a cdef fragment). E.g. ``reference_mesh.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from importlib import import_module
 
 from ..errors import PyaccelError
@@ -58,7 +58,7 @@ def _use_user_cache_dir() -> None:
 _use_user_cache_dir()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _modules(backend: str) -> tuple:
     """Every importable module of a backend (none when its toolchain or C build is missing);
     found once per process (the per-transfer engines ask for a kernel thousands of times)."""
@@ -89,7 +89,7 @@ def available_backends() -> list[str]:
     return [b for b in BACKENDS if _modules(b)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _warn_no_c_module() -> None:
     """Say once per process (on stderr, never in JSON output) that the C kernels are missing and
     the slower Numba/NumPy kernels stand in (same results)."""

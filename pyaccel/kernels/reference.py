@@ -12,7 +12,7 @@ def interval_union(starts: np.ndarray, ends: np.ndarray) -> int:
     given sorted by start. Empty intervals (end <= start) cover nothing."""
     checks.interval_union(starts, ends)
     covered: list[list[int]] = []
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         if e <= s:
             continue
         if covered and s <= covered[-1][1]:

@@ -81,7 +81,7 @@ class DecodeGraph:
         """Parameters of the model as built (MTP layers excluded; listed in ``left_out``)."""
         return sum(o.params for o in self.ops)
 
-    def at_context(self, context: int) -> "DecodeGraph":
+    def at_context(self, context: int) -> DecodeGraph:
         """The same step with ``context`` tokens in the cache (only attention ops change)."""
         if context == self.context:
             return self

@@ -405,7 +405,7 @@ class DecodeModel:
         rows = []
         for t in range(self.batch):
             parts = []
-            for e, wt in zip(ids[t], wts[t]):
+            for e, wt in zip(ids[t], wts[t], strict=True):
                 y = self._swiglu(h[t : t + 1], f"{moe}experts.{e}.", names,
                                  ("experts", "experts"), "expert")  # fmt: skip
                 parts.append(self.nx.act(y) * np.float32(wt))

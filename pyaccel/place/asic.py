@@ -119,7 +119,7 @@ def _largest(fits, hi: int) -> int:
 
 def _die_layers(graph, assign) -> dict[int, list]:
     out: dict[int, list] = {}
-    for k, dies in zip(graph.layer_keys, assign):
+    for k, dies in zip(graph.layer_keys, assign, strict=True):
         for d in dies:
             out.setdefault(d, []).append(k)
     return out
@@ -131,7 +131,7 @@ def _kv_short(graph, system, assign):
     p = system.spec.params
     avail = design.kv_sram_bytes(p) - p.lora_sram_bytes
     work = graph.workload
-    shares = {k: len(d) for k, d in zip(graph.layer_keys, assign)}
+    shares = {k: len(d) for k, d in zip(graph.layer_keys, assign, strict=True)}
     for die, layers in sorted(_die_layers(graph, assign).items()):
 
         def fits(batch: int, length: int, layers=layers) -> bool:
@@ -198,7 +198,7 @@ def build(graph, system, assign, reason: str = "") -> Placement:
         d: sum(isinstance(k, int) for k in ks) for d, ks in _die_layers(graph, assign).items()
     }
     slots = []
-    for k, dies in zip(graph.layer_keys, assign):
+    for k, dies in zip(graph.layer_keys, assign, strict=True):
         w, kv = graph.resident_bytes(k)
         banks = banks_per_die // max(attn_on[d] for d in dies) if isinstance(k, int) else 0
         lanes = sum(design.lanes_of(o, rows) for o in graph.ops_of(k))

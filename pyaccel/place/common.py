@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 
 def split_even(total: int, parts: int) -> list[int]:
@@ -123,8 +123,8 @@ def shrink_hint(
     (default: ``fewest`` finds a placement)."""
     from dataclasses import replace
 
-    from ..model.graph import build_graph
     from ..formats import get_format
+    from ..model.graph import build_graph
 
     work = graph.workload
     biggest = max(parts, key=parts.get)

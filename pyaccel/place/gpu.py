@@ -89,7 +89,8 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
     stages = contiguous_partition(sizes, pp)
     mla = graph.model.attention == "mla"
     slots = tuple(
-        _slot(graph, k, [s * tp + r for r in range(tp)], s, mla) for k, s in zip(keys, stages)
+        _slot(graph, k, [s * tp + r for r in range(tp)], s, mla)
+        for k, s in zip(keys, stages, strict=True)
     )
     cap, level_of, reserved = _capacity(spec)
     return Placement(

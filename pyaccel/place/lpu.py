@@ -84,7 +84,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, k) for k in keys]
     stage_of = contiguous_partition(sizes, n_stages)
     slots, used = [], {}
-    for k, s in zip(keys, stage_of):
+    for k, s in zip(keys, stage_of, strict=True):
         chips = list(range(s * tp, s * tp + tp))
         slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0])))
     cap, level_of, reserved = _capacity(spec)

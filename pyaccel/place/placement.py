@@ -120,7 +120,7 @@ class Placement:
             for i, u in enumerate(s.units):
                 lv = use.setdefault(u, dict(self.reserved_bytes))
                 for cat, n in zip(CATEGORIES, (s.weight_bytes[i], s.kv_bytes[i],
-                                               s.buffer_bytes[i])):  # fmt: skip
+                                               s.buffer_bytes[i]), strict=True):  # fmt: skip
                     level = self.level_of[cat]
                     lv[level] = lv.get(level, 0) + n
         idle = next((u for u in range(self.n_units) if u not in use), None)

@@ -117,10 +117,10 @@ def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
     stage = contiguous_partition(sizes, gx * gy)
     tiles = _tiles(wid, hgt, gx, gy)
     for s in range(max(stage) + 1):
-        block = [k for k, st in zip(keys, stage) if st == s]
+        block = [k for k, st in zip(keys, stage, strict=True) if st == s]
         if not fit.fits(block, tiles[s][2], tiles[s][3]):
             return None
-    return {k: tiles[s] for k, s in zip(keys, stage)}
+    return {k: tiles[s] for k, s in zip(keys, stage, strict=True)}
 
 
 def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot:
@@ -179,7 +179,7 @@ def _blocks(graph, units: int) -> list[list]:
     keys = list(graph.layer_keys)
     sizes = [sum(graph.resident_bytes(k)) for k in keys]
     stage = contiguous_partition(sizes, units)
-    return [[k for k, s in zip(keys, stage) if s == u] for u in range(units)]
+    return [[k for k, s in zip(keys, stage, strict=True) if s == u] for u in range(units)]
 
 
 def _strategy(system) -> str:
@@ -228,7 +228,7 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
             break
         # a wafer holding fewer blocks than g tiles gets one tile per block it holds
         cuts = [_cut(wid, hgt, min(g, len(b))) for b in blocks]
-        rects = _every(_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts))
+        rects = _every(_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts, strict=True))
         if rects is None:
             continue
         slots = [
@@ -407,13 +407,10 @@ def place_units(graph, system, units: int) -> Placement:
     try:
         failed.check()
     except PlacementError as exc:
-        raise PlacementError(
-            f"{graph.model.name} does not fit on {name}: {exc}; {hint}"
-        ) from None
+        raise PlacementError(f"{graph.model.name} does not fit on {name}: {exc}; {hint}") from None
     if use <= fit.budget:  # the bytes fit the whole grid, yet no layout does
         raise PlacementError(
-            f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); "
-            f"{hint}"
+            f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); {hint}"
         )
     raise PlacementError(
         f"{graph.model.name} does not fit on {name}: wafer {worst}'s fullest PE needs "

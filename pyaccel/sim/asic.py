@@ -369,7 +369,7 @@ def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles:
     keys = list(graph.layer_keys)
     pos = {str(k): i for i, k in enumerate(keys)}
     busy = np.zeros(len(keys), dtype=np.int64)
-    for st, c in zip(stages, occ.sum(axis=0) * n_users):
+    for st, c in zip(stages, occ.sum(axis=0) * n_users, strict=True):
         busy[pos[str(st.layer)]] += int(c)
     banks = np.zeros(len(keys), dtype=np.int64)
     per_bank = np.zeros(len(keys), dtype=np.int64)
@@ -381,7 +381,7 @@ def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles:
         bank_busy[i] = occ[-1, idx] * n_users / max(1, last_step_cycles)
     kv = np.zeros(placement.n_units, dtype=np.int64)
     for slot in placement.layers:
-        for unit, n in zip(slot.units, slot.kv_bytes):
+        for unit, n in zip(slot.units, slot.kv_bytes, strict=True):
             kv[unit] += n
     return {
         "block_busy_cycles": busy,

@@ -219,7 +219,7 @@ class LpuSim:
         # stage keeps its fixed plans with a hole per attention op, and a step only re-plans one
         # attention op per (tp, sliding) kind and looks the stage's cycles up.
         self._fixed, self._holes, self._stage_memo = [], [], {}
-        for i, (chips, _) in enumerate(self.stages):
+        for i in range(len(self.stages)):
             plans, ops = self.stage_plans(graph, i)
             holes = tuple((j, op.layer) for j, op in enumerate(ops) if op.kind == "attention")
             self._fixed.append(plans)
@@ -304,7 +304,7 @@ class LpuSim:
             hit = self._stage_memo.get(key)
             if hit is None:
                 full = list(self._fixed[i])
-                for (j, _), plan in zip(self._holes[i], plans):
+                for (j, _), plan in zip(self._holes[i], plans, strict=True):
                     full[j] = plan
                 hit = self._stage_memo[key] = self._stage_total(i, self.scheduled(tuple(full), tp))
             out.append(hit)
@@ -352,7 +352,7 @@ def _emit_events(log, step: int, t0: int, sim: LpuSim, scheds, stage_c) -> np.nd
     sent = np.zeros(n_chips, dtype=np.int64)
     links = np.zeros((n_chips, sim.n_link_slots), dtype=np.int64)
     t = t0
-    for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages)):
+    for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages, strict=True)):
         spans = sch.op_events()
         for o, res, s, d, nb in spans:
             op = ops[o]

@@ -246,7 +246,9 @@ class Network:
             s0[c] = min(s0[c], int(start[i]))
             s1[c] = max(s1[c], int(end[i]))
             sb[c] += int(tr.n_bytes[i])
-        s0 = [a if bb else 0 for a, bb in zip(s0, sb)]
-        slots = tuple((c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes) if k >= 0)
+        s0 = [a if bb else 0 for a, bb in zip(s0, sb, strict=True)]
+        slots = tuple(
+            (c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes, strict=True) if k >= 0
+        )
         n = len(tr.link)
         return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots)

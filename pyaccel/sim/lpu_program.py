@@ -57,7 +57,7 @@ class ChipModel:
     operand_bytes: int
 
     @classmethod
-    def from_params(cls, p) -> "ChipModel":
+    def from_params(cls, p) -> ChipModel:
         """Derive the constants; what-if factors may have made integer fields fractional, so
         counts round down and latencies round up."""
         planes = max(1, int(p.mxm_planes))
@@ -274,7 +274,7 @@ class Program:
             idx,
         )
 
-    def schedule(self, backend: str | None = None) -> "Scheduled":
+    def schedule(self, backend: str | None = None) -> Scheduled:
         """List-schedule the program (the hot loop; NumPy twin in reference_lpu)."""
         res, dur, lat, ptr, idx = self.arrays()
         start = get_kernel("lpu_list_schedule", backend)(

@@ -176,7 +176,9 @@ class StepBounds:
         model, rates = self.graph.model, self.rates
         mem_res, comp_res = rates["mem_resource"], rates["compute_resource"]
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
-        totals = {key: np.full(ctx.shape, t, dtype=np.float64) for key, t in self.fixed_totals.items()}
+        totals = {
+            key: np.full(ctx.shape, t, dtype=np.float64) for key, t in self.fixed_totals.items()
+        }
         for (_, units), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op

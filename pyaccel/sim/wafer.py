@@ -81,7 +81,7 @@ class Region:
     h: int
 
     @classmethod
-    def of(cls, slot) -> "Region":
+    def of(cls, slot) -> Region:
         """The region recorded in a placement slot (``region["rect"]`` and ``["wafer"]``)."""
         x0, y0, w, h = (int(v) for v in slot.region["rect"])
         return cls(int(slot.region.get("wafer", slot.units[0])), x0, y0, w, h)

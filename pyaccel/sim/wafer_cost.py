@@ -52,7 +52,7 @@ class Costs:
     two_level: bool
 
     @classmethod
-    def of(cls, params) -> "Costs":
+    def of(cls, params) -> Costs:
         """Costs from a WaferParams (colours decide the all-reduce scheme)."""
 
         def i(name: str) -> int:
@@ -106,7 +106,7 @@ class Local:
         """The resource class that bounds the vector work."""
         return "pe_sram" if self.sram > self.compute else "pe_compute"
 
-    def __add__(self, other: "Local") -> "Local":
+    def __add__(self, other: Local) -> Local:
         return Local(self.compute + other.compute, self.sram + other.sram,
                      self.issue + other.issue)  # fmt: skip
 
@@ -136,7 +136,7 @@ class OpCost:
         """Total cycles of the op."""
         return sum(n for _, n in self.parts)
 
-    def frozen(self) -> "OpCost":
+    def frozen(self) -> OpCost:
         """This cost made read-only for a memo that hands it to every op of the same shape:
         parts a tuple, the busy map a read-only view of read-only arrays."""
         for vec in self.busy.values():

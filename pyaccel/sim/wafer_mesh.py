@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from types import MappingProxyType
 
 import numpy as np
@@ -125,7 +126,7 @@ class Template:
     n_messages: int
 
     @classmethod
-    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> "Template":
+    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> Template:
         """Freeze a task list built with the slot values."""
         arrays = MappingProxyType({k: frozen(v) for k, v in tk.arrays().items()})
         return cls(arrays, frozen(np.array(link_lat, dtype=np.int64)), n_pes, tk.n_messages)
@@ -214,7 +215,7 @@ def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, ov
     g = max(1, min(groups, size))
     bounds = [lo + (size * k) // g for k in range(g + 1)]
     roots, into = [], []
-    for g0, g1 in zip(bounds, bounds[1:]):
+    for g0, g1 in pairwise(bounds):
         r = g0 + (g1 - g0) // 2
         deps = []
         for chain in (range(g0, r), range(g1 - 1, r, -1)):

@@ -28,7 +28,7 @@ def changed_keys(old, new, path="") -> list[str]:
         return out
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         out = []
-        for i, (a, b) in enumerate(zip(old, new)):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
             out += changed_keys(a, b, f"{path}[{i}]")
         return out
     return [] if old == new else [path]
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         print(f"{i + 1:4d} {' '.join(args)} -> exit {records[-1]['exit']}", file=sys.stderr)
     if "--diff" in argv:
         old = json.loads(MATRIX.read_text())["records"]
-        for a, b in zip(old, records):
+        for a, b in zip(old, records, strict=False):  # cases added or removed: the common prefix
             keys = changed_keys(a, b)
             if keys:
                 print(" ".join(a["args"]), "::", ", ".join(keys))
