@@ -118,3 +118,17 @@ class ErrorRecord:
     def to_dict(self) -> dict:
         """The ``compare --json`` entry."""
         return _plain(self)
+
+
+@dataclass(frozen=True)
+class WhatIfRow:
+    """The run re-emulated with one resource class twice as fast: its mean step time (s) and
+    the gain (old step time / new step time, >= 1 when the class matters)."""
+
+    resource: str
+    step_time_s: float
+    gain: float
+
+    def to_dict(self) -> dict:
+        """The row as an object of ``report --json``'s ``what_if``."""
+        return _plain(self)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import kernels
-from .records import SCHEMA_VERSION, RunSummary
+from .records import SCHEMA_VERSION, RunSummary, WhatIfRow
 from .units import fmt_seconds
 
 OCCUPANCY_NOTE = (
@@ -64,20 +64,6 @@ class KindRow:
 
     def to_dict(self) -> dict:
         """The row as an object of ``report --json``'s ``by_kind``."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(frozen=True)
-class WhatIfRow:
-    """The run re-emulated with one resource class twice as fast: its mean step time (s) and
-    the gain (old step time / new step time, >= 1 when the class matters)."""
-
-    resource: str
-    step_time_s: float
-    gain: float
-
-    def to_dict(self) -> dict:
-        """The row as an object of ``report --json``'s ``what_if``."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 

@@ -4,7 +4,7 @@ the rows (:class:`~pyaccel.report.WhatIfRow`)."""
 
 from __future__ import annotations
 
-from .report import WhatIfRow
+from .records import WhatIfRow
 from .sim.engine import emulate, engine_module, what_if_system
 
 
