@@ -79,151 +79,76 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
 
 
 def attention_block(cfg: ModelConfig, work: Workload, layer: int, context: int) -> list[Op]:
+    """One layer's attention ops: norm, projections (MLA or GQA), attention over the cache,
+    output projection and residual add, for ``work.batch`` tokens at ``context``."""
     b, h = work.batch, cfg.hidden
-    wf = work.weights_format
-    ops = [
-        vector_op(f"L{layer}.attn_norm", layer, "attn_norm", "norm", "replicate", b, h, 4, params=h)
-    ]
-    if cfg.attention == "mla":
-        q_dim = cfg.qk_nope_dim + cfg.qk_rope_dim
-        if cfg.q_lora_rank:
-            ops += [
-                matmul_op(
-                    f"L{layer}.q_a_proj",
-                    layer,
-                    "q_a_proj",
-                    "replicate",
-                    b,
-                    [(cfg.q_lora_rank, h)],
-                    wf,
-                    "attn",
-                ),
-                vector_op(
-                    f"L{layer}.q_a_norm",
-                    layer,
-                    "q_a_norm",
-                    "norm",
-                    "replicate",
-                    b,
-                    cfg.q_lora_rank,
-                    4,
-                    params=cfg.q_lora_rank,
-                ),
-                matmul_op(
-                    f"L{layer}.q_b_proj",
-                    layer,
-                    "q_b_proj",
-                    "col",
-                    b,
-                    [(cfg.n_heads * q_dim, cfg.q_lora_rank)],
-                    wf,
-                    "attn",
-                ),
-            ]
-        else:
-            ops.append(
-                matmul_op(
-                    f"L{layer}.q_proj",
-                    layer,
-                    "q_proj",
-                    "col",
-                    b,
-                    [(cfg.n_heads * q_dim, h)],
-                    wf,
-                    "attn",
-                )
-            )
-        ops += [
-            matmul_op(
-                f"L{layer}.kv_a_proj",
-                layer,
-                "kv_a_proj",
-                "replicate",
-                b,
-                [(cfg.kv_lora_rank + cfg.qk_rope_dim, h)],
-                wf,
-                "attn",
-            ),
-            vector_op(
-                f"L{layer}.kv_a_norm",
-                layer,
-                "kv_a_norm",
-                "norm",
-                "replicate",
-                b,
-                cfg.kv_lora_rank,
-                4,
-                params=cfg.kv_lora_rank,
-            ),
-            vector_op(
-                f"L{layer}.rope",
-                layer,
-                "rope",
-                "elementwise",
-                "heads",
-                b,
-                (cfg.n_heads + 1) * cfg.qk_rope_dim,
-                3,
-            ),
+    norm = vector_op(
+        f"L{layer}.attn_norm", layer, "attn_norm", "norm", "replicate", b, h, 4, params=h
+    )
+    project = _mla_projections if cfg.attention == "mla" else _gqa_projections
+    ops, o_in = project(cfg, work, layer)
+    o_proj = matmul_op(
+        f"L{layer}.o_proj", layer, "o_proj", "row", b, [(h, o_in)], work.weights_format, "attn",
+        bias=cfg.o_bias,
+    )  # fmt: skip
+    residual = vector_op(
+        f"L{layer}.attn_residual", layer, "attn_residual", "elementwise", "replicate", b, h, 1,
+        reads=2,
+    )  # fmt: skip
+    return [norm, *ops, attention_op(cfg, work, layer, context), o_proj, residual]
+
+
+def _mla_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list[Op], int]:
+    """MLA's query (low-rank when ``q_lora_rank``) and compressed-KV projections with their
+    norms and RoPE; and the width the output projection reads."""
+    b, h, wf = work.batch, cfg.hidden, work.weights_format
+    q_dim = cfg.qk_nope_dim + cfg.qk_rope_dim
+
+    def proj(name: str, split: str, rows: int, cols: int) -> Op:
+        return matmul_op(f"L{layer}.{name}", layer, name, split, b, [(rows, cols)], wf, "attn")
+
+    def norm(name: str, width: int) -> Op:
+        return vector_op(
+            f"L{layer}.{name}", layer, name, "norm", "replicate", b, width, 4, params=width
+        )
+
+    if cfg.q_lora_rank:
+        ops = [
+            proj("q_a_proj", "replicate", cfg.q_lora_rank, h),
+            norm("q_a_norm", cfg.q_lora_rank),
+            proj("q_b_proj", "col", cfg.n_heads * q_dim, cfg.q_lora_rank),
         ]
-        o_in = cfg.n_heads * cfg.v_head_dim
     else:
-        hd = cfg.head_dim
-        ops.append(
-            matmul_op(
-                f"L{layer}.qkv_proj",
-                layer,
-                "qkv_proj",
-                "col",
-                b,
-                [(cfg.n_heads * hd, h), (cfg.n_kv_heads * hd, h), (cfg.n_kv_heads * hd, h)],
-                wf,
-                "attn",
-                bias=cfg.qkv_bias,
-            )
+        ops = [proj("q_proj", "col", cfg.n_heads * q_dim, h)]
+    rope_width = (cfg.n_heads + 1) * cfg.qk_rope_dim
+    ops += [
+        proj("kv_a_proj", "replicate", cfg.kv_lora_rank + cfg.qk_rope_dim, h),
+        norm("kv_a_norm", cfg.kv_lora_rank),
+        vector_op(f"L{layer}.rope", layer, "rope", "elementwise", "heads", b, rope_width, 3),
+    ]
+    return ops, cfg.n_heads * cfg.v_head_dim
+
+
+def _gqa_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list[Op], int]:
+    """The fused QKV projection of grouped-query attention, its optional per-head norm and RoPE;
+    and the width the output projection reads."""
+    b, h, hd = work.batch, cfg.hidden, cfg.head_dim
+    q, kv = cfg.n_heads * hd, cfg.n_kv_heads * hd
+    ops = [
+        matmul_op(
+            f"L{layer}.qkv_proj", layer, "qkv_proj", "col", b, [(q, h), (kv, h), (kv, h)],
+            work.weights_format, "attn", bias=cfg.qkv_bias,
         )
-        if cfg.qk_norm:
-            ops.append(
-                vector_op(
-                    f"L{layer}.qk_norm",
-                    layer,
-                    "qk_norm",
-                    "norm",
-                    "heads",
-                    b,
-                    (cfg.n_heads + cfg.n_kv_heads) * hd,
-                    4,
-                    params=2 * hd,
-                )
-            )
+    ]  # fmt: skip
+    heads_width = (cfg.n_heads + cfg.n_kv_heads) * hd
+    if cfg.qk_norm:
         ops.append(
             vector_op(
-                f"L{layer}.rope",
-                layer,
-                "rope",
-                "elementwise",
-                "heads",
-                b,
-                (cfg.n_heads + cfg.n_kv_heads) * hd,
-                3,
+                f"L{layer}.qk_norm", layer, "qk_norm", "norm", "heads", b, heads_width, 4,
+                params=2 * hd,
             )
-        )
-        o_in = cfg.n_heads * hd
-    ops += [
-        attention_op(cfg, work, layer, context),
-        matmul_op(
-            f"L{layer}.o_proj", layer, "o_proj", "row", b, [(h, o_in)], wf, "attn", bias=cfg.o_bias
-        ),
-        vector_op(
-            f"L{layer}.attn_residual",
-            layer,
-            "attn_residual",
-            "elementwise",
-            "replicate",
-            b,
-            h,
-            1,
-            reads=2,
-        ),
-    ]
-    return ops
+        )  # fmt: skip
+    ops.append(
+        vector_op(f"L{layer}.rope", layer, "rope", "elementwise", "heads", b, heads_width, 3)
+    )
+    return ops, q

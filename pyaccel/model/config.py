@@ -246,19 +246,7 @@ def _sliding(cfg: dict, mt: str, n_layers: int, types: tuple[str, ...], where: s
 
 def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
     """Build a :class:`ModelConfig` from a parsed HF ``config.json``; ``where`` names the file."""
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
-    if isinstance(cfg.get("text_config"), dict):  # Kimi K2.5/K2.6, multimodal wrappers
-        cfg = {**cfg, **cfg["text_config"]}
-    elif cfg.get("text_config") is not None:
-        raise ConfigError(f"{where}: field 'text_config' must be an object, got "
-                          f"{cfg['text_config']!r}")  # fmt: skip
-    mt = _need(cfg, "model_type", where)
-    if not isinstance(mt, str) or mt not in SUPPORTED_TYPES:
-        raise ConfigError(
-            f"{where}: unsupported model_type '{mt}'; supported: "
-            f"{', '.join(sorted(SUPPORTED_TYPES))}"
-        )
+    cfg, mt = _text_config_and_type(cfg, where)
     n_layers = _layer_count(cfg, where)
     hidden = _positive(cfg, "hidden_size", where)
     n_heads = _positive(cfg, "num_attention_heads", where)
@@ -291,15 +279,7 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
     if mt in MOE_TYPES | MLA_TYPES:
         fields.update(_moe_fields(cfg, mt, n_layers, where))
     if mt in MLA_TYPES:
-        fields.update(
-            attention="mla",
-            q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
-            kv_lora_rank=_positive(cfg, "kv_lora_rank", where),
-            qk_nope_dim=_positive(cfg, "qk_nope_head_dim", where),
-            qk_rope_dim=_positive(cfg, "qk_rope_head_dim", where),
-            v_head_dim=_positive(cfg, "v_head_dim", where),
-            n_kv_heads=n_heads,
-        )
+        fields.update(_mla_fields(cfg, n_heads, where))
     if mt in MLA_TYPES | {"glm4_moe"}:
         fields["mtp_layers"] = _int(cfg, "num_nextn_predict_layers", where, 0)
     if fields["ffn"] == 0 and (not fields.get("n_experts") or fields.get("dense_layers")):
@@ -314,6 +294,39 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
     fields.update(_sliding(cfg, mt, n_layers, fields["layer_types"], where))
     _check_consistency(fields, cfg, where)
     return ModelConfig(**fields)
+
+
+def _text_config_and_type(cfg, where: str) -> tuple[dict, str]:
+    """The config with a multimodal wrapper's ``text_config`` merged in (Kimi K2.5/K2.6), and
+    its supported ``model_type``."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, **cfg["text_config"]}
+    elif cfg.get("text_config") is not None:
+        raise ConfigError(f"{where}: field 'text_config' must be an object, got "
+                          f"{cfg['text_config']!r}")  # fmt: skip
+    mt = _need(cfg, "model_type", where)
+    if not isinstance(mt, str) or mt not in SUPPORTED_TYPES:
+        raise ConfigError(
+            f"{where}: unsupported model_type '{mt}'; supported: "
+            f"{', '.join(sorted(SUPPORTED_TYPES))}"
+        )
+    return cfg, mt
+
+
+def _mla_fields(cfg: dict, n_heads: int, where: str) -> dict:
+    """Multi-head latent attention's ranks and head widths (DeepSeek-V3, Kimi K2); every head
+    reads the one compressed cache, so the KV heads are the query heads."""
+    return dict(
+        attention="mla",
+        q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
+        kv_lora_rank=_positive(cfg, "kv_lora_rank", where),
+        qk_nope_dim=_positive(cfg, "qk_nope_head_dim", where),
+        qk_rope_dim=_positive(cfg, "qk_rope_head_dim", where),
+        v_head_dim=_positive(cfg, "v_head_dim", where),
+        n_kv_heads=n_heads,
+    )
 
 
 # ---- validation beyond one field's type (cross-field relations, limits) ----

@@ -150,69 +150,42 @@ def _swiglu(
 
 
 def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
+    """One layer's MLP ops: norm, the dense SwiGLU or the MoE ops, and the residual add."""
     b, h = work.batch, cfg.hidden
-    wf, ef = work.weights_format, work.expert_weights_format
-    ops = [
-        vector_op(f"L{layer}.mlp_norm", layer, "mlp_norm", "norm", "replicate", b, h, 4, params=h)
-    ]
-    if cfg.is_dense_layer(layer):
-        ops += _swiglu(layer, "", "col", "row", b, h, cfg.ffn, wf, "mlp")
-    else:
-        e, k = cfg.n_experts, cfg.top_k
-        distinct = e * (1.0 - (1.0 - k / e) ** b)
-        router = matmul_op(
-            f"L{layer}.router",
-            layer,
-            "router",
-            "replicate",
-            b,
-            [(e, h)],
-            FORMATS["bf16"],  # routers stay 16-bit (SMALL_PARAM_BYTES)
-            "router",
-            bias=cfg.router_bias,
-        )
-        ops.append(replace(router, op_class="router"))
-        experts = _swiglu(
-            layer,
-            "experts_",
-            "experts",
-            "experts",
-            b,
-            h,
-            cfg.expert_ffn,
-            ef,
-            "expert",
-            count=distinct,
-            resident=e,
-            bias=cfg.expert_bias,
-            act_tokens=b * k,
-        )
-        ops += experts
-        if cfg.n_shared_experts:
-            ops += _swiglu(
-                layer,
-                "shared_",
-                "col",
-                "row",
-                b,
-                h,
-                cfg.expert_ffn * cfg.n_shared_experts,
-                wf,
-                "mlp",
-            )
-    ops.append(
-        vector_op(
-            f"L{layer}.mlp_residual",
-            layer,
-            "mlp_residual",
-            "elementwise",
-            "replicate",
-            b,
-            h,
-            1,
-            reads=2,
-        )
+    norm = vector_op(
+        f"L{layer}.mlp_norm", layer, "mlp_norm", "norm", "replicate", b, h, 4, params=h
     )
+    if cfg.is_dense_layer(layer):
+        body = _swiglu(layer, "", "col", "row", b, h, cfg.ffn, work.weights_format, "mlp")
+    else:
+        body = _moe_ops(cfg, work, layer)
+    residual = vector_op(
+        f"L{layer}.mlp_residual", layer, "mlp_residual", "elementwise", "replicate", b, h, 1,
+        reads=2,
+    )  # fmt: skip
+    return [norm, *body, residual]
+
+
+def _moe_ops(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
+    """A MoE layer's router, routed experts (the expected distinct experts the batch reads) and
+    shared experts."""
+    b, h = work.batch, cfg.hidden
+    e, k = cfg.n_experts, cfg.top_k
+    distinct = e * (1.0 - (1.0 - k / e) ** b)
+    router = matmul_op(
+        f"L{layer}.router", layer, "router", "replicate", b, [(e, h)],
+        FORMATS["bf16"],  # routers stay 16-bit (SMALL_PARAM_BYTES)
+        "router", bias=cfg.router_bias,
+    )  # fmt: skip
+    ops = [replace(router, op_class="router")]
+    ops += _swiglu(
+        layer, "experts_", "experts", "experts", b, h, cfg.expert_ffn,
+        work.expert_weights_format, "expert",
+        count=distinct, resident=e, bias=cfg.expert_bias, act_tokens=b * k,
+    )  # fmt: skip
+    if cfg.n_shared_experts:
+        shared_ffn = cfg.expert_ffn * cfg.n_shared_experts
+        ops += _swiglu(layer, "shared_", "col", "row", b, h, shared_ffn, work.weights_format, "mlp")
     return ops
 
 

@@ -106,13 +106,7 @@ def emulate(
         workload = Workload()
     graph = run_graph(model_or_graph, system, workload)
     engine = engine_module(system.kind)
-    if event_steps is not None and trace_steps is not None:
-        raise ConfigError("emulate(): give trace_steps or event_steps, not both")
-    steps_kept = (
-        parse_trace_steps(trace_steps or "ends", graph.workload.tokens)
-        if event_steps is None
-        else frozenset(event_steps)
-    )
+    steps_kept = _steps_kept(graph.workload.tokens, event_steps, trace_steps)
     # a hand-made or edited placement that overfills a unit, PE or slice is refused, not
     # emulated; one made for more users or a longer context than this workload is fine
     placement.check(graph, system, exact=False)
@@ -124,13 +118,7 @@ def emulate(
     _check_cycles(steps, system)
     work = graph.workload
     bound = StepBounds(graph, system, placement)
-    # rounded up: whole cycles never below the byte/FLOP bound (emulated steps, whole cycles
-    # at least as long as that bound, are then still >= it)
-    contexts = np.arange(work.context, work.context + work.tokens, dtype=np.int64)
-    try:
-        bounds = bound_cycles(bound.step_seconds(contexts), system.spec.clock_hz)
-    except CycleRangeError:
-        raise ConfigError(_overflow_message(system)) from None
+    bounds = _bound_cycles_per_step(bound, work, system)
     trace = Trace(
         system=system.name,
         kind=system.kind,
@@ -157,6 +145,26 @@ def emulate(
     if functional:
         trace.functional = _functional(graph, system, placement)
     return trace
+
+
+def _steps_kept(tokens: int, event_steps, trace_steps: str | None) -> frozenset[int]:
+    """The 0-based steps whose events the trace records: ``event_steps`` as given, or
+    ``trace_steps`` parsed (default ``ends``); giving both is an error."""
+    if event_steps is not None and trace_steps is not None:
+        raise ConfigError("emulate(): give trace_steps or event_steps, not both")
+    if event_steps is not None:
+        return frozenset(event_steps)
+    return parse_trace_steps(trace_steps or "ends", tokens)
+
+
+def _bound_cycles_per_step(bound: StepBounds, work: Workload, system: System) -> np.ndarray:
+    """Each step's lower bound in whole cycles, rounded up: never below the byte/FLOP bound
+    (emulated steps, whole cycles at least as long as that bound, are then still >= it)."""
+    contexts = np.arange(work.context, work.context + work.tokens, dtype=np.int64)
+    try:
+        return bound_cycles(bound.step_seconds(contexts), system.spec.clock_hz)
+    except CycleRangeError:
+        raise ConfigError(_overflow_message(system)) from None
 
 
 def _functional(graph, system, placement) -> dict:
