@@ -475,39 +475,23 @@ def _stderr_on_a_terminal(*args: str) -> tuple[bytes, bytes]:
     return out, b"".join(seen)
 
 
+# two fast systems, a context inside tiny-llama's window (no context warning on stderr)
+COMPARE_TINY = ("compare", "--model", "tiny-llama", "--systems", "h100,h200", "--tokens", "2",
+                "--context", "64")  # fmt: skip
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 def test_compare_shows_progress_on_a_terminal_but_not_with_json():
-    args = (
-        "compare",
-        "--model",
-        "tiny-llama",
-        "--systems",
-        "h100,h200",
-        "--tokens",
-        "2",
-        "--context",
-        "64",
-    )
-    out, term = _stderr_on_a_terminal(*args)
+    out, term = _stderr_on_a_terminal(*COMPARE_TINY)
     assert b"compare" in term and b"100%" in term
     assert b"100%" not in out  # the bar is not mixed into the table on stdout
-    out, term = _stderr_on_a_terminal(*args, "--json")
+    out, term = _stderr_on_a_terminal(*COMPARE_TINY, "--json")
     assert term == b""
     assert len(strict_json(out.decode())) == 2
 
 
 def test_no_progress_when_stderr_is_not_a_terminal():
-    result = invoke(
-        "compare",
-        "--model",
-        "tiny-llama",
-        "--systems",
-        "h100,h200",
-        "--tokens",
-        "2",
-        "--context",
-        "64",
-    )
+    result = invoke(*COMPARE_TINY)
     assert result.exit_code == 0 and result.stderr == ""
 
 
