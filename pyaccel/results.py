@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .hw.io import load_system
 from .model.config import load_model
@@ -10,20 +10,6 @@ from .place import place
 from .records import SCHEMA_VERSION, ErrorRecord, RunRecord, pyaccel_version
 from .sim.engine import emulate
 from .workload import Workload, resolve_workload
-
-
-@dataclass
-class Run:
-    """Everything one run produced: inputs, placement and trace; ``formats_from`` and
-    ``warnings`` as :func:`pyaccel.workload.resolve_workload` decided them."""
-
-    model: object
-    system: object
-    workload: Workload
-    placement: object
-    trace: object
-    formats_from: dict = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -38,6 +24,13 @@ class Prepared:
     placement: object
     formats_from: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Run(Prepared):
+    """Everything one run produced: the prepared case and its :class:`~pyaccel.trace.Trace`."""
+
+    trace: object = None
 
 
 def prepare(
@@ -76,7 +69,7 @@ def run(
     p = prepare(model, system, units, workload, sets, etch)
     trace = emulate(p.model, p.system, p.placement, p.workload, functional=functional,
                     progress=progress, trace_steps=trace_steps)  # fmt: skip
-    return Run(p.model, p.system, p.workload, p.placement, trace, p.formats_from, p.warnings)
+    return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace)
 
 
 def run_record(result: Run, bottleneck: str) -> RunRecord:
