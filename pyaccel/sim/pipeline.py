@@ -5,19 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 
-def pipeline_step_cycles(stage_cycles: Sequence[int], n_micro: int) -> int:
-    """Time between two tokens of one sequence when ``n_micro`` equal micro-batches share a
-    pipeline.
-
-    One micro-batch's pass takes the sum of its stages; with ``n_micro`` in flight every stage
-    must also serve all of them before the first comes round again, so the interval is the larger
-    of the pass and ``n_micro`` times the slowest stage (SPEC §6 ``step_time_s``).
-    """
-    if not stage_cycles:
-        return 0
-    return max(int(sum(stage_cycles)), n_micro * int(max(stage_cycles)))
-
-
 def micro_batch_sizes(batch: int, stages: int) -> list[int]:
     """Sequences in each micro-batch for ``batch`` over ``stages``, largest first.
 
@@ -30,20 +17,14 @@ def micro_batch_sizes(batch: int, stages: int) -> list[int]:
     return [q + 1] * r + [q] * (n_micro - r)
 
 
-def micro_batches(batch: int, stages: int) -> tuple[int, int]:
-    """(micro-batches in flight, sequences in the largest) for ``batch`` over ``stages``; see
-    :func:`micro_batch_sizes` for the split."""
-    sizes = micro_batch_sizes(batch, stages)
-    return len(sizes), sizes[0]
-
-
 def pipeline_cycles(stage_cycles_of: Mapping[int, Sequence[int]], sizes: Sequence[int]) -> int:
     """Time between two tokens of one sequence when micro-batches of ``sizes`` share a pipeline.
 
     ``stage_cycles_of[size]`` is the cycles each stage spends on one micro-batch of ``size``
     sequences. A sequence waits for its micro-batch's whole pass, and every stage must serve all
     micro-batches before the first comes round again: the interval is the larger of the longest
-    pass and the busiest stage's total. With equal sizes this is :func:`pipeline_step_cycles`.
+    pass and the busiest stage's total. With ``n`` equal micro-batches this is the larger of one
+    pass and ``n`` times the slowest stage.
     """
     if not sizes:
         return 0
