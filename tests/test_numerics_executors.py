@@ -157,7 +157,9 @@ def test_a_fifth_kind_runs_the_functional_decode_through_its_placement(monkeypat
     monkeypatch.setattr(FifthExecutor, "reduced", 0)
     graph = _tiny_graph()
     plc = hand_placement(graph, "fifth", units=2)
-    m = execute.functional_metrics(graph, load_system("groq-tsp"), plc)
+    m = execute.functional_metrics(
+        load_model(graph.model_name), graph, load_system("groq-tsp"), plc
+    )
     assert m["functional_partition"] == "fifth: inputs over 2 units, reversed sum"
     assert FifthExecutor.reduced > 0  # its partial sums went through its own reduction
     assert m["top1_agreement"] >= 0.9 and 0 < m["max_abs_logit_error"] < 0.2
@@ -168,7 +170,12 @@ def test_a_fifth_kind_runs_the_functional_decode_through_its_placement(monkeypat
 def test_an_unregistered_kind_is_not_built():
     graph = _tiny_graph()
     with pytest.raises(EngineNotBuiltError, match="the fifth functional executor is not built"):
-        execute.functional_metrics(graph, load_system("groq-tsp"), hand_placement(graph, "fifth"))
+        execute.functional_metrics(
+            load_model(graph.model_name),
+            graph,
+            load_system("groq-tsp"),
+            hand_placement(graph, "fifth"),
+        )
 
 
 def test_options_reach_the_kind_that_reads_them():
@@ -177,13 +184,15 @@ def test_options_reach_the_kind_that_reads_them():
     graph = build_graph(load_model("tiny-llama"), pa.Workload(context=8, tokens=4, weights="hc1"))
     asic = load_system("taalas-hc1")
     plc = hand_placement(graph, "asic", {"block": 0})
-    eight = execute.functional_metrics(graph, asic, plc)
-    four = execute.functional_metrics(graph, asic, plc, asic_act_bits=4)
+    eight = execute.functional_metrics(load_model(graph.model_name), graph, asic, plc)
+    four = execute.functional_metrics(
+        load_model(graph.model_name), graph, asic, plc, asic_act_bits=4
+    )
     assert four["max_abs_logit_error"] > eight["max_abs_logit_error"]
     lpu, lpu_plc = load_system("groq-tsp"), hand_placement(graph, "lpu", units=2)
-    assert execute.functional_metrics(graph, lpu, lpu_plc, asic_act_bits=4) == (
-        execute.functional_metrics(graph, lpu, lpu_plc)
-    )
+    assert execute.functional_metrics(
+        load_model(graph.model_name), graph, lpu, lpu_plc, asic_act_bits=4
+    ) == (execute.functional_metrics(load_model(graph.model_name), graph, lpu, lpu_plc))
 
 
 # -- size limits of the numerics package -----------------------------------------------------------

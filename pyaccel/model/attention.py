@@ -1,7 +1,10 @@
-"""Attention ops of the decode graph: the context-dependent counts, the attention op itself, and
-the block around it (norm, projections, residual) for GQA and MLA layers."""
+"""Attention ops of the decode graph: the shape record a graph keeps of its attention, the
+context-dependent counts, the attention op itself, and the block around it (norm, projections,
+residual) for GQA and MLA layers."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,54 +13,111 @@ from .config import ModelConfig
 from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, vector_op
 
 
-def attention_counts(cfg: ModelConfig, work: Workload, layer: int, context):
+@dataclass(frozen=True)
+class AttentionShape:
+    """What a decode graph keeps of its model's attention, so that an attention op can be
+    rebuilt at any context or batch without the model config (all sizes in elements).
+
+    ``kind`` is ``gqa`` (grouped-query; MHA when ``n_kv_heads == n_heads``) or ``mla`` (latent
+    cache of ``kv_lora_rank + qk_rope_dim`` elements per token). ``windows`` has one entry per
+    layer: the tokens a layer attends to at most (its sliding window), 0 for full attention.
+    """
+
+    kind: str
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    kv_lora_rank: int
+    qk_nope_dim: int
+    qk_rope_dim: int
+    v_head_dim: int
+    sinks: bool
+    windows: tuple[int, ...]
+
+    @classmethod
+    def of(cls, cfg: ModelConfig) -> AttentionShape:
+        """The attention shape of ``cfg``."""
+        windows = tuple(
+            cfg.sliding_window if cfg.is_sliding(layer) else 0 for layer in range(cfg.n_layers)
+        )
+        return cls(cfg.attention, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.kv_lora_rank,
+                   cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim, cfg.attn_sinks,
+                   windows)  # fmt: skip
+
+    @property
+    def latent(self) -> bool:
+        """True for MLA: one latent K/V per token shared by every head (not split by heads)."""
+        return self.kind == "mla"
+
+    def window(self, layer: int) -> int:
+        """Tokens ``layer`` attends to at most: its sliding window, 0 when it sees them all."""
+        return self.windows[layer]
+
+    def is_sliding(self, layer: int) -> bool:
+        """True when ``layer`` attends only to the last ``window(layer)`` tokens."""
+        return self.windows[layer] > 0
+
+    @property
+    def kv_elems_per_token(self) -> int:
+        """KV-cache elements stored per token per layer (K and V, or MLA's latent + rope key)."""
+        if self.latent:
+            return self.kv_lora_rank + self.qk_rope_dim
+        return 2 * self.n_kv_heads * self.head_dim
+
+    @property
+    def q_width(self) -> int:
+        """Elements of the attention output per token (the query heads' value widths)."""
+        return self.n_heads * (self.v_head_dim if self.latent else self.head_dim)
+
+
+def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     """The context-dependent work of one layer's attention: (attended tokens, FLOPs, KV bytes
     read, KV bytes written) for ``context`` cached tokens. ``context`` may be an int or a NumPy
     integer array (every step of a trace at once, for the lower bound); integer arithmetic only,
     so both give the same numbers."""
     b = work.batch
     kv_fmt = work.kv_format
-    window = cfg.sliding_window if cfg.is_sliding(layer) else 0
+    window = att.window(layer)
     attended = np.minimum(context + 1, window) if window else context + 1
-    if cfg.attention == "mla":
-        lat = cfg.kv_lora_rank
-        per_token = 2 * cfg.n_heads * (lat + cfg.qk_rope_dim) + 2 * cfg.n_heads * lat
-        absorb = 2 * cfg.n_heads * lat * (cfg.qk_nope_dim + cfg.v_head_dim)
+    if att.latent:
+        lat = att.kv_lora_rank
+        per_token = 2 * att.n_heads * (lat + att.qk_rope_dim) + 2 * att.n_heads * lat
+        absorb = 2 * att.n_heads * lat * (att.qk_nope_dim + att.v_head_dim)
         flops = b * (per_token * attended + absorb)
     else:
-        flops = b * 4 * cfg.n_heads * cfg.head_dim * attended
-    elems = cfg.kv_elems_per_token_layer
+        flops = b * 4 * att.n_heads * att.head_dim * attended
+    elems = att.kv_elems_per_token
     # tokens already cached (attended - 1) are read; the new token's K/V is written
     kv_read = b * kv_fmt.tensor_bytes(attended - 1, elems, "kv") * (attended > 1)
     kv_write = b * kv_fmt.tensor_bytes(1, elems, "kv")
     return attended, flops, kv_read, kv_write
 
 
-def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> Op:
+def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) -> Op:
     """Attention of one new token per sequence over its cache (scores, softmax, weighted sum)."""
     b = work.batch
     kv_fmt = work.kv_format
-    window = cfg.sliding_window if cfg.is_sliding(layer) else 0
+    window = att.window(layer)
     resident_len = min(work.max_len, window) if window else work.max_len
-    elems = cfg.kv_elems_per_token_layer
+    elems = att.kv_elems_per_token
     attended, flops, kv_read, kv_write = (
-        int(v) for v in attention_counts(cfg, work, layer, context)
+        int(v) for v in attention_counts(att, work, layer, context)
     )
-    if cfg.attention == "mla":
+    if att.latent:
         # Absorbed MLA (as FlashMLA decodes): scores over the 576-wide latent+rope cache, the
         # weighted sum in the 512-wide latent; kv_b_proj's up-projections (W_UK, W_UV) are folded
         # into the query and output, so their weights are read here.
-        lat = cfg.kv_lora_rank
+        lat = att.kv_lora_rank
         w = work.weights_format.tensor_bytes(
-            cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim), lat, "attn"
+            att.n_heads * (att.qk_nope_dim + att.v_head_dim), lat, "attn"
         )
-        params = cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim) * lat
+        params = att.n_heads * (att.qk_nope_dim + att.v_head_dim) * lat
     else:
         w, params = 0, 0
-    if cfg.attn_sinks:
-        w += cfg.n_heads * SMALL_PARAM_BYTES
-        params += cfg.n_heads
-    q_width = cfg.n_heads * (cfg.v_head_dim if cfg.attention == "mla" else cfg.head_dim)
+    if att.sinks:
+        w += att.n_heads * SMALL_PARAM_BYTES
+        params += att.n_heads
+    q_width = att.q_width
     return Op(
         f"L{layer}.attention",
         layer,
@@ -78,7 +138,9 @@ def attention_op(cfg: ModelConfig, work: Workload, layer: int, context: int) -> 
     )
 
 
-def attention_block(cfg: ModelConfig, work: Workload, layer: int, context: int) -> list[Op]:
+def attention_block(
+    cfg: ModelConfig, att: AttentionShape, work: Workload, layer: int, context: int
+) -> list[Op]:
     """One layer's attention ops: norm, projections (MLA or GQA), attention over the cache,
     output projection and residual add, for ``work.batch`` tokens at ``context``."""
     b, h = work.batch, cfg.hidden
@@ -95,7 +157,7 @@ def attention_block(cfg: ModelConfig, work: Workload, layer: int, context: int) 
         f"L{layer}.attn_residual", layer, "attn_residual", "elementwise", "replicate", b, h, 1,
         reads=2,
     )  # fmt: skip
-    return [norm, *ops, attention_op(cfg, work, layer, context), o_proj, residual]
+    return [norm, *ops, attention_op(att, work, layer, context), o_proj, residual]
 
 
 def _mla_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list[Op], int]:

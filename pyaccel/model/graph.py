@@ -18,9 +18,14 @@ from functools import cached_property
 from ..errors import ConfigError
 from ..formats import FORMATS, HC1_ASSUMPTION, Format
 from ..workload import Workload
-from .attention import attention_block, attention_op
+from .attention import AttentionShape, attention_block, attention_op
 from .config import ModelConfig
-from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, vector_op
+from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, matmul_weight_bytes, vector_op
+
+# Op fields that are a whole number times the batch for every op but attention (tokens in the
+# step, FLOPs, activation and KV bytes); :meth:`DecodeGraph.with_workload` scales them.
+BATCH_LINEAR_FIELDS = ("m", "flops", "act_bytes", "kv_read_bytes", "kv_write_bytes",
+                       "resident_kv_bytes")  # fmt: skip
 
 GRAPH_ASSUMPTIONS = (
     "graph.activations_bf16: activations move between ops as bf16 (2 B/element)",
@@ -31,19 +36,31 @@ GRAPH_ASSUMPTIONS = (
 
 @dataclass(frozen=True)
 class DecodeGraph:
-    """The ops of one decode step of ``model`` under ``workload`` at cache length ``context``."""
+    """The ops of one decode step of a model under ``workload`` at cache length ``context``.
 
-    model: ModelConfig
+    The graph carries what engines, placers and bounds need of the model -- its name, widths,
+    layer count, the attention shape (to rebuild attention at any context) and the routed
+    experts (``n_experts``, ``top_k``; 0 for a dense model) -- and no model config: a graph at
+    another batch or context is made from the graph itself (:meth:`with_workload`).
+    """
+
+    model_name: str
+    hidden: int
+    vocab: int
+    n_layers: int
+    attention: AttentionShape
     workload: Workload
     context: int
     ops: tuple[Op, ...]
     left_out: tuple[str, ...]
     assumptions: tuple[str, ...]
+    n_experts: int = 0
+    top_k: int = 0
 
     @cached_property
     def layer_keys(self) -> tuple[int | str, ...]:
         """Layer keys in execution order: ``"embed"``, 0 .. n_layers-1, ``"head"``."""
-        return ("embed", *range(self.model.n_layers), "head")
+        return ("embed", *range(self.n_layers), "head")
 
     def ops_of(self, layer: int | str) -> tuple[Op, ...]:
         """The ops belonging to one layer key."""
@@ -81,17 +98,64 @@ class DecodeGraph:
         """Parameters of the model as built (MTP layers excluded; listed in ``left_out``)."""
         return sum(o.params for o in self.ops)
 
+    def attention_op(self, layer: int, context: int, workload: Workload | None = None) -> Op:
+        """``layer``'s attention op with ``context`` cached tokens, for this graph's workload or
+        ``workload`` (same formats; another batch or length)."""
+        return attention_op(self.attention, workload or self.workload, layer, context)
+
+    def attention_group(self, layer: int) -> int:
+        """A key shared by the layers whose attention costs the same at every context: its
+        window (0 for full attention). Engines re-cost one attention op per group and step."""
+        return self.attention.window(layer)
+
     def at_context(self, context: int) -> DecodeGraph:
         """The same step with ``context`` tokens in the cache (only attention ops change)."""
         if context == self.context:
             return self
         ops = tuple(
-            attention_op(self.model, self.workload, op.layer, context)
-            if op.kind == "attention"
-            else op
+            self.attention_op(op.layer, context) if op.kind == "attention" else op
             for op in self.ops
         )
         return replace(self, context=context, ops=ops)
+
+    def with_workload(self, workload: Workload, context: int | None = None) -> DecodeGraph:
+        """The step for another workload (batch, context, tokens, formats; unset weight formats
+        are this graph's), made from this graph alone: attention ops are rebuilt from the
+        attention shape, every other op's per-token counts scale with the batch, and weight
+        bytes are recounted from each matmul's tensors in the new formats, routed experts'
+        for the new batch's expected distinct experts. Same arithmetic as :func:`build_graph`,
+        so the two give equal graphs (a test holds them to it over the presets)."""
+        old = self.workload
+        if not workload.weights:
+            experts = workload.expert_weights or old.expert_weights
+            workload = replace(workload, weights=old.weights, expert_weights=experts)
+        work = workload.resolved(old.weights)
+        ctx = work.context if context is None else context
+        ops = tuple(self._op_for(op, work, ctx) for op in self.ops)
+        notes = tuple(n for n in self.assumptions if n != HC1_ASSUMPTION)
+        if "hc1" in (work.weights, work.expert_weights):
+            notes += (HC1_ASSUMPTION,)
+        return replace(self, workload=work, context=ctx, ops=ops, assumptions=notes)
+
+    def _op_for(self, op: Op, work: Workload, context: int) -> Op:
+        """``op`` of this graph as :func:`build_graph` makes it for ``work`` at ``context``."""
+        if op.kind == "attention":
+            return attention_op(self.attention, work, op.layer, context)
+        old_b, new_b = self.workload.batch, work.batch
+        fields = {}
+        if old_b != new_b:
+            fields = {f: getattr(op, f) // old_b * new_b for f in BATCH_LINEAR_FIELDS}
+            if op.kind == "embed":  # one embedding row read per token
+                fields["weight_bytes"] = op.weight_bytes // old_b * new_b
+        if op.tensors and op.role != "router":  # routers stay 16-bit (SMALL_PARAM_BYTES)
+            fmt = work.expert_weights_format if op.expert else work.weights_format
+            one = matmul_weight_bytes(op.tensors, fmt, op.role, op.bias)
+            count, stored = 1.0, 1
+            if op.expert:
+                count = expected_distinct_experts(self.n_experts, self.top_k, new_b)
+                stored = self.n_experts
+            fields.update(weight_bytes=round(one * count), resident_weight_bytes=one * stored)
+        return replace(op, **fields) if fields else op
 
     def to_dataframe(self):
         """The ops as a pandas DataFrame, one row per op."""
@@ -166,23 +230,30 @@ def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     return [norm, *body, residual]
 
 
+def expected_distinct_experts(n_experts: int, top_k: int, batch: int) -> float:
+    """Routed experts a step reads: E*(1-(1-k/E)^B), the expected distinct experts of ``batch``
+    tokens routed uniformly to ``top_k`` of ``n_experts`` (graph.moe_distinct_experts)."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** batch)
+
+
 def _moe_ops(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     """A MoE layer's router, routed experts (the expected distinct experts the batch reads) and
     shared experts."""
     b, h = work.batch, cfg.hidden
     e, k = cfg.n_experts, cfg.top_k
-    distinct = e * (1.0 - (1.0 - k / e) ** b)
+    distinct = expected_distinct_experts(e, k, b)
     router = matmul_op(
         f"L{layer}.router", layer, "router", "replicate", b, [(e, h)],
         FORMATS["bf16"],  # routers stay 16-bit (SMALL_PARAM_BYTES)
         "router", bias=cfg.router_bias,
     )  # fmt: skip
     ops = [replace(router, op_class="router")]
-    ops += _swiglu(
+    experts = _swiglu(
         layer, "experts_", "experts", "experts", b, h, cfg.expert_ffn,
         work.expert_weights_format, "expert",
         count=distinct, resident=e, bias=cfg.expert_bias, act_tokens=b * k,
     )  # fmt: skip
+    ops += [replace(op, expert=True) for op in experts]
     if cfg.n_shared_experts:
         shared_ffn = cfg.expert_ffn * cfg.n_shared_experts
         ops += _swiglu(layer, "shared_", "col", "row", b, h, shared_ffn, work.weights_format, "mlp")
@@ -222,48 +293,12 @@ def build_graph(
     check_graph_inputs(model, workload)
     work = workload.resolved(native_format)
     ctx = work.context if context is None else context
-    b, h, v = work.batch, model.hidden, model.vocab
-    wf = work.weights_format
-    ops: list[Op] = [
-        Op(
-            "embed",
-            "embed",
-            "embed",
-            "embedding",
-            "replicate",
-            m=b,
-            n=h,
-            k=v,
-            weight_bytes=b * h * SMALL_PARAM_BYTES,
-            act_bytes=ACT_BYTES * b * h,
-            resident_weight_bytes=v * h * SMALL_PARAM_BYTES,
-            params=v * h,
-        )
-    ]
+    ops: list[Op] = [_embed_op(model, work)]
+    att = AttentionShape.of(model)
     for layer in range(model.n_layers):
-        ops += attention_block(model, work, layer, ctx)
+        ops += attention_block(model, att, work, layer, ctx)
         ops += _mlp_block(model, work, layer)
-    head = matmul_op("lm_head", "head", "lm_head", "vocab", b, [(v, h)], wf, "head")
-    if model.tied_embeddings:  # the head reads the embedding table, which is stored once
-        head = replace(
-            head, weight_bytes=v * h * SMALL_PARAM_BYTES, resident_weight_bytes=0, params=0
-        )
-    ops += [
-        vector_op("final_norm", "head", "final_norm", "norm", "replicate", b, h, 4, params=h),
-        head,
-        Op(
-            "sampling",
-            "head",
-            "sampling",
-            "sampling",
-            "vocab",
-            m=b,
-            n=1,
-            k=v,
-            flops=b * v,
-            act_bytes=ACT_BYTES * b * v,
-        ),
-    ]
+    ops += _head_ops(model, work)
     left_out = []
     if model.mtp_layers:
         left_out.append(
@@ -273,4 +308,41 @@ def build_graph(
     notes = list(GRAPH_ASSUMPTIONS)
     if work.weights == "hc1" or work.expert_weights == "hc1":
         notes.append(HC1_ASSUMPTION)
-    return DecodeGraph(model, work, ctx, tuple(ops), tuple(left_out), tuple(notes))
+    return DecodeGraph(model.name, model.hidden, model.vocab, model.n_layers, att, work, ctx,
+                       tuple(ops), tuple(left_out), tuple(notes), model.n_experts,
+                       model.top_k)  # fmt: skip
+
+
+def _embed_op(model: ModelConfig, work: Workload) -> Op:
+    """The token embedding: one 16-bit row read per sequence from a ``vocab x hidden`` table."""
+    b, h, v = work.batch, model.hidden, model.vocab
+    return Op(
+        "embed",
+        "embed",
+        "embed",
+        "embedding",
+        "replicate",
+        m=b,
+        n=h,
+        k=v,
+        weight_bytes=b * h * SMALL_PARAM_BYTES,
+        act_bytes=ACT_BYTES * b * h,
+        resident_weight_bytes=v * h * SMALL_PARAM_BYTES,
+        params=v * h,
+    )
+
+
+def _head_ops(model: ModelConfig, work: Workload) -> list[Op]:
+    """Final norm, LM head (reading the embedding table when tied) and sampling."""
+    b, h, v = work.batch, model.hidden, model.vocab
+    head = matmul_op("lm_head", "head", "lm_head", "vocab", b, [(v, h)], work.weights_format,
+                     "head")  # fmt: skip
+    if model.tied_embeddings:  # the head reads the embedding table, which is stored once
+        head = replace(
+            head, weight_bytes=v * h * SMALL_PARAM_BYTES, resident_weight_bytes=0, params=0,
+            tensors=(),
+        )  # fmt: skip
+    sampling = Op("sampling", "head", "sampling", "sampling", "vocab", m=b, n=1, k=v,
+                  flops=b * v, act_bytes=ACT_BYTES * b * v)  # fmt: skip
+    norm = vector_op("final_norm", "head", "final_norm", "norm", "replicate", b, h, 4, params=h)
+    return [norm, head, sampling]

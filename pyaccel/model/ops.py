@@ -23,6 +23,10 @@ class Op:
     tensor parallelism divides it: ``col`` (output features; no communication), ``row`` (input
     features; an all-reduce of the output follows), ``heads``, ``experts`` (all-reduce follows),
     ``vocab`` (LM head; partial arg-max reduced), ``replicate`` (every rank does it all).
+    ``expert`` marks the ops of routed experts (their matmuls read the weights of the step's
+    distinct experts and store all of them; each runs on its experts' tokens only). A weight
+    matmul keeps its ``tensors`` (rows, cols), the ``role`` its format applies to and whether it
+    has a ``bias``, so its bytes can be recounted in another format.
     """
 
     name: str
@@ -41,6 +45,10 @@ class Op:
     resident_weight_bytes: int = 0
     resident_kv_bytes: int = 0
     params: int = 0
+    expert: bool = False
+    tensors: tuple[tuple[int, int], ...] = ()
+    role: str = ""
+    bias: bool = False
 
     @property
     def mem_bytes(self) -> int:
@@ -68,9 +76,7 @@ def matmul_op(
     """
     n = sum(r for r, _ in tensors)
     k = tensors[0][1]
-    one = sum(fmt.tensor_bytes(r, c, role) for r, c in tensors) + (
-        n * SMALL_PARAM_BYTES if bias else 0
-    )
+    one = matmul_weight_bytes(tensors, fmt, role, bias)
     params = sum(r * c for r, c in tensors) + (n if bias else 0)
     return Op(
         name,
@@ -86,6 +92,18 @@ def matmul_op(
         act_bytes=ACT_BYTES * m * (n + k),
         resident_weight_bytes=one * resident_count,
         params=params * resident_count,
+        tensors=tuple((int(r), int(c)) for r, c in tensors),
+        role=role,
+        bias=bias,
+    )
+
+
+def matmul_weight_bytes(tensors, fmt: Format, role: str, bias: bool) -> int:
+    """Bytes of one copy of a matmul's weight ``tensors`` in ``fmt`` (scales included) and of
+    its bias (16-bit, one per output feature)."""
+    n = sum(r for r, _ in tensors)
+    return sum(fmt.tensor_bytes(r, c, role) for r, c in tensors) + (
+        n * SMALL_PARAM_BYTES if bias else 0
     )
 
 

@@ -193,8 +193,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
-def _sequence_lengths(graph) -> tuple[int, int]:
-    cfg = graph.model
+def _sequence_lengths(cfg, graph) -> tuple[int, int]:
     n_gen = min(graph.workload.tokens, MAX_FUNCTIONAL_TOKENS)
     limit = cfg.max_position or (PROMPT_TOKENS + n_gen)
     return PROMPT_TOKENS, max(1, min(n_gen, limit - PROMPT_TOKENS))
@@ -239,21 +238,21 @@ def compare(ref: np.ndarray, got: np.ndarray, targets: list[int]) -> dict:
     }
 
 
-def functional_metrics(graph, system, placement, weights=None, **numerics_options) -> dict:
-    """Run the decode numerically through ``placement`` on ``system`` and compare with the fp32
-    reference over a token sequence; returns the SPEC §7 keys plus details."""
+def functional_metrics(cfg, graph, system, placement, weights=None, **numerics_options) -> dict:
+    """Run the decode of model ``cfg`` (its ``graph``) numerically through ``placement`` on
+    ``system`` and compare with the fp32 reference over a token sequence; returns the SPEC §7
+    keys plus details."""
     # non-finite values are caught and named by check_finite; numpy's overflow warnings would
     # only add stray stderr lines
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _functional_metrics(graph, system, placement, weights, **numerics_options)
+        return _functional_metrics(cfg, graph, system, placement, weights, **numerics_options)
 
 
-def _functional_metrics(graph, system, placement, weights, **numerics_options) -> dict:
-    cfg = graph.model
+def _functional_metrics(cfg, graph, system, placement, weights, **numerics_options) -> dict:
     check_supported(cfg)
     if weights is None:
         weights = load_weights(cfg, SEED)
-    n_prompt, n_gen = _sequence_lengths(graph)
+    n_prompt, n_gen = _sequence_lengths(cfg, graph)
     seq, ref = reference_run(cfg, weights, n_prompt, n_gen)
     nx = MachineNumerics(weights, graph, system, placement, **numerics_options)
     got = machine_logits(DecodeModel(cfg, nx, max_len=len(seq)), seq, n_prompt)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import CapacityError, ConfigError, PlacementError
-from ..model.graph import attention_op
 from ..sim import asic_design as design
 from ..units import fmt_bytes
 from .common import contiguous_partition
@@ -29,11 +28,11 @@ def check_etch(graph, system) -> None:
     if system.etch:
         return
     p = system.spec.params
-    if graph.model.name != p.etched_model:
+    if graph.model_name != p.etched_model:
         raise PlacementError(
             f"{system.name} is etched with {p.etched_model}; it cannot run "
-            f"{graph.model.name}. Pass --etch to design dies of this kind for "
-            f"{graph.model.name} and size how many are needed"
+            f"{graph.model_name}. Pass --etch to design dies of this kind for "
+            f"{graph.model_name} and size how many are needed"
         )
     work = graph.workload
     for flag, fmt in (("--weights", work.weights), ("--expert-weights", work.expert_weights)):
@@ -103,7 +102,7 @@ def kv_bytes(graph, layers, batch: int, max_len: int, shares: dict | None = None
     total = 0
     for k in layers:
         if isinstance(k, int):
-            n = attention_op(graph.model, work, k, 0).resident_kv_bytes
+            n = graph.attention_op(k, 0, work).resident_kv_bytes
             total += -(-n // (shares or {}).get(k, 1))
     return total
 
@@ -159,7 +158,7 @@ def check_kv(graph, system, assign) -> None:
     where = f"die {die} ({len(layers)} layer keys)" if n_dies(assign) > 1 else "the chip"
     more = " or more dies (--units)" if system.etch else ""
     raise CapacityError(
-        f"{graph.model.name} KV cache ({work.kv}) for batch {b} x {n} tokens (context "
+        f"{graph.model_name} KV cache ({work.kv}) for batch {b} x {n} tokens (context "
         f"{work.context} + {work.tokens} generated) needs {fmt_bytes(need)} of SRAM on "
         f"{where} of {system.name}, which holds {fmt_bytes(avail)} for KV after "
         f"{fmt_bytes(p.lora_sram_bytes)} for LoRA: at batch {b} each user fits {tokens} "
@@ -210,7 +209,7 @@ def build(graph, system, assign, reason: str = "") -> Placement:
     return Placement(
         system=system.name,
         kind="asic",
-        model=graph.model.name,
+        model=graph.model_name,
         n_units=count,
         capacity_bytes=cap,
         level_of=level_of,
@@ -261,7 +260,7 @@ def place_auto(graph, system) -> Placement:
             graph,
             system,
             _one_die(graph),
-            f"{system.name} is {graph.model.name} etched on one chip",
+            f"{system.name} is {graph.model_name} etched on one chip",
         )
     p = system.spec.params
     assign = assign_dies(graph, p)
@@ -274,7 +273,7 @@ def place_auto(graph, system) -> Placement:
     check_kv(graph, system, assign)  # raises with the numbers at the largest layout tried
     cap = rom_capacity_bytes(graph, p)
     why = (
-        f"--etch: {graph.model.name} at {graph.workload.weights} needs "
+        f"--etch: {graph.model_name} at {graph.workload.weights} needs "
         f"{fmt_bytes(graph.total_resident_weight_bytes)} of ROM; a die of this kind keeps "
         f"{fmt_bytes(design.kv_sram_bytes(p))} SRAM and has {design.die_logic_budget(p):.3g} "
         f"transistors left for ROM + lanes = {fmt_bytes(cap)} of this model's weights, so "
@@ -291,7 +290,7 @@ def place_units(graph, system, units: int) -> Placement:
     if not system.etch:
         if units != 1:
             raise PlacementError(
-                f"{system.name} holds all of {graph.model.name} on one chip; --units {units} "
+                f"{system.name} holds all of {graph.model_name} on one chip; --units {units} "
                 "would be independent replicas (run each with its own --batch): use --units 1"
             )
         return place_auto(graph, system)
@@ -299,7 +298,7 @@ def place_units(graph, system, units: int) -> Placement:
     need = n_dies(assign_dies(graph, p))
     if units < need:
         raise PlacementError(
-            f"{graph.model.name} at {graph.workload.weights} needs "
+            f"{graph.model_name} at {graph.workload.weights} needs "
             f"{fmt_bytes(graph.total_resident_weight_bytes)} of ROM; one etched die holds "
             f"{fmt_bytes(rom_capacity_bytes(graph, p))}: --units {need} would fit"
         )

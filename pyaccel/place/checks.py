@@ -43,7 +43,7 @@ def check_levels(plc, graph, system) -> None:
         check_etch(graph, system)
         if not system.etch and plc.n_units != 1:
             raise PlacementError(
-                f"{system.name} holds all of {graph.model.name} on one chip; a placement of "
+                f"{system.name} holds all of {graph.model_name} on one chip; a placement of "
                 f"{plc.n_units} units needs --etch (dies designed for the model)"
             )
 

@@ -85,7 +85,7 @@ def resident_parts(graph, layer) -> dict[str, int]:
     parts = dict.fromkeys(("routed experts", "linear weights", "16-bit tables and norms",
                            "KV cache"), 0)  # fmt: skip
     for op in graph.ops_of(layer):
-        if op.kind.startswith("experts_"):
+        if op.expert:
             parts["routed experts"] += op.resident_weight_bytes
         elif op.op_class == "matmul":
             parts["linear weights"] += op.resident_weight_bytes
@@ -124,7 +124,6 @@ def shrink_hint(
     from dataclasses import replace
 
     from ..formats import get_format
-    from ..model.graph import build_graph
 
     work = graph.workload
     biggest = max(parts, key=parts.get)
@@ -133,7 +132,7 @@ def shrink_hint(
         def fits(batch: int, max_len: int) -> bool:
             context = max(0, max_len - work.tokens)
             trial = replace(work, batch=batch, context=context, tokens=max_len - context)
-            trial_graph = build_graph(graph.model, trial)
+            trial_graph = graph.with_workload(trial)
             return can_fit(trial_graph) if can_fit else fewest(trial_graph) is not None
 
         told = kv_capacity_message(fits, work.batch, work.max_len)
@@ -154,7 +153,7 @@ def shrink_hint(
     trial = replace(work, **{field: small})
     if field == "weights" and work.expert_weights == work.weights:
         trial = replace(trial, expert_weights=small)
-    plc = fewest(build_graph(graph.model, trial, graph.context))
+    plc = fewest(graph.with_workload(trial, graph.context))
     if plc is None:
         return f"even {flag} {small} (the smallest format) does not fit"
     return f"{flag} {small} would fit on --units {plc.n_units}"

@@ -174,7 +174,7 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
     plc = Placement(
         system=sysm.name,
         kind=kind,
-        model=graph.model.name,
+        model=graph.model_name,
         n_units=n_units,
         capacity_bytes=cap[0],
         level_of=cap[1],

@@ -26,8 +26,8 @@ MAX_UNITS = 4096
 def tp_candidates(graph, spec: HardwareSpec) -> list[int]:
     """TP widths allowed for this model on this GPU: divisors of the KV heads (MLA: heads) that
     fit in one node, widest first."""
-    cfg = graph.model
-    heads = cfg.n_heads if cfg.attention == "mla" else cfg.n_kv_heads
+    att = graph.attention
+    heads = att.n_heads if att.latent else att.n_kv_heads
     node = int(spec.params.gpus_per_node)
     return [t for t in range(min(heads, node), 0, -1) if heads % t == 0]
 
@@ -87,7 +87,7 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
     keys = graph.layer_keys
     sizes = [sum(graph.resident_bytes(k)) for k in keys]
     stages = contiguous_partition(sizes, pp)
-    mla = graph.model.attention == "mla"
+    mla = graph.attention.latent
     slots = tuple(
         _slot(graph, k, [s * tp + r for r in range(tp)], s, mla)
         for k, s in zip(keys, stages, strict=True)
@@ -96,7 +96,7 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
     return Placement(
         system=spec.name,
         kind="gpu",
-        model=graph.model.name,
+        model=graph.model_name,
         n_units=tp * pp,
         capacity_bytes=cap,
         level_of=level_of,
@@ -147,18 +147,18 @@ def place_auto(graph, system) -> Placement:
         if plc is not None:
             t, p = plc.layout["tp"], plc.layout["pp"]
             why = (
-                f"{graph.model.name} needs {fmt_bytes(need)} resident (weights "
+                f"{graph.model_name} needs {fmt_bytes(need)} resident (weights "
                 f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
                 f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} holds "
                 f"{fmt_bytes(_usable(spec))} after the runtime's reservation, so at least "
                 f"{floor}; TP must divide {_heads_text(graph)} and fit one node of "
                 f"{int(spec.params.gpus_per_node)} GPUs, and replicated parts (norms, "
-                f"routers{', MLA latent cache' if graph.model.attention == 'mla' else ''}) "
+                f"routers{', MLA latent cache' if graph.attention.latent else ''}) "
                 f"take room on every rank: TP {t} x PP {p} = {units} is the fewest that fits"
             )
             return Placement(**{**plc.__dict__, "reason": why})
     raise PlacementError(
-        f"{graph.model.name} does not fit on any {spec.name} layout: {_no_fit_cause(graph, spec)}"
+        f"{graph.model_name} does not fit on any {spec.name} layout: {_no_fit_cause(graph, spec)}"
     )
 
 
@@ -215,8 +215,8 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
 
 
 def _heads_text(graph) -> str:
-    cfg = graph.model
-    return f"{cfg.n_heads} heads (MLA)" if cfg.attention == "mla" else f"{cfg.n_kv_heads} KV heads"
+    att = graph.attention
+    return f"{att.n_heads} heads (MLA)" if att.latent else f"{att.n_kv_heads} KV heads"
 
 
 def place_units(graph, system, units: int) -> Placement:
@@ -226,7 +226,7 @@ def place_units(graph, system, units: int) -> Placement:
     options = layouts(graph, spec, units)
     if not options:
         raise PlacementError(
-            f"{units} {spec.name} GPUs allow no TP x PP layout for {graph.model.name}: TP must "
+            f"{units} {spec.name} GPUs allow no TP x PP layout for {graph.model_name}: TP must "
             f"divide {_heads_text(graph)} and be <= {int(spec.params.gpus_per_node)}; valid TP "
             f"widths {tp_candidates(graph, spec)}"
         )
@@ -246,7 +246,7 @@ def place_units(graph, system, units: int) -> Placement:
     try:
         failed.check()
     except PlacementError as exc:
-        text = (f"{graph.model.name} does not fit on {units} {spec.name} (TP {tp} x PP {pp}): "
+        text = (f"{graph.model_name} does not fit on {units} {spec.name} (TP {tp} x PP {pp}): "
                 f"{exc}; {fit}")  # fmt: skip
         if kv:
             raise CapacityError(f"{text}; {kv}") from None
@@ -258,13 +258,11 @@ def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
     """How many users or tokens fit on ``units`` GPUs when only the KV cache is too big."""
     from dataclasses import replace
 
-    from ..model.graph import build_graph
-
     work = graph.workload
 
     def fits(batch: int, max_len: int) -> bool:
         context = max(0, max_len - work.tokens)
         trial = replace(work, batch=batch, context=context, tokens=max_len - context)
-        return best_for(build_graph(graph.model, trial, 0, work.weights), spec, units) is not None
+        return best_for(graph.with_workload(trial, 0), spec, units) is not None
 
     return kv_capacity_message(fits, work.batch, work.max_len)

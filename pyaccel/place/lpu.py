@@ -28,7 +28,7 @@ def _buffer_bytes(graph, layer) -> int:
     widest = max((max(op.n, op.k) for op in graph.ops_of(layer) if op.kind != "sampling"),
                  default=0)  # fmt: skip
     if layer == "head":
-        widest = max(widest, graph.model.vocab)
+        widest = max(widest, graph.vocab)
     return 4 * ACT_BYTES * graph.workload.batch * widest
 
 
@@ -91,7 +91,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     return Placement(
         system=spec.name,
         kind="lpu",
-        model=graph.model.name,
+        model=graph.model_name,
         n_units=units,
         capacity_bytes=cap,
         level_of=level_of,
@@ -145,12 +145,12 @@ def place_auto(graph, system) -> Placement:
     plc = fewest(graph, spec)
     if plc is None:
         raise CapacityError(
-            f"{graph.model.name} does not fit on any {spec.name} layout: "
+            f"{graph.model_name} does not fit on any {spec.name} layout: "
             f"{no_fit_cause(graph, spec)}"
         )
     units, t, pp = plc.n_units, plc.layout["tp"], plc.layout["pp"]
     why = (
-        f"{graph.model.name} needs {fmt_bytes(_need(graph))} resident (weights "
+        f"{graph.model_name} needs {fmt_bytes(_need(graph))} resident (weights "
         f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
         f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} chip holds "
         f"{fmt_bytes(cap)} of SRAM, so at least {floor}. Each pipeline stage is a "
@@ -203,7 +203,7 @@ def place_units(graph, system, units: int) -> Placement:
         failed.check()
     except PlacementError as exc:
         raise PlacementError(
-            f"{graph.model.name} does not fit on {units} {spec.name} chips (TP {t} x "
+            f"{graph.model_name} does not fit on {units} {spec.name} chips (TP {t} x "
             f"{failed.layout['pp']} stages): {exc}; {hint}"
         ) from None
     raise AssertionError("unreachable: a layout with shortfalls passed check()")

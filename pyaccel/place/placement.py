@@ -303,7 +303,7 @@ def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
     extra = [k for k in keys if k not in graph.layer_keys]
     if missing or extra:
         raise PlacementError(
-            f"placement does not match model {graph.model.name}: missing layers "
+            f"placement does not match model {graph.model_name}: missing layers "
             f"{missing[:5]}, unknown layers {extra[:5]}"
         )
     for s in plc.layers:

@@ -156,7 +156,7 @@ def _placement(graph, system, units: int, slots, layout: dict, reason: str = "")
     return Placement(
         system=system.spec.name,
         kind="wafer",
-        model=graph.model.name,
+        model=graph.model_name,
         n_units=units,
         capacity_bytes=cap,
         level_of=level_of,
@@ -287,7 +287,7 @@ def _why(graph, system, units: int, plc: Placement, tried) -> str:
     per = wid * hgt * _budget(p)
     opts = "; ".join(f"{label}: {t:,} cycles" for label, t in tried)
     return (
-        f"{graph.model.name} needs {fmt_bytes(need)} resident; one {system.spec.name} holds "
+        f"{graph.model_name} needs {fmt_bytes(need)} resident; one {system.spec.name} holds "
         f"{fmt_bytes(per)} in {wid}x{hgt} PEs x {_budget(p):,} B (48 KiB minus code and "
         f"buffers); {units} wafer(s) with contiguous layer blocks; placement_strategy "
         f"{_strategy(system)}, layouts that fit, one step each: {opts}; kept {_label(plc)}"
@@ -315,7 +315,7 @@ def place_auto(graph, system) -> Placement:
         if plc is not None:
             return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
     raise PlacementError(
-        f"{graph.model.name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
+        f"{graph.model_name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
     )
 
 
@@ -352,7 +352,7 @@ def _too_big(graph, system) -> str:
     hint = shrink_hint(graph, parts, lambda g: _fewest(g, system),
                        lambda g: _layers_fit_alone(g, system))  # fmt: skip
     return (
-        f"{graph.model.name} layer {key!r} alone does not fit one {system.spec.name}: over the "
+        f"{graph.model_name} layer {key!r} alone does not fit one {system.spec.name}: over the "
         f"whole {wid}x{hgt} PE grid its fullest PE needs {use:,} B of weight tiles and KV "
         f"cache, more than the {fit.budget:,} B each PE has after code and buffers; the layer "
         f"holds {parts_text(parts)}, and a layer split across wafers is not modelled, so no "
@@ -378,8 +378,8 @@ def place_units(graph, system, units: int) -> Placement:
     n_keys = len(graph.layer_keys)
     if units > n_keys:
         raise PlacementError(
-            f"{graph.model.name}: {name} for {n_keys} layer blocks (embedding, "
-            f"{graph.model.n_layers} layers, LM head): a layer split across wafers is not "
+            f"{graph.model_name}: {name} for {n_keys} layer blocks (embedding, "
+            f"{graph.n_layers} layers, LM head): a layer split across wafers is not "
             f"modelled, so at most --units {n_keys}"
         )
     if strat != "auto":
@@ -388,7 +388,7 @@ def place_units(graph, system, units: int) -> Placement:
         if others:
             verb = "does" if len(others) == 1 else "do"
             raise PlacementError(
-                f"{graph.model.name}: no {strat} layout fits on {name} (placement_strategy = "
+                f"{graph.model_name}: no {strat} layout fits on {name} (placement_strategy = "
                 f"{strat}), but {' and '.join(others)} {verb}: --set placement_strategy=auto; "
                 f"for {strat}, {_fit_hint(graph, system)}"
             )
@@ -407,13 +407,13 @@ def place_units(graph, system, units: int) -> Placement:
     try:
         failed.check()
     except PlacementError as exc:
-        raise PlacementError(f"{graph.model.name} does not fit on {name}: {exc}; {hint}") from None
+        raise PlacementError(f"{graph.model_name} does not fit on {name}: {exc}; {hint}") from None
     if use <= fit.budget:  # the bytes fit the whole grid, yet no layout does
         raise PlacementError(
-            f"{graph.model.name}: no layout fits on {name} (placement_strategy = {strat}); {hint}"
+            f"{graph.model_name}: no layout fits on {name} (placement_strategy = {strat}); {hint}"
         )
     raise PlacementError(
-        f"{graph.model.name} does not fit on {name}: wafer {worst}'s fullest PE needs "
+        f"{graph.model_name} does not fit on {name}: wafer {worst}'s fullest PE needs "
         f"{use:,} B of tiles and KV cache over its whole {wid}x{hgt} grid, "
         f"{use - fit.budget:,} B more than the {fit.budget:,} B left per PE after code and "
         f"buffers; {hint}"

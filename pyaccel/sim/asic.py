@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..model.graph import ACT_BYTES, attention_op
+from ..model.ops import ACT_BYTES
 from ..units import cycles, transfer_cycles
 from . import asic_design as design
 
@@ -142,8 +142,8 @@ class AsicCost:
         """One user's attention at ``context`` cached tokens: its share of K/V (KV heads split
         over a spanning layer's dies) over ``banks`` SRAM ports per die, MACs sized to consume
         them, absorbed MLA weights from ROM, softmax tree."""
-        cfg, s = self.graph.model, len(dies)
-        op = attention_op(cfg, self.one, layer, context)
+        s = len(dies)
+        op = self.graph.attention_op(layer, context, self.one)
         kv = op.kv_read_bytes + op.kv_write_bytes
         kv_c, mac_c = self.attention_cycles(kv, op.flops, layer, s, banks)
         kv_c, mac_c = int(kv_c), int(mac_c)
@@ -172,13 +172,13 @@ class AsicCost:
     def mac_lanes(self, layer: int, banks: int) -> float:
         """Attention MAC lanes of a layer per die: KV elements per cycle from its ports x MACs
         per element (query heads sharing each K/V element) x ``attn_mac_factor``."""
-        key = (self.graph.model.is_sliding(layer), banks)
+        key = (self.graph.attention.is_sliding(layer), banks)
         if key in self._macs:
             return self._macs[key]
-        cfg = self.graph.model
-        a0 = attention_op(cfg, self.one, layer, 0).flops
-        a1 = attention_op(cfg, self.one, layer, 1).flops
-        macs_per_elem = (a1 - a0) / 2 / cfg.kv_elems_per_token_layer
+        graph = self.graph
+        a0 = graph.attention_op(layer, 0, self.one).flops
+        a1 = graph.attention_op(layer, 1, self.one).flops
+        macs_per_elem = (a1 - a0) / 2 / graph.attention.kv_elems_per_token
         bits = self.one.kv_format.bits_for("kv")
         elems = banks * self.p.kv_sram_port_bytes * 8 / bits
         self._macs[key] = max(1.0, elems * macs_per_elem * self.p.attn_mac_factor)
@@ -204,7 +204,7 @@ def _gather_bytes(op, s: int, hidden: int) -> int:
     (s-1)/s of the op's output it lacks; experts stay local until their down projection's sum."""
     if s == 1 or op.kind.startswith("experts_gate_up"):
         return 0
-    if op.kind == "embed" or op.kind.startswith("experts_"):
+    if op.kind == "embed" or op.expert:
         return ACT_BYTES * hidden * (s - 1) // s
     if op.op_class in design.ROM_CLASSES:
         return ACT_BYTES * op.n * (s - 1) // s
@@ -233,7 +233,7 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
     cost = AsicCost(spec, graph)
     dies_of = {s.layer: tuple(s.units) for s in placement.layers}
     banks_of = kv_banks_of(placement, spec.params)
-    hidden = graph.model.hidden
+    hidden = graph.hidden
     stages: list[Stage] = []
     attn: list[tuple] = []
     ops = graph.ops
@@ -275,7 +275,7 @@ def occupancy(graph, spec, stages, attn, n_steps: int) -> np.ndarray:
     occ = np.tile(base, (n_steps, 1))
     groups: dict = {}
     for idx, layer, dies, banks in attn:
-        key = (graph.model.is_sliding(layer), len(dies), banks)
+        key = (graph.attention.is_sliding(layer), len(dies), banks)
         groups.setdefault(key, []).append((idx, layer, dies))
     for (_, _, banks), members in groups.items():
         rep, dies = members[0][1], members[0][2]
@@ -296,9 +296,7 @@ def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     step against the graph's op), else None. Same arithmetic as :meth:`AsicCost.attention`."""
     if n_steps < 3:
         return None
-    ops = [
-        attention_op(cost.graph.model, cost.one, layer, context + t) for t in (0, 1, n_steps - 1)
-    ]
+    ops = [cost.graph.attention_op(layer, context + t, cost.one) for t in (0, 1, n_steps - 1)]
     kv = [o.kv_read_bytes + o.kv_write_bytes for o in ops]
     fl = [o.flops for o in ops]
     d_kv, d_fl = kv[1] - kv[0], fl[1] - fl[0]

@@ -95,7 +95,7 @@ def budget(graph, p) -> Budget:
     sram_t = p.transistors - rom - logic
     sram = max(0, int(sram_t // (8 * p.sram_transistors_per_bit)))
     return Budget(
-        graph.model.name,
+        graph.model_name,
         graph.workload.weights,
         p.transistors,
         bits,

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError, EngineNotBuiltError
 from ..hw.spec import System
+from ..model.config import ModelConfig
 from ..trace import Trace
 from ..units import CycleRangeError
 from ..workload import Workload
@@ -122,7 +123,7 @@ def emulate(
     trace = Trace(
         system=system.name,
         kind=system.kind,
-        model=graph.model.name,
+        model=graph.model_name,
         units=placement.n_units,
         clock_hz=system.spec.clock_hz,
         power_w=system.spec.power_w,
@@ -139,11 +140,11 @@ def emulate(
         resource_classes=engine.RESOURCES,
         meta={**meta, "placement_reason": placement.reason},
         arrays=arrays,
-        inputs=(graph.model, system, placement, work),
+        inputs=(model_or_graph, system, placement, work),
     )
     trace.op_bounds = first_step_op_bounds(bound, system, placement, trace.events, meta)
     if functional:
-        trace.functional = _functional(graph, system, placement)
+        trace.functional = _functional(model_or_graph, graph, system, placement)
     return trace
 
 
@@ -167,15 +168,21 @@ def _bound_cycles_per_step(bound: StepBounds, work: Workload, system: System) ->
         raise ConfigError(_overflow_message(system)) from None
 
 
-def _functional(graph, system, placement) -> dict:
-    """Numerics of the same graph through the placement (``pyaccel.numerics.execute``)."""
+def _functional(model, graph, system, placement) -> dict:
+    """Numerics of the same graph through the placement (``pyaccel.numerics.execute``); the
+    reference forward pass needs the model config (its weights), not only the graph."""
     from importlib.util import find_spec
 
     if find_spec("pyaccel.numerics.execute") is None:
         raise EngineNotBuiltError("functional emulation (numerics) is not built yet")
+    if not isinstance(model, ModelConfig):
+        raise ConfigError(
+            "emulate(functional=True) runs the model's weights: pass its ModelConfig, not a "
+            "DecodeGraph"
+        )
     from ..numerics import execute
 
-    return execute.functional_metrics(graph, system, placement)
+    return execute.functional_metrics(model, graph, system, placement)
 
 
 def _overflow_message(system: System) -> str:

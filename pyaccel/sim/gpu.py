@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.graph import ACT_BYTES
+from ..model.ops import ACT_BYTES
 from ..units import cycles
 from .pipeline import micro_batch_sizes, pipeline_cycles
 
@@ -118,7 +118,7 @@ class GpuCost:
 
     def _rate(self, op) -> float:
         if op.op_class == "matmul":
-            return self.rates["experts" if op.kind.startswith("experts_") else "weights"]
+            return self.rates["experts" if op.expert else "weights"]
         if op.op_class == "attention":
             return self.rates["kv"]
         return 0.0  # vector ops: memory-bound (gpu.vector_ops_memory_bound)
@@ -162,7 +162,7 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
     """Kernels of one micro-batch pass, in order, with collectives and stage transfers."""
     out: list[Kernel] = []
     tp, pending_reduce = cost.tp, False
-    act = ACT_BYTES * graph.workload.batch * graph.model.hidden
+    act = ACT_BYTES * graph.workload.batch * graph.hidden
     for i, op in enumerate(graph.ops):
         stage = stage_of[op.layer]
         if op.kind.endswith("residual"):  # fused into the next norm (gpu.fusion)
@@ -201,7 +201,7 @@ def roofline_rates(spec, work) -> dict:
 
     def compute(op) -> float:
         if op.op_class == "matmul":
-            return experts if op.kind.startswith("experts_") else weights
+            return experts if op.expert else weights
         return kv if op.op_class == "attention" else 0.0
 
     return {
@@ -241,7 +241,7 @@ def _attention_classes(graph, kernels: list[Kernel]) -> dict:
     groups: dict = {}
     for i, k in enumerate(kernels):
         if k.op.endswith(".attention"):
-            key = (k.stage, graph.model.is_sliding(k.layer))
+            key = (k.stage, graph.attention.is_sliding(k.layer))
             groups.setdefault(key, []).append(i)
     return groups
 
@@ -253,12 +253,10 @@ class _GpuPass:
     def __init__(self, graph, size: int, system, cost: GpuCost, stage_of: dict, pp: int):
         from dataclasses import replace
 
-        from ..model.graph import build_graph
-
         work = graph.workload
         if size != work.batch:
             work = replace(work, batch=size)
-            graph = build_graph(graph.model, work, graph.context, system.spec.native_format)
+            graph = graph.with_workload(work, graph.context)
         self.graph, self.cost = graph, cost
         self.kernels = _kernels_for(graph, cost, stage_of, int(system.spec.params.gpus_per_node))
         self.groups = _attention_classes(graph, self.kernels)
@@ -269,12 +267,10 @@ class _GpuPass:
         """Cycles of each stage at ``ctx``; with ``keep`` the pass's kernels are updated too."""
         from dataclasses import replace
 
-        from ..model.graph import attention_op
-
         graph, kernels = self.graph, self.kernels
         stage_c = list(self.base_c)
         for (stage, _), idx in self.groups.items():
-            op = attention_op(graph.model, graph.workload, kernels[idx[0]].layer, ctx)
+            op = graph.attention_op(kernels[idx[0]].layer, ctx)
             k = self.cost.kernel(op, stage)
             stage_c[stage] += k.cycles * len(idx)
             if keep:
@@ -303,7 +299,7 @@ def emulate(graph, system, placement, event_steps, progress=None):
         work.weights_format.compute,
         work.expert_weights_format.compute,
         work.kv_format.compute,
-        graph.model.attention == "mla",
+        graph.attention.latent,
     )
     passes = {size: _GpuPass(graph, size, system, cost, stage_of, pp) for size in set(sizes)}
     first = passes[sizes[0]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.graph import ACT_BYTES, attention_op
+from ..model.ops import ACT_BYTES
 from .lpu_net import Network
 from .lpu_program import INPUT, ChipModel, Program
 from .pipeline import micro_batch_sizes, pipeline_cycles
@@ -73,7 +73,7 @@ def _share(x: int, tp: int, sharded: bool) -> int:
     return -(-x // tp) if sharded and tp > 1 else x
 
 
-def _op_plan(op, cfg, tp: int) -> tuple:
+def _op_plan(op, graph, tp: int) -> tuple:
     """The instruction patterns of one graph op on one chip of a ``tp``-wide group."""
     m = op.m
     sharded = op.split != "replicate"
@@ -86,11 +86,11 @@ def _op_plan(op, cfg, tp: int) -> tuple:
     if op.op_class in ("matmul", "router"):
         steps = [("gemv", _share(_read_elems(op), tp, sharded), m)]
         if tp > 1 and op.split in ("row", "experts"):
-            out = op.n if op.split == "row" else cfg.hidden
+            out = op.n if op.split == "row" else graph.hidden
             steps.append(("allreduce", ACT_BYTES * m * out))
         return tuple(steps)
     if op.op_class == "attention":
-        return _attention_plan(op, cfg, tp)
+        return _attention_plan(op, graph.attention, tp)
     if op.kind == "sampling":
         return (("reduce", _share(op.k, tp, True) * m), ("allgather", 8 * m))
     width = _share(op.n, tp, sharded) * m
@@ -98,16 +98,16 @@ def _op_plan(op, cfg, tp: int) -> tuple:
     return (("vector", width, per_elem),)
 
 
-def _attention_plan(op, cfg, tp: int) -> tuple:
+def _attention_plan(op, att, tp: int) -> tuple:
     """Write the new K/V, install K and stream the query group (scores), softmax (max reduce,
     exp, sum reduce, scale), install V and stream the probabilities (weighted sum)."""
     b = op.m
-    mla = cfg.attention == "mla"
-    heads = -(-cfg.n_heads // tp)
-    kv_heads = 1 if mla else -(-cfg.n_kv_heads // tp)
+    mla = att.latent
+    heads = -(-att.n_heads // tp)
+    kv_heads = 1 if mla else -(-att.n_kv_heads // tp)
     group = max(1, -(-heads // kv_heads))
-    per_tok = cfg.kv_elems_per_token_layer  # K+V elements of one token (all KV heads)
-    kv_share = 1 if mla else max(1, min(tp, cfg.n_kv_heads))
+    per_tok = att.kv_elems_per_token  # K+V elements of one token (all KV heads)
+    kv_share = 1 if mla else max(1, min(tp, att.n_kv_heads))
     attended = op.k
     kv_elems = -(-b * attended * per_tok // kv_share)
     write = -(-op.kv_write_bytes // kv_share)
@@ -228,7 +228,7 @@ class LpuSim:
         self._attn_layer: dict = {}
         for i, (chips, _) in enumerate(self.stages):
             for _, layer in self._holes[i]:
-                kind = (len(chips), graph.model.is_sliding(layer))
+                kind = (len(chips), graph.attention.is_sliding(layer))
                 self._attn_layer.setdefault(kind, layer)
         self._attn_kinds = tuple(self._attn_layer)
         self._last_attn, self._last_cycles = None, ()
@@ -243,7 +243,7 @@ class LpuSim:
         a, b = self.stages[i][0], self.stages[nxt][0]
         same = a[0] // self.node_size == b[0] // self.node_size
         batch = self.graph.workload.batch
-        n_bytes = ACT_BYTES * batch * self.graph.model.hidden if nxt else 4 * batch
+        n_bytes = ACT_BYTES * batch * self.graph.hidden if nxt else 4 * batch
         return self.net.stage_hop(len(a), len(b), n_bytes, same)
 
     def stage_plans(self, graph, i: int) -> tuple[tuple, list]:
@@ -252,8 +252,7 @@ class LpuSim:
         ops = [op for key in layers for op in graph.ops_of(key)]
         tp = len(chips)
         plans = tuple(
-            tuple(_canonical(self.chip, tp, st) for st in _op_plan(op, graph.model, tp))
-            for op in ops
+            tuple(_canonical(self.chip, tp, st) for st in _op_plan(op, graph, tp)) for op in ops
         )
         return plans, ops
 
@@ -287,19 +286,22 @@ class LpuSim:
         that context, without rebuilding the graph: only attention plans are re-made, once per
         (tp, sliding window or not), and a stage's cycles are kept per attention plan (a step
         whose attention plans all equal the previous step's returns the previous cycles)."""
-        cfg, work = self.graph.model, self.graph.workload
+        graph = self.graph
         attn = {}
         for kind in self._attn_kinds:
             tp, layer = kind[0], self._attn_layer[kind]
-            op = attention_op(cfg, work, layer, context)
-            attn[kind] = tuple(_canonical(self.chip, tp, st) for st in _attention_plan(op, cfg, tp))
+            op = graph.attention_op(layer, context)
+            plan = _attention_plan(op, graph.attention, tp)
+            attn[kind] = tuple(_canonical(self.chip, tp, st) for st in plan)
         key_all = tuple(attn[k] for k in self._attn_kinds)
         if key_all == self._last_attn:
             return list(self._last_cycles)
         out = []
         for i, (chips, _) in enumerate(self.stages):
             tp = len(chips)
-            plans = tuple(attn[(tp, cfg.is_sliding(layer))] for _, layer in self._holes[i])
+            plans = tuple(
+                attn[(tp, graph.attention.is_sliding(layer))] for _, layer in self._holes[i]
+            )
             key = (i, plans)
             hit = self._stage_memo.get(key)
             if hit is None:
@@ -389,12 +391,10 @@ def _micro_graph(graph, size: int, native_format: str):
     """``graph`` for a micro-batch of ``size`` sequences."""
     from dataclasses import replace
 
-    from ..model.graph import build_graph
-
     work = graph.workload
     if size == work.batch:
         return graph
-    return build_graph(graph.model, replace(work, batch=size), graph.context, native_format)
+    return graph.with_workload(replace(work, batch=size), graph.context)
 
 
 def emulate(graph, system, placement, event_steps, progress=None):

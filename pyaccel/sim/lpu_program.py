@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import get as get_kernel
-from ..model.graph import ACT_BYTES
+from ..model.ops import ACT_BYTES
 
 INPUT = -2  # a fragment's dependency on the previous op's output, filled in when joined
 

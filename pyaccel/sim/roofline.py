@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model.attention import attention_counts, attention_op
-from ..model.graph import build_graph
 from ..model.ops import ACT_BYTES
 from ..units import MAX_CYCLES, CycleRangeError
 from ..workload import Workload
@@ -130,9 +129,7 @@ class StepBounds:
         self.rates = engine_module(system.kind).roofline_rates(system.spec, graph.workload)
         self.unit_sets = {s.layer: s.units for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
-        self.one = build_graph(
-            graph.model, replace(graph.workload, batch=1), graph.context, graph.workload.weights
-        )
+        self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
         self.fixed_totals: dict = {}
@@ -142,12 +139,12 @@ class StepBounds:
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
         self.groups: dict = {}  # (sliding, units) -> attention layers
-        for layer in range(graph.model.n_layers):
-            key = (graph.model.is_sliding(layer), self.unit_sets[layer])
+        for layer in range(graph.n_layers):
+            key = (graph.attention.is_sliding(layer), self.unit_sets[layer])
             self.groups.setdefault(key, []).append(layer)
 
     def _bound(self, op) -> OpBound:
-        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.model.hidden)
+        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden)
 
     def at(self, context: int, with_ops: bool = False) -> Roofline:
         """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only
@@ -155,8 +152,8 @@ class StepBounds:
         chain, totals, attn_ops = self.one_fixed, dict(self.fixed_totals), []
         for (_, units), layers in self.groups.items():
             rep = layers[0]
-            full = self._bound(attention_op(self.graph.model, self.graph.workload, rep, context))
-            one = self._bound(attention_op(self.graph.model, self.one.workload, rep, context))
+            full = self._bound(self.graph.attention_op(rep, context))
+            one = self._bound(self.one.attention_op(rep, context))
             chain += one.seconds * len(layers)
             _add_times(totals, units, full.times, len(layers))
             if with_ops:
@@ -173,7 +170,7 @@ class StepBounds:
         context-independent part bounded once in ``__init__``. Same sums in the same order as
         :meth:`at`, so the two agree to rounding (a test holds them to 1e-12)."""
         ctx = np.asarray(contexts, dtype=np.int64)
-        model, rates = self.graph.model, self.rates
+        att, rates = self.graph.attention, self.rates
         mem_res, comp_res = rates["mem_resource"], rates["compute_resource"]
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
         totals = {
@@ -182,10 +179,10 @@ class StepBounds:
         for (_, units), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
-            rate = rates["compute"](attention_op(model, self.graph.workload, rep, int(ctx[0])))
+            rate = rates["compute"](self.graph.attention_op(rep, int(ctx[0])))
             for work, is_full in ((self.graph.workload, True), (self.one.workload, False)):
-                w = attention_op(model, work, rep, int(ctx[0])).weight_bytes
-                _, flops, kv_read, kv_write = attention_counts(model, work, rep, ctx)
+                w = attention_op(att, work, rep, int(ctx[0])).weight_bytes
+                _, flops, kv_read, kv_write = attention_counts(att, work, rep, ctx)
                 times = {mem_res: (w + kv_read + kv_write) / (n * rates["mem"])}
                 if rate:
                     times[comp_res] = flops / (n * rate)
@@ -226,7 +223,8 @@ def first_step_op_bounds(bounds: StepBounds, system, placement, events, meta: di
     size = int(meta.get("micro_batch_size", work.batch))
     if size == work.batch:  # the run's own graph: no second graph to build
         return _op_bound_columns(step, bounds.at(context, with_ops=True).ops)
-    roof = roofline(bounds.graph.model, system, placement, replace(work, batch=size), context)
+    micro = bounds.graph.with_workload(replace(work, batch=size), context)
+    roof = roofline(micro, system, placement, micro.workload, context)
     return _op_bound_columns(step, roof.ops)
 
 

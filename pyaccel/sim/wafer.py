@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..model.graph import ACT_BYTES, attention_op, build_graph
+from ..model.ops import ACT_BYTES
 from ..units import cycles
 from .pipeline import micro_batch_sizes, pipeline_cycles
 from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
@@ -157,13 +157,13 @@ class WaferPass:
             return []
         c, p = self.coster.c, self.spec.params
         m = self.graph.workload.batch
-        elems = m if loopback else m * _ceil(self.graph.model.hidden, b.w)
+        elems = m if loopback else m * _ceil(self.graph.hidden, b.w)
         cost = OpCost()
         stage = self.stage_of[dst_key]
         name = "token_loopback" if loopback else f"handoff_{src_key}_{dst_key}"
         if a.wafer != b.wafer:
             out_hops = int(p.usable_width_pes) - (a.x0 + a.w)
-            n_bytes = m * (1 if loopback else self.graph.model.hidden) * ACT_BYTES
+            n_bytes = m * (1 if loopback else self.graph.hidden) * ACT_BYTES
             io = cycles(p.system_io_latency_s + n_bytes / p.system_io_bytes_per_s, p.clock_hz)
             out_cost = OpCost()
             multicast(out_cost, c, 1, 0, elems, 0, 0, lead=max(1, out_hops))
@@ -184,7 +184,7 @@ class WaferPass:
         graph = self.graph
         for idx, axis in self.attention:
             e = out[idx]
-            op = attention_op(graph.model, graph.workload, e.layer, context)
+            op = graph.attention_op(e.layer, context)
             cost, _ = self.coster.op_cost(op, e.region.w, e.region.h, axis)
             out[idx] = replace(e, cost=cost, n_bytes=op.mem_bytes, flops=op.flops)
         return out
@@ -202,7 +202,7 @@ def _micro_graph(graph, size: int):
     work = graph.workload
     if size == work.batch:
         return graph
-    return build_graph(graph.model, replace(work, batch=size), graph.context, work.weights)
+    return graph.with_workload(replace(work, batch=size), graph.context)
 
 
 def passes_for(graph, system, placement) -> tuple[dict, list[int]]:

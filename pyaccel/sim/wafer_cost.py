@@ -210,7 +210,7 @@ class RegionCoster:
 
     def __init__(self, spec, graph):
         self.c = Costs.of(spec.params)
-        self.model = graph.model
+        self.graph, self.att = graph, graph.attention
         self.work = graph.workload
         self.kv_bytes = self.work.kv_format.tensor_bytes(1, 4096, "kv") / 4096
         self._memo: dict = {}
@@ -232,11 +232,11 @@ class RegionCoster:
             la = lens[axis]
             if op.op_class in ("matmul", "router"):
                 red, out = lens[axis], lens[1 - axis]
-                if op.kind.startswith("experts_"):
+                if op.expert:
                     sw, sh, _ = self.expert_regions(w, h)
                     red, out = (sw, sh)[axis], (sw, sh)[1 - axis]
                     tile = _ceil(op.n, out) * _ceil(op.k, red)
-                    one = op.resident_weight_bytes / max(1, self.model.n_experts)
+                    one = op.resident_weight_bytes / max(1, self.graph.n_experts)
                     weights += math.ceil(one * tile / max(1, op.n * op.k))
                     axis = 1 - axis
                     continue
@@ -256,7 +256,7 @@ class RegionCoster:
     def kv_pe_bytes(self, op, w: int, h: int) -> int:
         """KV-cache bytes of one attention op on the fullest PE: tokens along A, features along
         B, for every sequence of the batch."""
-        elems = self.model.kv_elems_per_token_layer
+        elems = self.att.kv_elems_per_token
         b = self.work.batch
         length = round(op.resident_kv_bytes / max(1e-9, b * elems * self.kv_bytes))
         return math.ceil(_ceil(length, w) * _ceil(elems, h) * b * self.kv_bytes)
@@ -293,7 +293,7 @@ class RegionCoster:
     def _gemv(self, op, lens, axis) -> OpCost:
         c, m = self.c, op.m
         red, out = lens[axis], lens[1 - axis]
-        if op.kind.startswith("experts_"):
+        if op.expert:
             return self._experts_gemv(op, lens, axis)
         k_pe, n_pe = _ceil(op.k, red), _ceil(op.n, out)
         fmacs = m * k_pe * n_pe
@@ -307,7 +307,7 @@ class RegionCoster:
     def expert_regions(self, w: int, h: int) -> tuple[int, int, int]:
         """(sub-region width, height, columns of sub-regions): each routed expert owns a band of
         the layer's region, ``min(h, E)`` bands along B, and more columns when E > h."""
-        e = max(1, self.model.n_experts)
+        e = max(1, self.graph.n_experts)
         rows = min(h, e)
         cols = -(-e // rows)
         return max(1, w // cols), max(1, h // rows), cols
@@ -318,7 +318,7 @@ class RegionCoster:
         gate/up projection first multicasts the input to sub-regions narrower than the region,
         the down projection is followed by the top-k combine (an all-reduce along B of the
         region, where the experts' bands lie)."""
-        c, cfg = self.c, self.model
+        c, cfg = self.c, self.graph
         sw, sh, cols = self.expert_regions(*lens)
         red, out = (sw, sh)[axis], (sw, sh)[1 - axis]
         one = op.resident_weight_bytes / max(1, cfg.n_experts)
@@ -346,7 +346,7 @@ class RegionCoster:
         cost = OpCost()
         segs = 1
         if op.split == "heads":  # per-head norms (qk_norm): one segment per head
-            segs = self.model.n_heads + self.model.n_kv_heads
+            segs = self.att.n_heads + self.att.n_kv_heads
         allreduce(cost, c, n, max(1, n // segs), m, pre, axis)
         cost.add_local(local(c, lane_ops=2 * m * w_pe, rd=4 * m * w_pe, wr=2 * m * w_pe,
                              issues=2 * m))  # fmt: skip
@@ -354,10 +354,10 @@ class RegionCoster:
 
     def _elementwise(self, op, lens, axis) -> OpCost:
         c, m, n = self.c, op.m, lens[axis]
-        if op.kind.startswith("experts_"):  # on each active expert's band, its tokens only
+        if op.expert:  # on each active expert's band, its tokens only
             sw, sh, _ = self.expert_regions(*lens)
             n = (sw, sh)[axis]
-            active = min(self.model.n_experts, max(1, op.m))
+            active = min(self.graph.n_experts, max(1, op.m))
             m = max(1, math.ceil(op.m / active))
         w_pe = _ceil(op.n, n)
         reads = max(1, op.act_bytes // max(1, 2 * op.m * op.n) - 1)
@@ -421,12 +421,12 @@ class RegionCoster:
         Phases: (0) GQA: each PE gets the query slices of the other heads of its group (a shift
         inside the segment); (1) partial scores, all-reduced along B per segment; (2) max and
         (3) exp-sum all-reduced along A; (4) P.V partials all-reduced along A."""
-        c, m, cfg = self.c, op.m, self.model
+        c, m, cfg = self.c, op.m, self.att
         w, h = lens
-        mla = cfg.attention == "mla"
+        mla = cfg.latent
         kvh = 1 if mla else cfg.n_kv_heads
         group = cfg.n_heads // kvh
-        k_width = cfg.kv_elems_per_token_layer if mla else cfg.kv_elems_per_token_layer // 2
+        k_width = cfg.kv_elems_per_token if mla else cfg.kv_elems_per_token // 2
         tok_pe = _ceil(op.k, w)
         d_pe = _ceil(k_width, h)
         seg = max(1, h // kvh)

@@ -58,7 +58,7 @@ class GpuExecutor(Executor):
 
     def combine(self, n_parts: int, expert_ids: list[int], parts: list[np.ndarray]) -> np.ndarray:
         """Experts on ranks in contiguous blocks: per-rank fp32 sums, then the all-reduce."""
-        n_exp = self.graph.model.n_experts
+        n_exp = self.graph.n_experts
         ranks: dict[int, np.ndarray] = {}
         for e, p in zip(expert_ids, parts, strict=True):
             r = e * n_parts // n_exp
