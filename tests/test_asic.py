@@ -16,6 +16,7 @@ from pyaccel import kernels
 from pyaccel.errors import CapacityError, ConfigError, PlacementError
 from pyaccel.kernels import reference_asic
 from pyaccel.sim import asic, asic_design
+from pyaccel.sim.contract import StepShape
 from pyaccel.sim.engine import emulate
 
 HC1 = "taalas-hc1"
@@ -202,10 +203,10 @@ def test_vectorised_attention_matches_per_step_costs(model, work, etch):
     system = pa.load_system(HC1, units="auto", etch=etch)
     plc = pa.place(cfg, system, work)
     graph = pa.build_graph(cfg, work, None, "hc1")
-    stages, attn = asic.build_stages(graph, system.spec, plc)
-    occ = asic.occupancy(graph, system.spec, stages, attn, work.tokens)
+    pipe = asic.AsicPipeline(graph, system, plc)
+    occ = pipe.occupancy(StepShape(graph, work.context, pipe.group_key), work.tokens)
     cost = asic.AsicCost(system.spec, graph)
-    for idx, layer, dies, banks in attn:
+    for idx, layer, dies, banks in pipe.attn:
         per_step = [cost.attention(layer, work.context + t, dies, banks).occ
                     for t in range(work.tokens)]  # fmt: skip
         assert occ[:, idx].tolist() == per_step

@@ -26,6 +26,7 @@ import numpy as np
 from ..model.ops import ACT_BYTES
 from ..units import cycles, transfer_cycles
 from . import asic_design as design
+from .contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {
@@ -267,27 +268,16 @@ def hardware_ids(stages) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def occupancy(graph, spec, stages, attn, n_steps: int) -> np.ndarray:
-    """``occ[t, s]``: busy cycles of stage ``s`` per token at step ``t`` (context grows by one
-    per step; attention re-costed once per distinct (window, dies, banks) group and step)."""
-    cost = AsicCost(spec, graph)
-    base = np.array([s.occ for s in stages], dtype=np.int64)
-    occ = np.tile(base, (n_steps, 1))
-    groups: dict = {}
-    for idx, layer, dies, banks in attn:
-        key = (graph.attention.is_sliding(layer), len(dies), banks)
-        groups.setdefault(key, []).append((idx, layer, dies))
-    for (_, _, banks), members in groups.items():
-        rep, dies = members[0][1], members[0][2]
-        col = _affine_attention(cost, rep, dies, banks, graph.context, n_steps)
-        if col is None:  # e.g. a sliding window fills up during the run: cost every step
-            col = np.array(
-                [cost.attention(rep, graph.context + t, dies, banks).occ for t in range(n_steps)],
-                dtype=np.int64,
-            )
-        for idx, _, _ in members:
-            occ[:, idx] = col
-    return occ
+def _attention_column(cost, first: StepShape, layer, dies, banks, n_steps: int) -> np.ndarray:
+    """Busy cycles of ``layer``'s attention block at each of ``n_steps`` steps from ``first``'s
+    context (the context grows by one a step)."""
+    col = _affine_attention(cost, layer, dies, banks, first.context, n_steps)
+    if col is None:  # e.g. a sliding window fills up during the run: cost every step
+        col = np.array(
+            [cost.attention(layer, first.context + t, dies, banks).occ for t in range(n_steps)],
+            dtype=np.int64,
+        )
+    return col
 
 
 def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
@@ -312,7 +302,7 @@ def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     return col if col[0] == first.occ else None
 
 
-def roofline_rates(spec, work) -> dict:
+def rates(spec, work) -> BoundRates:
     """Peak rates for the lower bound. ``mem`` (named ``kv_sram``: it bounds attention): every
     KV SRAM port of a die plus every ROM column read each cycle (lanes bounded by the die's logic
     budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
@@ -337,26 +327,23 @@ def roofline_rates(spec, work) -> dict:
         lanes = math.ceil(one / rows) * copies
         return 2.0 * lanes * p.rom_rows_per_cycle * f * max(1, op.m)
 
-    return {
-        "mem": rom_bw + sram_bw,
-        "mem_resource": "kv_sram",
-        "compute": compute,
-        "compute_resource": "rom_read",
-        "link": p.chip_link_bytes_per_s,
-        "link_resource": "chip_link",
-    }
+    return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
+                      "chip_link")  # fmt: skip
 
 
-def _emit(log, step: int, stages, starts_u, user: int, n_users: int) -> None:
+def _spans(stages, starts_u, user: int, n_users: int) -> list[Span]:
+    """One user's spans of a step: each stage busy from its start, then its latency."""
     tag = f"[u{user}]" if n_users > 1 else ""
+    out = []
     for s, st in enumerate(stages):
         t = int(starts_u[s])
         for unit in st.units:
-            end = log.add(step, st.layer, st.name + tag, st.kind, unit, st.resource, t, st.occ,
-                          st.n_bytes, st.flops)  # fmt: skip
+            out.append(Span(st.layer, st.name + tag, st.kind, unit, st.resource, t, st.occ,
+                            st.n_bytes, st.flops))  # fmt: skip
             if st.lat:
-                log.add(step, st.layer, f"{st.name}.latency{tag}", st.kind, unit,
-                        "fixed_latency", end, st.lat)  # fmt: skip
+                out.append(Span(st.layer, f"{st.name}.latency{tag}", st.kind, unit,
+                                "fixed_latency", t + st.occ, st.lat))  # fmt: skip
+    return out
 
 
 def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles: int) -> dict:
@@ -391,48 +378,74 @@ def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles:
     }
 
 
-def emulate(graph, system, placement, event_steps, progress=None):
-    """Emulate ``graph.workload.tokens`` decode steps of ``batch`` users through the pipeline.
+PIPELINE = SEQUENCES
 
-    Returns (event log, step cycles, layout notes): a step's cycles are the mean over users of
-    the time between their consecutive tokens (the first step counts from cycle 0).
-    """
-    from ..kernels import get
-    from ..trace import EventLog
 
-    spec, work = system.spec, graph.workload
-    stages, attn = build_stages(graph, spec, placement)
-    occ = occupancy(graph, spec, stages, attn, work.tokens)
-    lat = np.array([s.lat for s in stages], dtype=np.int64)
-    record = np.zeros(work.tokens, dtype=np.bool_)
-    kept = sorted(t for t in event_steps if 0 <= t < work.tokens)
-    record[kept] = True
-    finish, starts = get("asic_pipeline")(occ, lat, hardware_ids(stages), work.batch, record)
-    prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), finish[:-1]])
-    gaps = (finish - prev).sum(axis=1)
-    steps = [int(-(-int(g) // work.batch)) for g in gaps]
-    log = EventLog()
-    for r, t in enumerate(kept):
-        step_stages = list(stages)
-        cost = AsicCost(spec, graph)
-        for idx, layer, dies, banks in attn:  # this step's K/V bytes and busy cycles
-            step_stages[idx] = cost.attention(layer, graph.context + t, dies, banks)
-        assert all(st.occ == occ[t, i] for i, st in enumerate(step_stages))
-        for u in range(work.batch):
-            _emit(log, t, step_stages, starts[r, u], u, work.batch)
-    if progress:
-        for t in range(work.tokens):
-            progress(t)
-    budget = design.etched_budget(spec.params)
-    meta = dict(
-        dies=placement.n_units,
-        stages=len(stages),
-        rom_rows_per_bitline=int(spec.params.rom_rows_per_bitline),
-        lanes=int(placement.layout.get("lanes", 0)),
-        kv_sram_bytes=int(design.kv_sram_bytes(spec.params)),
-        die_design=budget.lines(),
-        pass_cycles=int(occ[0].sum() + lat.sum()),
-        bottleneck_stage=stages[int(np.argmax(occ[-1]))].name,
-        arrays=_arrays(graph, placement, stages, attn, occ, work.batch, steps[-1]),
-    )
-    return log, steps, meta
+def n_stages(placement) -> int:
+    """Blocks are stages of one sequence's pass; the batch is never split into micro-batches."""
+    return 1
+
+
+class AsicPipeline:
+    """One user's token through every block, in graph order (the driver runs all users' tokens
+    through it with the ``asic_pipeline`` kernel)."""
+
+    def __init__(self, graph, system, placement):
+        self.graph, self.spec, self.placement = graph, system.spec, placement
+        self.stages, attn = build_stages(graph, system.spec, placement)
+        self.attn = attn
+        self.attn_of = {layer: (idx, dies, banks) for idx, layer, dies, banks in attn}
+        self.cost = AsicCost(system.spec, graph)
+
+    def group_key(self, layer: int) -> tuple:
+        """A layer's attention costs the same on as many dies with as many KV banks."""
+        _, dies, banks = self.attn_of[layer]
+        return (len(dies), banks)
+
+    def occupancy(self, first: StepShape, n_steps: int) -> np.ndarray:
+        """``occ[t, s]``: busy cycles of stage ``s`` per token at step ``t`` (attention re-costed
+        once per group the driver gives)."""
+        base = np.array([s.occ for s in self.stages], dtype=np.int64)
+        occ = np.tile(base, (n_steps, 1))
+        for g in first.groups():
+            _, dies, banks = self.attn_of[g.layers[0]]
+            col = _attention_column(self.cost, first, g.layers[0], dies, banks, n_steps)
+            for layer in g.layers:
+                occ[:, self.attn_of[layer][0]] = col
+        return occ
+
+    def latencies(self) -> np.ndarray:
+        """Each block's drain latency after its busy cycles."""
+        return np.array([s.lat for s in self.stages], dtype=np.int64)
+
+    def hardware(self) -> np.ndarray:
+        """Each block's hardware unit (chip-link stages of a die share its link)."""
+        return hardware_ids(self.stages)
+
+    def spans(self, step: StepShape, starts) -> list[Span]:
+        """Every user's spans at ``step``; ``starts[u, s]``: stage ``s``'s start for user ``u``."""
+        stages = list(self.stages)
+        for layer, (idx, dies, banks) in self.attn_of.items():  # this step's K/V and cycles
+            stages[idx] = self.cost.attention(layer, step.context, dies, banks)
+        n_users = len(starts)
+        return [sp for u in range(n_users) for sp in _spans(stages, starts[u], u, n_users)]
+
+    def extras(self, occ, last_step_cycles: int, n_users: int) -> PassTiming:
+        """The die design, the pipeline's shape and its per-block and per-bank arrays."""
+        p, lat = self.spec.params, self.latencies()
+        notes = dict(
+            dies=self.placement.n_units,
+            stages=len(self.stages),
+            rom_rows_per_bitline=int(p.rom_rows_per_bitline),
+            lanes=int(self.placement.layout.get("lanes", 0)),
+            kv_sram_bytes=int(design.kv_sram_bytes(p)),
+            die_design=design.etched_budget(p).lines(),
+            pass_cycles=int(occ[0].sum() + lat.sum()),
+            bottleneck_stage=self.stages[int(np.argmax(occ[-1]))].name,
+        )
+        arrays = _arrays(self.graph, self.placement, self.stages, self.attn, occ, n_users,
+                         last_step_cycles)  # fmt: skip
+        return PassTiming((), (), arrays, notes)
+
+
+pass_model = AsicPipeline

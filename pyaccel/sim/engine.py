@@ -1,20 +1,11 @@
-"""``emulate()``: one entry point, one engine per machine kind, one Trace out (SPEC §2).
+"""``emulate()``: one entry point for every machine kind, one Trace out (SPEC §2).
 
-An engine is the module ``pyaccel.sim.<kind>``; it provides
-
-- ``RESOURCES``: the resource classes its events use (SPEC §5 names);
-- ``WHAT_IF``: for each resource class, the spec parameters that double its rate (or halve its
-  latency) and the factor, so the report can re-emulate "twice as fast";
-- ``ASSUMPTIONS``: the engine's own named assumptions (strings ``name: reasoning``);
-- ``roofline_rates(spec, workload) -> dict``: peak rates for the lower bound (keys ``mem``,
-  ``mem_resource``, ``compute`` (a function op -> rate or 0), ``compute_resource``, ``link``,
-  ``link_resource``);
-- ``emulate(graph, system, placement, event_steps, progress) -> (EventLog, step_cycles, meta)``:
-  integer cycles per decode step, events for the steps in ``event_steps``; ``meta`` may carry
-  ``arrays`` (per-PE / per-link numpy arrays for heatmaps) and layout notes.
-
-Its placer is ``pyaccel.place.<kind>`` with ``place_auto(graph, system)`` and
-``place_units(graph, system, units)``.
+``emulate`` builds the run's graph (formats resolved for the system), checks the placement,
+runs the step driver (:mod:`pyaccel.sim.driver`) on the kind's engine -- the package
+``pyaccel.sim.<kind>`` behind the contract in :mod:`pyaccel.sim.contract` -- adds each step's
+lower bound (:mod:`pyaccel.sim.roofline`) and assembles the :class:`~pyaccel.trace.Trace`. Its
+placer is ``pyaccel.place.<kind>``; its functional executor is registered in
+:data:`pyaccel.numerics.executors.EXECUTORS`.
 """
 
 from __future__ import annotations
@@ -29,6 +20,7 @@ from ..model.config import ModelConfig
 from ..trace import Trace
 from ..units import CycleRangeError
 from ..workload import Workload
+from .driver import run_steps
 from .inputs import engine_module, run_graph
 from .roofline import StepBounds, bound_cycles, first_step_op_bounds
 
@@ -106,17 +98,18 @@ def emulate(
     if workload is None:
         workload = Workload()
     graph = run_graph(model_or_graph, system, workload)
+    if functional:
+        _check_functional_input(model_or_graph)
     engine = engine_module(system.kind)
     steps_kept = _steps_kept(graph.workload.tokens, event_steps, trace_steps)
     # a hand-made or edited placement that overfills a unit, PE or slice is refused, not
     # emulated; one made for more users or a longer context than this workload is fine
     placement.check(graph, system, exact=False)
     try:
-        log, steps, meta = engine.emulate(graph, system, placement, steps_kept, progress)
+        run = run_steps(engine, graph, system, placement, steps_kept, progress)
     except (OverflowError, CycleRangeError):  # a time beyond int64 cycles (a rate of 1e-300)
         raise ConfigError(_overflow_message(system)) from None
-    arrays = meta.pop("arrays", {})
-    _check_cycles(steps, system)
+    _check_cycles(run.steps, system)
     work = graph.workload
     bound = StepBounds(graph, system, placement)
     bounds = _bound_cycles_per_step(bound, work, system)
@@ -128,8 +121,8 @@ def emulate(
         clock_hz=system.spec.clock_hz,
         power_w=system.spec.power_w,
         workload=work,
-        events=log.columns(),
-        step_cycles=np.array(steps, dtype=np.int64),
+        events=run.log.columns(),
+        step_cycles=np.array(run.steps, dtype=np.int64),
         lower_bound_cycles=np.array(bounds, dtype=np.int64),
         step_context=np.arange(work.context, work.context + work.tokens, dtype=np.int64),
         tokens_per_step=work.batch,
@@ -138,11 +131,11 @@ def emulate(
         + system.spec.assumption_list(),
         left_out=list(graph.left_out),
         resource_classes=engine.RESOURCES,
-        meta={**meta, "placement_reason": placement.reason},
-        arrays=arrays,
+        meta={**run.meta, "placement_reason": placement.reason},
+        arrays=run.arrays,
         inputs=(model_or_graph, system, placement, work),
     )
-    trace.op_bounds = first_step_op_bounds(bound, system, placement, trace.events, meta)
+    trace.op_bounds = first_step_op_bounds(bound, system, placement, trace.events, run.meta)
     if functional:
         trace.functional = _functional(model_or_graph, graph, system, placement)
     return trace
@@ -175,14 +168,18 @@ def _functional(model, graph, system, placement) -> dict:
 
     if find_spec("pyaccel.numerics.execute") is None:
         raise EngineNotBuiltError("functional emulation (numerics) is not built yet")
+    from ..numerics import execute
+
+    return execute.functional_metrics(model, graph, system, placement)
+
+
+def _check_functional_input(model) -> None:
+    """The numerics run the model's weights, which a graph does not carry."""
     if not isinstance(model, ModelConfig):
         raise ConfigError(
             "emulate(functional=True) runs the model's weights: pass its ModelConfig, not a "
             "DecodeGraph"
         )
-    from ..numerics import execute
-
-    return execute.functional_metrics(model, graph, system, placement)
 
 
 def _overflow_message(system: System) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..model.ops import ACT_BYTES
 from ..units import cycles
-from .pipeline import micro_batch_sizes, pipeline_cycles
+from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "fixed_latency")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
@@ -191,7 +191,15 @@ def _stage_cycles(kernels: list[Kernel], n_stages: int) -> list[int]:
     return out
 
 
-def roofline_rates(spec, work) -> dict:
+PIPELINE = MICRO_BATCHES
+
+
+def n_stages(placement) -> int:
+    """Pipeline stages a batch is split over: the placement's PP width."""
+    return int(placement.layout["pp"])
+
+
+def rates(spec, work) -> BoundRates:
     """Peak rates the lower bound uses: HBM at its datasheet rate, each op's arithmetic at its
     format's dense tensor-core peak (vector ops: memory only), NVLink per direction."""
     p = spec.params
@@ -204,19 +212,13 @@ def roofline_rates(spec, work) -> dict:
             return experts if op.expert else weights
         return kv if op.op_class == "attention" else 0.0
 
-    return {
-        "mem": p.hbm_peak_bytes_per_s,
-        "mem_resource": "hbm",
-        "compute": compute,
-        "compute_resource": "tensor_core",
-        "link": p.nvlink_bytes_per_s,
-        "link_resource": "nvlink",
-    }
+    return BoundRates(p.hbm_peak_bytes_per_s, "hbm", compute, "tensor_core",
+                      p.nvlink_bytes_per_s, "nvlink")  # fmt: skip
 
 
-def _emit(log, step: int, t0: int, kernels: list[Kernel], tp: int) -> None:
-    """Lay one pass's kernels on the timeline of every rank of their stage."""
-    t = t0
+def _spans(kernels: list[Kernel], tp: int) -> list[Span]:
+    """One pass's kernels laid out on every rank of their stage (cycles from the pass start)."""
+    out, t = [], 0
     for k in kernels:
         ranks = (
             [k.stage * tp + r for r in range(tp)] if k.resource != "node_link" else [k.stage * tp]
@@ -224,97 +226,59 @@ def _emit(log, step: int, t0: int, kernels: list[Kernel], tp: int) -> None:
         for unit in ranks:
             s = t
             if k.launch:
-                s = log.add(
-                    step, k.layer, f"{k.op}.launch", k.kind, unit, "fixed_latency", s, k.launch
-                )
+                out.append(Span(k.layer, f"{k.op}.launch", k.kind, unit, "fixed_latency", s,
+                                k.launch))  # fmt: skip
+                s += k.launch
             if k.latency:
-                s = log.add(
-                    step, k.layer, f"{k.op}.latency", k.kind, unit, "fixed_latency", s, k.latency
-                )
-            log.add(step, k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes, k.flops)
+                out.append(Span(k.layer, f"{k.op}.latency", k.kind, unit, "fixed_latency", s,
+                                k.latency))  # fmt: skip
+                s += k.latency
+            out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
+                            k.flops))  # fmt: skip
         t += k.cycles
+    return out
 
 
-def _attention_classes(graph, kernels: list[Kernel]) -> dict:
-    """Attention kernels grouped by (stage, sliding?): their indices in the pass and a layer of
-    each group, so a step re-costs one attention op per group instead of one per layer."""
-    groups: dict = {}
-    for i, k in enumerate(kernels):
-        if k.op.endswith(".attention"):
-            key = (k.stage, graph.attention.is_sliding(k.layer))
-            groups.setdefault(key, []).append(i)
-    return groups
+class GpuPass:
+    """The kernels of one micro-batch's pass (its graph's batch) on the placement's TP x PP
+    layout; a step re-costs one attention kernel per attention group the driver gives."""
 
-
-class _GpuPass:
-    """The kernels of one micro-batch's pass of ``size`` sequences, and its stage cycles at any
-    context (only attention depends on it: one kernel per (stage, window) group is re-costed)."""
-
-    def __init__(self, graph, size: int, system, cost: GpuCost, stage_of: dict, pp: int):
-        from dataclasses import replace
-
+    def __init__(self, graph, system, placement):
         work = graph.workload
-        if size != work.batch:
-            work = replace(work, batch=size)
-            graph = graph.with_workload(work, graph.context)
-        self.graph, self.cost = graph, cost
-        self.kernels = _kernels_for(graph, cost, stage_of, int(system.spec.params.gpus_per_node))
-        self.groups = _attention_classes(graph, self.kernels)
-        attn = {i for idx in self.groups.values() for i in idx}
-        self.base_c = _stage_cycles([k for i, k in enumerate(self.kernels) if i not in attn], pp)
+        self.graph = graph
+        self.tp, self.pp = int(placement.layout["tp"]), int(placement.layout["pp"])
+        self.stage_of = {s.layer: int(s.region["stage"]) for s in placement.layers}
+        self.cost = GpuCost(system.spec, self.tp, work.weights_format.compute,
+                            work.expert_weights_format.compute, work.kv_format.compute,
+                            graph.attention.latent)  # fmt: skip
+        gpus_per_node = int(system.spec.params.gpus_per_node)
+        self.kernels = _kernels_for(graph, self.cost, self.stage_of, gpus_per_node)
+        self.attn_at = {k.layer: i for i, k in enumerate(self.kernels) if k.kind == "attention"}
+        fixed = [k for k in self.kernels if k.kind != "attention"]
+        self.base_c = _stage_cycles(fixed, self.pp)
 
-    def stage_cycles(self, ctx: int, keep: bool) -> list[int]:
-        """Cycles of each stage at ``ctx``; with ``keep`` the pass's kernels are updated too."""
+    def group_key(self, layer: int) -> int:
+        """A layer's attention costs the same on every rank of its stage."""
+        return self.stage_of[layer]
+
+    def time(self, step: StepShape, events: bool) -> PassTiming:
+        """Stage cycles of the pass at ``step`` (and its spans when ``events``)."""
         from dataclasses import replace
 
-        graph, kernels = self.graph, self.kernels
         stage_c = list(self.base_c)
-        for (stage, _), idx in self.groups.items():
-            op = graph.attention_op(kernels[idx[0]].layer, ctx)
-            k = self.cost.kernel(op, stage)
-            stage_c[stage] += k.cycles * len(idx)
-            if keep:
-                for i in idx:
-                    kernels[i] = replace(k, op=kernels[i].op, layer=kernels[i].layer)
-        return stage_c
+        kernels = list(self.kernels) if events else []
+        for g in step.groups():
+            stage = self.stage_of[g.layers[0]]
+            k = self.cost.kernel(g.op, stage)
+            stage_c[stage] += k.cycles * len(g.layers)
+            for layer in g.layers if events else ():
+                i = self.attn_at[layer]
+                kernels[i] = replace(k, op=kernels[i].op, layer=layer)
+        return PassTiming(tuple(stage_c), _spans(kernels, self.tp) if events else ())
+
+    def notes(self) -> dict:
+        """The TP x PP layout."""
+        return {"tp": self.tp, "pp": self.pp}
 
 
-def emulate(graph, system, placement, event_steps, progress=None):
-    """Emulate ``graph.workload.tokens`` decode steps on GPUs.
-
-    Returns (event log, step cycles, layout notes). The batch is split into micro-batches over
-    the pipeline stages (:func:`micro_batch_sizes`); events lay out the pass of the first
-    (largest) micro-batch for ``event_steps``. Only attention depends on the context, so each
-    step re-costs one attention kernel per (stage, window) group and micro-batch size.
-    """
-    from ..trace import EventLog
-
-    spec, work = system.spec, graph.workload
-    tp, pp = int(placement.layout["tp"]), int(placement.layout["pp"])
-    sizes = micro_batch_sizes(work.batch, pp)
-    stage_of = {s.layer: int(s.region["stage"]) for s in placement.layers}
-    cost = GpuCost(
-        spec,
-        tp,
-        work.weights_format.compute,
-        work.expert_weights_format.compute,
-        work.kv_format.compute,
-        graph.attention.latent,
-    )
-    passes = {size: _GpuPass(graph, size, system, cost, stage_of, pp) for size in set(sizes)}
-    first = passes[sizes[0]]
-    log, steps, t0 = EventLog(), [], 0
-    for step in range(work.tokens):
-        ctx = work.context + step
-        keep = step in event_steps
-        stage_c = {size: p.stage_cycles(ctx, keep and p is first) for size, p in passes.items()}
-        step_c = pipeline_cycles(stage_c, sizes)
-        if keep:
-            _emit(log, step, t0, first.kernels, tp)
-        steps.append(step_c)
-        t0 += step_c
-        if progress:
-            progress(step)
-    meta = {"tp": tp, "pp": pp, "micro_batches": len(sizes), "micro_batch_size": sizes[0],
-            "micro_batch_sizes": sizes}  # fmt: skip
-    return log, steps, meta
+pass_model = GpuPass

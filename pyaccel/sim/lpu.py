@@ -12,12 +12,14 @@ score vectors), so a step re-schedules only when the context crosses a block bou
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..model.ops import ACT_BYTES
+from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .lpu_net import Network
 from .lpu_program import INPUT, ChipModel, Program
-from .pipeline import micro_batch_sizes, pipeline_cycles
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
@@ -210,27 +212,23 @@ class LpuSim:
         self.chip = ChipModel.from_params(p)
         self.net = Network(p, system.spec.clock_hz)
         self.stages = stages_of(placement)
+        self.tp = int(placement.layout.get("tp", 1))
         self.node_size = int(p.chips_per_node)
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
         self._frags: dict = {}  # (tp, op plan, first op?) -> compiled Fragment
         self.hops = [self._hop(i) for i in range(len(self.stages))]
-        # The fast per-step path (stage_cycles_at): every plan but attention's is fixed, so each
-        # stage keeps its fixed plans with a hole per attention op, and a step only re-plans one
-        # attention op per (tp, sliding) kind and looks the stage's cycles up.
+        # The fast per-step path (time() without events): every plan but attention's is fixed,
+        # so each stage keeps its fixed plans with a hole per attention op, and a step only
+        # re-plans one attention op per group the driver gives and looks the stage's cycles up.
         self._fixed, self._holes, self._stage_memo = [], [], {}
-        for i in range(len(self.stages)):
+        self._tp_of: dict = {}
+        for i, (chips, layers) in enumerate(self.stages):
             plans, ops = self.stage_plans(graph, i)
             holes = tuple((j, op.layer) for j, op in enumerate(ops) if op.kind == "attention")
             self._fixed.append(plans)
             self._holes.append(holes)
-        # each (tp, sliding) kind of attention op, and one of its layers to plan it from
-        self._attn_layer: dict = {}
-        for i, (chips, _) in enumerate(self.stages):
-            for _, layer in self._holes[i]:
-                kind = (len(chips), graph.attention.is_sliding(layer))
-                self._attn_layer.setdefault(kind, layer)
-        self._attn_kinds = tuple(self._attn_layer)
+            self._tp_of.update(dict.fromkeys(layers, len(chips)))
         self._last_attn, self._last_cycles = None, ()
 
     def _hop(self, i: int):
@@ -281,27 +279,28 @@ class LpuSim:
         # stage's VXM: stream transit at both ends
         return sch.cycles + (hop.cycles + 2 * self.chip.transit if hop else 0)
 
-    def stage_cycles_at(self, context: int) -> list[int]:
-        """Cycles of every stage at ``context``, as :meth:`stage_cycles` gives for the graph at
-        that context, without rebuilding the graph: only attention plans are re-made, once per
-        (tp, sliding window or not), and a stage's cycles are kept per attention plan (a step
-        whose attention plans all equal the previous step's returns the previous cycles)."""
-        graph = self.graph
+    def group_key(self, layer: int) -> int:
+        """A layer's attention plan depends on its stage's TP width."""
+        return self._tp_of[layer]
+
+    def stage_cycles_at(self, step: StepShape) -> list[int]:
+        """Cycles of every stage at ``step``, as :meth:`stage_cycles` gives for the graph at
+        that context, without re-planning fixed ops: only attention plans are re-made, one per
+        group, and a stage's cycles are kept per attention plan (a step whose attention plans
+        all equal the previous step's returns the previous cycles)."""
         attn = {}
-        for kind in self._attn_kinds:
-            tp, layer = kind[0], self._attn_layer[kind]
-            op = graph.attention_op(layer, context)
-            plan = _attention_plan(op, graph.attention, tp)
-            attn[kind] = tuple(_canonical(self.chip, tp, st) for st in plan)
-        key_all = tuple(attn[k] for k in self._attn_kinds)
+        for g in step.groups():
+            tp = g.key[1]
+            plan = _attention_plan(g.op, self.graph.attention, tp)
+            attn[g.key] = tuple(_canonical(self.chip, tp, st) for st in plan)
+        key_all = tuple(attn.values())
         if key_all == self._last_attn:
             return list(self._last_cycles)
+        group_of = {layer: g.key for g in step.groups() for layer in g.layers}
         out = []
         for i, (chips, _) in enumerate(self.stages):
             tp = len(chips)
-            plans = tuple(
-                attn[(tp, graph.attention.is_sliding(layer))] for _, layer in self._holes[i]
-            )
+            plans = tuple(attn[group_of[layer]] for _, layer in self._holes[i])
             key = (i, plans)
             hit = self._stage_memo.get(key)
             if hit is None:
@@ -323,8 +322,37 @@ class LpuSim:
             scheds.append((sch, ops))
         return cycles, scheds
 
+    def time(self, step: StepShape, events: bool) -> PassTiming:
+        """Stage cycles at ``step``; with ``events`` the full schedules' spans and the bytes
+        each chip sends over each C2C link slot."""
+        if not events:
+            return PassTiming(tuple(self.stage_cycles_at(step)))
+        at = {layer: op for layer, op, _ in step.attention()}
+        ops = tuple(at.get(op.layer, op) if op.kind == "attention" else op
+                    for op in self.graph.ops)  # fmt: skip
+        stage_c, scheds = self.stage_cycles(replace(self.graph, ops=ops, context=step.context))
+        spans, sent, links = _spans(self, scheds, stage_c)
+        arrays = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
+        return PassTiming(tuple(stage_c), spans, arrays)
 
-def roofline_rates(spec, work) -> dict:
+    def notes(self) -> dict:
+        """The layout and the program cache (programs scheduled over the run)."""
+        return dict(tp=self.tp, stages=len(self.stages), programs_compiled=len(self._sched),
+                    install_cycles_per_block=self.chip.install_cycles,
+                    stream_transit_cycles=self.chip.transit, c2c_hop_cycles=self.net.latency,
+                    stage_hop_ports=self.net.hop_ports)  # fmt: skip
+
+
+PIPELINE = MICRO_BATCHES
+pass_model = LpuSim
+
+
+def n_stages(placement) -> int:
+    """Pipeline stages a batch is split over."""
+    return len(stages_of(placement))
+
+
+def rates(spec, work) -> BoundRates:
     """Peak rates for the lower bound: SRAM = every MEM slice reading one vector per cycle,
     MXM = all planes' MACs in the operand format, link = all of a chip's C2C links."""
     p = spec.params
@@ -336,121 +364,51 @@ def roofline_rates(spec, work) -> dict:
     def compute(op) -> float:
         return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
 
-    return {
-        "mem": mem,
-        "mem_resource": "lpu_mem",
-        "compute": compute,
-        "compute_resource": "lpu_mxm",
-        "link": float(p.c2c_bytes_per_s) * float(p.c2c_links),
-        "link_resource": "c2c_link",
-    }
+    link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
+    return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link")
 
 
-def _emit_events(log, step: int, t0: int, sim: LpuSim, scheds, stage_c) -> np.ndarray:
-    """Events of one step: per op per chip per resource class, plus stage hops; returns the
-    bytes each chip sent over C2C links, in all and per link slot (0..6 node peers, then the
-    global ports)."""
+def _spans(sim: LpuSim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray]:
+    """Spans of one pass (cycles from its start): per op per chip per resource class, plus
+    stage hops; and the bytes each chip sent over C2C links, in all and per link slot (0..6
+    node peers, then the global ports)."""
     n_chips = max(c for chips, _ in sim.stages for c in chips) + 1
     sent = np.zeros(n_chips, dtype=np.int64)
     links = np.zeros((n_chips, sim.n_link_slots), dtype=np.int64)
-    t = t0
+    out, t = [], 0
     for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages, strict=True)):
-        spans = sch.op_events()
-        for o, res, s, d, nb in spans:
+        for o, res, s, d, nb in sch.op_events():
             op = ops[o]
-            for c in chips:
-                log.add(step, op.layer, op.name, op.kind, c, res, t + s, d, nb)
+            out += [Span(op.layer, op.name, op.kind, c, res, t + s, d, nb) for c in chips]
         for coll in sch.program.collectives.values():
             for rank, c in enumerate(chips):
                 if rank < len(coll.send_bytes):
                     sent[c] += coll.send_bytes[rank]
             for rank, slot, nb in coll.slot_bytes:
                 links[chips[rank], slot] += nb
-        hop = sim.hops[i]
-        if hop is not None:
-            nxt = sim.stages[(i + 1) % len(sim.stages)][0]
-            end = t + sch.cycles
-            both = list(chips) + list(nxt)
-            for rank, slot, nb in hop.slot_bytes:
-                links[both[rank], slot] += nb
-            for rank, c in enumerate(both):
-                if rank < len(hop.send_bytes) and hop.send_bytes[rank]:
-                    sent[c] += hop.send_bytes[rank]
-                    log.add(step, ops[-1].layer, f"stage{i}.hop", "stage_hop", c, "c2c_link",
+        if sim.hops[i] is not None:
+            out += _hop_spans(sim, i, ops[-1].layer, chips, t + sch.cycles, sent, links)
+        t += stage_c[i]
+    return out, sent, links
+
+
+def _hop_spans(sim: LpuSim, i: int, layer, chips, end: int, sent, links) -> list[Span]:
+    """The hop after stage ``i`` (leaving at ``end``): each sending chip's link span and the
+    hop's fixed latency; adds its bytes to ``sent`` and ``links``."""
+    hop = sim.hops[i]
+    nxt = sim.stages[(i + 1) % len(sim.stages)][0]
+    both = list(chips) + list(nxt)
+    out = []
+    for rank, slot, nb in hop.slot_bytes:
+        links[both[rank], slot] += nb
+    for rank, c in enumerate(both):
+        if rank < len(hop.send_bytes) and hop.send_bytes[rank]:
+            sent[c] += hop.send_bytes[rank]
+            out.append(Span(layer, f"stage{i}.hop", "stage_hop", c, "c2c_link",
                             end + hop.send_start[rank],
                             max(1, hop.send_end[rank] - hop.send_start[rank]),
-                            hop.send_bytes[rank])  # fmt: skip
-            lat_s = end + max(hop.send_end)
-            log.add(step, ops[-1].layer, f"stage{i}.hop", "stage_hop", chips[0],
-                    "fixed_latency", lat_s, max(0, end + hop.cycles - lat_s))  # fmt: skip
-        t += stage_c[i]
-    return sent, links
-
-
-def _micro_graph(graph, size: int, native_format: str):
-    """``graph`` for a micro-batch of ``size`` sequences."""
-    from dataclasses import replace
-
-    work = graph.workload
-    if size == work.batch:
-        return graph
-    return graph.with_workload(replace(work, batch=size), graph.context)
-
-
-def emulate(graph, system, placement, event_steps, progress=None):
-    """Emulate ``graph.workload.tokens`` decode steps on LPU chips; returns (event log, step
-    cycles, layout notes). The batch is split into micro-batches over the stages
-    (:func:`micro_batch_sizes`); events lay out the pass of the first (largest) micro-batch."""
-    from ..trace import EventLog
-
-    work = graph.workload
-    n_stages = len(stages_of(placement))
-    sizes = micro_batch_sizes(work.batch, n_stages)
-    native = system.spec.native_format
-    sims = {s: LpuSim(_micro_graph(graph, s, native), system, placement) for s in set(sizes)}
-    sim = sims[sizes[0]]
-    graph = sim.graph
-    log, steps, t0 = EventLog(), [], 0
-    sent = links = None
-    for step in range(work.tokens):
-        ctx = work.context + step
-        stage_c = {s: other.stage_cycles_at(ctx) for s, other in sims.items() if other is not sim}
-        if step in event_steps:
-            stage_c[sizes[0]], scheds = sim.stage_cycles(graph.at_context(ctx))
-            sent, links = _emit_events(log, step, t0, sim, scheds, stage_c[sizes[0]])
-        else:
-            stage_c[sizes[0]] = sim.stage_cycles_at(ctx)
-        step_c = pipeline_cycles(stage_c, sizes)
-        steps.append(int(step_c))
-        t0 += step_c
-        if progress:
-            progress(step)
-    meta = dict(
-        tp=int(placement.layout.get("tp", 1)),
-        stages=n_stages,
-        micro_batches=len(sizes),
-        micro_batch_size=sizes[0],
-        micro_batch_sizes=sizes,
-        programs_compiled=len(sim._sched),
-        install_cycles_per_block=sim.chip.install_cycles,
-        stream_transit_cycles=sim.chip.transit,
-        c2c_hop_cycles=sim.net.latency,
-        stage_hop_ports=sim.net.hop_ports,
-    )
-    if sent is not None:
-        # per-link detail as arrays (heatmaps), not events: bytes per chip and link slot
-        meta["arrays"] = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
-    return log, steps, meta
-
-
-def step_cycles(graph, system, placement, context: int | None = None) -> int:
-    """Cycles of one step at ``context`` (default the graph's), the batch split into
-    micro-batches as :func:`emulate` splits it."""
-    ctx = graph.context if context is None else context
-    sizes = micro_batch_sizes(graph.workload.batch, len(stages_of(placement)))
-    native = system.spec.native_format
-    stage_c = {}
-    for size in set(sizes):
-        g = _micro_graph(graph, size, native)
-        stage_c[size] = LpuSim(g, system, placement).stage_cycles(g.at_context(ctx))[0]
-    return int(pipeline_cycles(stage_c, sizes))
+                            hop.send_bytes[rank]))  # fmt: skip
+    lat_s = end + max(hop.send_end)
+    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency", lat_s,
+                    max(0, end + hop.cycles - lat_s)))  # fmt: skip
+    return out

@@ -16,6 +16,7 @@ from ..model.attention import attention_counts, attention_op
 from ..model.ops import ACT_BYTES
 from ..units import MAX_CYCLES, CycleRangeError
 from ..workload import Workload
+from .contract import BoundRates
 from .inputs import engine_module, run_graph
 
 
@@ -86,19 +87,19 @@ def bound_cycles(seconds, clock_hz: float) -> np.ndarray:
     return np.ceil(cycles * (1.0 - CYCLE_ROUNDING_SLACK)).astype(np.int64)
 
 
-def op_bound(op, n_units: int, rates: dict, hidden: int) -> OpBound:
+def op_bound(op, n_units: int, rates: BoundRates, hidden: int) -> OpBound:
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units, the share each unit must receive over its link."""
     times = {
-        rates["mem_resource"]: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
-        / (n_units * rates["mem"])
+        rates.mem_resource: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
+        / (n_units * rates.mem_bytes_per_s)
     }
-    compute = rates["compute"](op)
+    compute = rates.compute(op)
     if compute:
-        times[rates["compute_resource"]] = op.flops / (n_units * compute)
+        times[rates.compute_resource] = op.flops / (n_units * compute)
     if n_units > 1 and op.split in ("row", "experts"):
         out = ACT_BYTES * op.m * hidden if op.split == "experts" else ACT_BYTES * op.m * op.n
-        times[rates["link_resource"]] = (n_units - 1) / n_units * out / rates["link"]
+        times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
     resource = max(times, key=times.get)
     return OpBound(op.name, op.layer, n_units, resource, times[resource], times)
 
@@ -126,7 +127,7 @@ class StepBounds:
 
     def __init__(self, graph, system, placement):
         self.graph = graph
-        self.rates = engine_module(system.kind).roofline_rates(system.spec, graph.workload)
+        self.rates = engine_module(system.kind).rates(system.spec, graph.workload)
         self.unit_sets = {s.layer: s.units for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
         self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
@@ -171,7 +172,7 @@ class StepBounds:
         :meth:`at`, so the two agree to rounding (a test holds them to 1e-12)."""
         ctx = np.asarray(contexts, dtype=np.int64)
         att, rates = self.graph.attention, self.rates
-        mem_res, comp_res = rates["mem_resource"], rates["compute_resource"]
+        mem_res, comp_res = rates.mem_resource, rates.compute_resource
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
         totals = {
             key: np.full(ctx.shape, t, dtype=np.float64) for key, t in self.fixed_totals.items()
@@ -179,11 +180,11 @@ class StepBounds:
         for (_, units), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
-            rate = rates["compute"](self.graph.attention_op(rep, int(ctx[0])))
+            rate = rates.compute(self.graph.attention_op(rep, int(ctx[0])))
             for work, is_full in ((self.graph.workload, True), (self.one.workload, False)):
                 w = attention_op(att, work, rep, int(ctx[0])).weight_bytes
                 _, flops, kv_read, kv_write = attention_counts(att, work, rep, ctx)
-                times = {mem_res: (w + kv_read + kv_write) / (n * rates["mem"])}
+                times = {mem_res: (w + kv_read + kv_write) / (n * rates.mem_bytes_per_s)}
                 if rate:
                     times[comp_res] = flops / (n * rate)
                 if is_full:

@@ -22,10 +22,11 @@ import numpy as np
 
 from ..model.ops import ACT_BYTES
 from ..units import cycles
-from .pipeline import micro_batch_sizes, pipeline_cycles
+from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
 
 RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
+PIPELINE = MICRO_BATCHES
 # Doubling a class's rate: factors keep integer fields integral (x2), except fixed latencies
 # (x0.5), which the engine floors (a 1-cycle add latency becomes 0, 2-cycle issue becomes 1).
 WHAT_IF = {
@@ -115,7 +116,11 @@ class WaferPass:
                 order.append(self.regions[key])
         self.stage_regions = order
         self.stage_of = {k: order.index(r) for k, r in self.regions.items()}
-        self.entries, self.attention = self._build()
+        self.entries, self.attention_at = self._build()
+        self.n_units, self.strategy = placement.n_units, placement.layout.get("strategy")
+        # attention regions' widths: a step's tokens per PE on each (see time())
+        self.widths = sorted({self.entries[i].region.w for i, _ in self.attention_at.values()})
+        self._last: tuple = (None, ())
 
     @property
     def n_stages(self) -> int:
@@ -123,7 +128,7 @@ class WaferPass:
         return len(self.stage_regions)
 
     def _build(self):
-        graph, entries, attn = self.graph, [], []
+        graph, entries, attn = self.graph, [], {}
         keys = graph.layer_keys
         entries += self._handoff(keys[-1], keys[0], loopback=True)
         for i, key in enumerate(keys):
@@ -131,7 +136,7 @@ class WaferPass:
             for op in graph.ops_of(key):
                 cost, new_axis = self.coster.op_cost(op, reg.w, reg.h, axis)
                 if op.kind == "attention":
-                    attn.append((len(entries), axis))
+                    attn[op.layer] = (len(entries), axis)
                 entries.append(
                     Entry(
                         op.layer,
@@ -178,15 +183,21 @@ class WaferPass:
         multicast(cost, c, b.h, 0, elems * max(1, _ceil(b.w, b.h)), 0, 1, lead=max(1, lead))
         return [Entry(dst_key, name, "handoff", b.wafer, stage, cost, 0, 0, b)]
 
-    def at_context(self, context: int) -> list[Entry]:
-        """The pass with attention re-costed for ``context`` cached tokens."""
+    def group_key(self, layer: int) -> tuple:
+        """A layer's attention costs the same on every region of one shape and input axis."""
+        idx, axis = self.attention_at[layer]
+        r = self.entries[idx].region
+        return (r.w, r.h, axis)
+
+    def at_step(self, step: StepShape) -> list[Entry]:
+        """The pass with attention re-costed for the step's context, once per group."""
         out = list(self.entries)
-        graph = self.graph
-        for idx, axis in self.attention:
-            e = out[idx]
-            op = graph.attention_op(e.layer, context)
-            cost, _ = self.coster.op_cost(op, e.region.w, e.region.h, axis)
-            out[idx] = replace(e, cost=cost, n_bytes=op.mem_bytes, flops=op.flops)
+        for g in step.groups():
+            w, h, axis = g.key[1]
+            cost, _ = self.coster.op_cost(g.op, w, h, axis)
+            for layer in g.layers:
+                idx = self.attention_at[layer][0]
+                out[idx] = replace(out[idx], cost=cost, n_bytes=g.op.mem_bytes, flops=g.op.flops)
         return out
 
     def stage_cycles(self, entries: list[Entry]) -> list[int]:
@@ -196,43 +207,62 @@ class WaferPass:
             out[e.stage] += e.cost.cycles
         return out
 
+    def time(self, step: StepShape, events: bool) -> PassTiming:
+        """Stage cycles at ``step``; spans, heatmaps and transfer counts when ``events``.
+        Attention costs change only when some region's tokens per PE do
+        (``ceil((context + 1) / width)``), so other steps reuse the last stage cycles."""
+        key = tuple(-(-(step.context + 1) // w) for w in self.widths)
+        if not events and key == self._last[0]:
+            return PassTiming(self._last[1])
+        entries = self.at_step(step)
+        stage_c = tuple(self.stage_cycles(entries))
+        self._last = (key, stage_c)
+        if not events:
+            return PassTiming(stage_c)
+        transfers = {
+            "step": step.index,
+            "collectives": sum(e.cost.transfers for e in entries),
+            "messages": sum(e.cost.messages for e in entries),
+        }
+        arrays = _arrays(self, entries, self.n_units, self.spec.params)
+        return PassTiming(stage_c, _spans(entries), arrays, {"transfers": transfers})
 
-def _micro_graph(graph, size: int):
-    """``graph`` for a micro-batch of ``size`` sequences."""
-    work = graph.workload
-    if size == work.batch:
-        return graph
-    return graph.with_workload(replace(work, batch=size), graph.context)
+    def notes(self) -> dict:
+        """The layout strategy and the regions the pass visits."""
+        return {"strategy": self.strategy, "stages": self.n_stages}
 
 
-def passes_for(graph, system, placement) -> tuple[dict, list[int]]:
-    """({micro-batch size: pass}, micro-batch sizes, largest first) for a placement: the batch
-    is split into micro-batches when it can fill several stages (:func:`micro_batch_sizes`)."""
-    n_stages = len({Region.of(s) for s in placement.layers})
-    sizes = micro_batch_sizes(graph.workload.batch, n_stages)
-    passes = {size: WaferPass(_micro_graph(graph, size), system, placement) for size in set(sizes)}
-    return passes, sizes
+pass_model = WaferPass
+
+
+def n_stages(placement) -> int:
+    """Pipeline stages a batch is split over: the distinct regions the layers occupy."""
+    return len({Region.of(s) for s in placement.layers})
 
 
 def step_cycles_at(graph, system, placement, context: int) -> int:
     """One step's cycles at ``context`` (used by the placer to compare strategies)."""
-    passes, sizes = passes_for(graph, system, placement)
-    stage_c = {size: wp.stage_cycles(wp.at_context(context)) for size, wp in passes.items()}
-    return pipeline_cycles(stage_c, sizes)
+    import sys
+
+    from .driver import step_cycles
+
+    return step_cycles(sys.modules[__name__], graph, system, placement, context)
 
 
-def _emit(log, step: int, t0: int, entries: list[Entry]) -> int:
-    t = t0
+def _spans(entries: list[Entry]) -> list[Span]:
+    """A pass's entries one after another, each part of an entry's cost a span on its wafer."""
+    out, t = [], 0
     for e in entries:
         first = True
         for resource, n in e.cost.parts:
             if n <= 0:
                 continue
             label = e.name if first else f"{e.name}.{resource}"
-            t = log.add(step, e.layer, label, e.kind, e.unit, resource, t, n,
-                        e.n_bytes if first else 0, e.flops if first else 0)  # fmt: skip
+            out.append(Span(e.layer, label, e.kind, e.unit, resource, t, n,
+                            e.n_bytes if first else 0, e.flops if first else 0))  # fmt: skip
+            t += n
             first = False
-    return t
+    return out
 
 
 def _arrays(wp: WaferPass, entries: list[Entry], n_units: int, p) -> dict:
@@ -264,55 +294,7 @@ def _arrays(wp: WaferPass, entries: list[Entry], n_units: int, p) -> dict:
     return {"link_busy_cycles": busy, "sram_bytes": sram}
 
 
-def emulate(graph, system, placement, event_steps, progress=None):
-    """Emulate ``graph.workload.tokens`` decode steps on wafers (see the module docstring).
-
-    Returns (event log, step cycles, meta with layout notes and heatmap ``arrays``)."""
-    from ..trace import EventLog
-
-    work = graph.workload
-    passes, sizes = passes_for(graph, system, placement)
-    wp = passes[sizes[0]]  # events lay out the pass of the first (largest) micro-batch
-    log, steps, t0 = EventLog(), [], 0
-    meta: dict = {}
-    last_ctx, last = None, None
-    # attention costs change only when some region's tokens per PE do (ceil(context / width))
-    widths = sorted({wp.entries[i].region.w for i, _ in wp.attention})
-    for step in range(work.tokens):
-        ctx = work.context + step
-        key = tuple(-(-(ctx + 1) // w) for w in widths)
-        if key != last_ctx or step in event_steps or step == 0:
-            entries = wp.at_context(ctx)
-            stage_c = {size: other.stage_cycles(other.at_context(ctx))
-                       for size, other in passes.items() if other is not wp}  # fmt: skip
-            stage_c[sizes[0]] = wp.stage_cycles(entries)
-            last = pipeline_cycles(stage_c, sizes)
-            last_ctx = key
-        steps.append(last)
-        if step in event_steps:
-            _emit(log, step, t0, entries)
-            if "transfers" not in meta:
-                meta["transfers"] = {
-                    "step": step,
-                    "collectives": sum(e.cost.transfers for e in entries),
-                    "messages": sum(e.cost.messages for e in entries),
-                }
-        if step == 0:
-            meta["arrays"] = _arrays(wp, entries, placement.n_units, system.spec.params)
-        t0 += last
-        if progress:
-            progress(step)
-    meta.update(
-        strategy=placement.layout.get("strategy"),
-        stages=wp.n_stages,
-        micro_batches=len(sizes),
-        micro_batch_size=sizes[0],
-        micro_batch_sizes=sizes,
-    )
-    return log, steps, meta
-
-
-def roofline_rates(spec, work) -> dict:
+def rates(spec, work) -> BoundRates:
     """Peak rates for the lower bound: the SRAM read bandwidth and FMAC rate of every usable PE
     of a wafer, and the system I/O for cross-wafer traffic (bandwidth only, by design)."""
     p = spec.params
@@ -323,11 +305,5 @@ def roofline_rates(spec, work) -> dict:
     def compute(op) -> float:
         return flops if op.op_class in ("matmul", "attention", "router") else 0.0
 
-    return {
-        "mem": mem,
-        "mem_resource": "pe_sram",
-        "compute": compute,
-        "compute_resource": "pe_compute",
-        "link": float(p.system_io_bytes_per_s),
-        "link_resource": "wafer_io",
-    }
+    return BoundRates(mem, "pe_sram", compute, "pe_compute", float(p.system_io_bytes_per_s),
+                      "wafer_io")  # fmt: skip

@@ -1,0 +1,163 @@
+"""The engine contract: what the step driver asks of an engine and what an engine returns.
+
+An engine is the package ``pyaccel.sim.<kind>`` and provides
+
+- ``RESOURCES``: the resource classes its spans use (SPEC §5 names);
+- ``WHAT_IF``: for each resource class, the spec parameters that double its rate (or halve its
+  latency) and the factor, so the report can re-emulate "twice as fast";
+- ``ASSUMPTIONS``: the engine's own named assumptions (strings ``name: reasoning``);
+- ``PIPELINE``: how a batch shares the engine's pipeline stages (:data:`MICRO_BATCHES` or
+  :data:`SEQUENCES`, see :mod:`pyaccel.sim.driver`);
+- ``rates(spec, workload) -> BoundRates``: its peak rates for the lower bound;
+- ``n_stages(placement) -> int``: the pipeline stages a batch can be split over;
+- ``pass_model(graph, system, placement) -> PassModel``: the timing of one pass of ``graph``'s
+  batch through the placement (for ``MICRO_BATCHES``) or of one sequence through the stages
+  (for ``SEQUENCES``, see :class:`SequenceModel`).
+
+Engines never build graphs, loop over steps, split batches or group attention layers: the
+driver gives them a :class:`StepShape` whose attention ops are already grouped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+MICRO_BATCHES = "micro_batches"
+"""The batch is split into micro-batches that follow each other through the stages."""
+SEQUENCES = "sequences"
+"""Every sequence flows through the stages on its own, a stage taking the next as it frees."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """One event of a pass: ``op`` (``kind``) of ``layer`` busy on ``unit``'s ``resource`` from
+    ``start`` for ``duration`` cycles (``start`` counts from the pass's start), moving
+    ``n_bytes`` and doing ``flops``."""
+
+    layer: Any
+    op: str
+    kind: str
+    unit: int
+    resource: str
+    start: int
+    duration: int
+    n_bytes: int = 0
+    flops: int = 0
+
+
+@dataclass(frozen=True)
+class PassTiming:
+    """One pass at one context: the cycles each pipeline stage spends on it, its spans (when
+    the driver asked for events), per-unit heatmap ``arrays`` and layout ``notes`` for the
+    trace's meta (with the spans)."""
+
+    stage_cycles: tuple[int, ...] | list[int]
+    spans: tuple[Span, ...] | list[Span] = ()
+    arrays: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BoundRates:
+    """Peak rates an engine's lower bound uses: memory (bytes/s), each op's compute (a function
+    of the op, ops/s, 0 for none) and the link that carries reductions between units (bytes/s),
+    each with the resource class it stands for."""
+
+    mem_bytes_per_s: float
+    mem_resource: str
+    compute: Callable[[Any], float]
+    compute_resource: str
+    link_bytes_per_s: float
+    link_resource: str
+
+
+@dataclass
+class AttentionGroup:
+    """Attention layers that cost the same at every context on an engine: same window (graph
+    attention group) and same engine key (e.g. stage and width). ``op`` is the group's op at the
+    step's context, built once from its first layer."""
+
+    key: Any
+    layers: tuple[int, ...]
+    op: Any
+
+
+@dataclass
+class StepShape:
+    """A step the driver asks a pass model to time: the pass's graph at ``context`` cached
+    tokens. :meth:`groups` gives the attention ops of the step, one per group of layers that
+    cost the same (the engine names its key for a layer when it makes the pass)."""
+
+    graph: Any
+    context: int
+    group_key: Callable[[int], Any]
+    index: int = 0  # the step's place in the run (0 = first)
+    _groups: list | None = None
+
+    def groups(self) -> list[AttentionGroup]:
+        """Attention groups of the step, in the order of their first layer."""
+        if self._groups is None:
+            layers: dict = {}
+            for op in self.graph.ops:
+                if op.kind == "attention":
+                    key = (self.graph.attention_group(op.layer), self.group_key(op.layer))
+                    layers.setdefault(key, []).append(op.layer)
+            self._groups = [
+                AttentionGroup(key, tuple(ls), self.graph.attention_op(ls[0], self.context))
+                for key, ls in layers.items()
+            ]
+        return self._groups
+
+    def attention(self) -> Iterator[tuple[int, Any, AttentionGroup]]:
+        """(layer, its attention op at the context, its group) for every attention layer."""
+        from dataclasses import replace
+
+        for g in self.groups():
+            for layer in g.layers:
+                yield layer, replace(g.op, name=f"L{layer}.attention", layer=layer), g
+
+
+class PassModel(Protocol):
+    """One micro-batch's pass through an engine's stages (``MICRO_BATCHES`` engines)."""
+
+    graph: Any
+
+    def group_key(self, layer: int) -> Any:
+        """What, besides its window, makes a layer's attention cost differ on this engine
+        (e.g. its stage or region); layers with equal keys form one attention group."""
+
+    def time(self, step: StepShape, events: bool) -> PassTiming:
+        """Stage cycles of the pass at ``step``; spans, arrays and step notes when ``events``."""
+
+    def notes(self) -> dict:
+        """Layout notes of the run for the trace's meta (asked once the run is over)."""
+
+
+class SequenceModel(Protocol):
+    """One sequence's pass through the stages, which every sequence of the batch takes in turn
+    (``SEQUENCES`` engines): per-stage busy and latency cycles, and which hardware unit each
+    stage occupies (stages on one unit cannot overlap)."""
+
+    graph: Any
+
+    def group_key(self, layer: int) -> Any:
+        """As :meth:`PassModel.group_key`."""
+
+    def occupancy(self, first: StepShape, n_steps: int) -> Any:
+        """``occ[t, s]``: busy cycles of stage ``s`` at step ``t`` of ``n_steps`` (the context
+        grows by one a step from ``first``'s; int64 array)."""
+
+    def latencies(self) -> Any:
+        """Cycles after each stage's busy time before its output is ready (int64 array)."""
+
+    def hardware(self) -> Any:
+        """The hardware unit of every stage (int64 array)."""
+
+    def spans(self, step: StepShape, starts) -> list[Span]:
+        """Every sequence's spans at ``step``; ``starts[q, s]`` is stage ``s``'s start cycle
+        for sequence ``q`` on the run's timeline."""
+
+    def extras(self, occ, last_step_cycles: int, n_sequences: int) -> PassTiming:
+        """Arrays and notes of the run (stage cycles left empty)."""

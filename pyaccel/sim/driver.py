@@ -1,0 +1,158 @@
+"""The step driver: the one loop over a run's decode steps that every engine shares (SPEC §2).
+
+It owns what is common to engines: the steps over a context range, the split of the batch over
+pipeline stages and the micro-batch graphs (made from the run's graph), the attention groups of
+each step (:class:`~pyaccel.sim.contract.StepShape`), laying each kept step's spans on the run's
+timeline, progress, and the micro-batch notes of the trace. Engines only time a pass
+(:mod:`pyaccel.sim.contract`). Techniques plug in here: speculative decoding runs the driver at
+k+1 tokens a step, prefill at a prompt's length.
+
+Two pipeline disciplines:
+
+- ``MICRO_BATCHES`` (wafer, LPU, GPU): the batch is split into micro-batches over the stages
+  (:func:`micro_batch_sizes`); a step's time is the pipeline interval (:func:`pipeline_cycles`).
+- ``SEQUENCES`` (ASIC): every sequence flows through the stages on its own, one token at a
+  time; a stage serves the next sequence as soon as it is free (the ``asic_pipeline`` kernel);
+  a step's time is the mean over sequences of the time between their consecutive tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..trace import EventLog
+from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape
+from .pipeline import micro_batch_sizes, pipeline_cycles
+
+
+@dataclass
+class Stepped:
+    """What the driver gives back: the event log, each step's cycles, the trace's meta notes
+    and heatmap arrays."""
+
+    log: EventLog
+    steps: list[int]
+    meta: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+
+
+def run_steps(engine, graph, system, placement, kept: frozenset[int], progress=None) -> Stepped:
+    """Time ``graph.workload.tokens`` decode steps of ``graph`` on ``engine``; events for the
+    steps in ``kept``; ``progress(step)`` after each step."""
+    if engine.PIPELINE == MICRO_BATCHES:
+        return _micro_batch_steps(engine, graph, system, placement, kept, progress)
+    if engine.PIPELINE == SEQUENCES:
+        return _sequence_steps(engine, graph, system, placement, kept, progress)
+    raise ValueError(f"unknown pipeline discipline {engine.PIPELINE!r}")
+
+
+def micro_graphs(graph, sizes) -> dict:
+    """The graph of each micro-batch size (the run's own graph for the full batch)."""
+    work = graph.workload
+    return {
+        s: graph if s == work.batch else graph.with_workload(replace(work, batch=s), graph.context)
+        for s in sorted(set(sizes), reverse=True)
+    }
+
+
+class MicroBatchPasses:
+    """The passes of a run's micro-batches and their step time at any context."""
+
+    def __init__(self, engine, graph, system, placement):
+        self.sizes = micro_batch_sizes(graph.workload.batch, engine.n_stages(placement))
+        self.models = {
+            s: engine.pass_model(g, system, placement)
+            for s, g in micro_graphs(graph, self.sizes).items()
+        }
+        self.graphs = {s: m.graph for s, m in self.models.items()}
+        self.first = self.sizes[0]  # events lay out the first (largest) micro-batch's pass
+
+    def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
+        """(cycles of the step at ``context``, the first micro-batch's timing); ``index`` is
+        the step's place in the run."""
+        stage_c, first = {}, None
+        for size, model in self.models.items():
+            shape = StepShape(self.graphs[size], context, model.group_key, index)
+            timing = model.time(shape, events and size == self.first)
+            stage_c[size] = timing.stage_cycles
+            if size == self.first:
+                first = timing
+        return int(pipeline_cycles(stage_c, self.sizes)), first
+
+    def notes(self) -> dict:
+        """The micro-batch split, as the trace's meta reports it."""
+        sizes = self.sizes
+        return {"micro_batches": len(sizes), "micro_batch_size": sizes[0],
+                "micro_batch_sizes": sizes}  # fmt: skip
+
+
+def step_cycles(engine, graph, system, placement, context: int) -> int:
+    """Cycles of one step at ``context`` on ``engine`` (a placement search times candidates
+    with it)."""
+    if engine.PIPELINE == SEQUENCES:
+        one = replace(graph.workload, tokens=1, context=context)
+        run = _sequence_steps(engine, graph.with_workload(one), system, placement, frozenset())
+        return run.steps[0]
+    return MicroBatchPasses(engine, graph, system, placement).step(context)[0]
+
+
+def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Stepped:
+    work = graph.workload
+    passes = MicroBatchPasses(engine, graph, system, placement)
+    out = Stepped(EventLog(), [])
+    first_kept, t0 = None, 0
+    for step in range(work.tokens):
+        keep = step in kept
+        cycles, timing = passes.step(work.context + step, keep, step)
+        if keep:
+            _lay(out.log, step, t0, timing.spans)
+            first_kept = first_kept or timing  # heatmaps and notes of the first kept step
+        out.steps.append(cycles)
+        t0 += cycles
+        if progress:
+            progress(step)
+    step_notes = first_kept.notes if first_kept else {}
+    out.arrays = dict(first_kept.arrays) if first_kept else {}
+    out.meta = {**step_notes, **passes.models[passes.first].notes(), **passes.notes()}
+    return out
+
+
+def _lay(log: EventLog, step: int, t0: int, spans) -> None:
+    """Spans of one step on the run's timeline (their starts count from the step's start)."""
+    for s in spans:
+        log.add(step, s.layer, s.op, s.kind, s.unit, s.resource, t0 + s.start, s.duration,
+                s.n_bytes, s.flops)  # fmt: skip
+
+
+def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> Stepped:
+    """``SEQUENCES``: all steps' stage occupancies at once, then the pipeline kernel."""
+    from ..kernels import get
+
+    work = graph.workload
+    model = engine.pass_model(graph, system, placement)
+    occ = model.occupancy(StepShape(graph, work.context, model.group_key), work.tokens)
+    lat, hw = model.latencies(), model.hardware()
+    order = sorted(t for t in kept if 0 <= t < work.tokens)
+    record = np.zeros(work.tokens, dtype=np.bool_)
+    record[order] = True
+    finish, starts = get("asic_pipeline")(occ, lat, hw, work.batch, record)
+    prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), finish[:-1]])
+    gaps = (finish - prev).sum(axis=1)
+    steps = [int(-(-int(g) // work.batch)) for g in gaps]
+    out = Stepped(EventLog(), steps)
+    for r, t in enumerate(order):  # span starts are already on the run's timeline
+        _lay(out.log, t, 0, model.spans(StepShape(graph, work.context + t, model.group_key, t),
+                                        starts[r]))  # fmt: skip
+    _progress_all(progress, work.tokens)
+    extras = model.extras(occ, steps[-1], work.batch)
+    out.meta, out.arrays = dict(extras.notes), dict(extras.arrays)
+    return out
+
+
+def _progress_all(progress: Callable | None, n: int) -> None:
+    if progress:
+        for t in range(n):
+            progress(t)
