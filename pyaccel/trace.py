@@ -77,6 +77,15 @@ class EventLog:
         )
         return int(start) + int(duration)
 
+    def add_spans(self, step: int, t0: int, spans) -> None:
+        """Record many events of one step at once: ``spans`` are (layer, op, kind, unit,
+        resource, start, duration, bytes, flops) tuples whose starts count from ``t0``."""
+        self.rows.extend(
+            (step, _layer_key(layer), op, kind, unit, resource, int(t0 + start), int(duration),
+             int(n_bytes), int(flops))
+            for layer, op, kind, unit, resource, start, duration, n_bytes, flops in spans
+        )  # fmt: skip
+
     def columns(self) -> dict[str, np.ndarray]:
         """Events as named arrays (int64 for numbers, object for names)."""
         cols = list(zip(*self.rows, strict=True)) if self.rows else [()] * len(EVENT_FIELDS)

@@ -11,11 +11,11 @@ import pytest
 import pyaccel as pa
 from pyaccel.errors import EngineNotBuiltError
 from pyaccel.hw.io import load_system
+from pyaccel.hw.kinds import MACHINE_KINDS, MachineKind, kind_executor
 from pyaccel.model.config import load_model
 from pyaccel.model.graph import build_graph
 from pyaccel.numerics import execute
 from pyaccel.numerics.executor import Executor
-from pyaccel.numerics.executors import EXECUTORS
 
 from test_numerics_execute import hand_placement  # a placement of every layer on one kind
 
@@ -105,23 +105,22 @@ def test_the_check_catches_a_kind_switch():
 
 def test_only_a_kinds_own_module_and_the_registry_name_it():
     """Shared numerics code names no machine kind; each per-kind module names only its own."""
-    kinds = set(KNOWN_KINDS) | set(EXECUTORS)
-    registry = EXECUTORS_DIR / "__init__.py"
+    kinds = set(KNOWN_KINDS) | set(MACHINE_KINDS)
     checked = 0
     for path in sorted(NUMERICS.rglob("*.py")):
-        if path == registry:
-            continue
         own = {path.stem} if path.parent == EXECUTORS_DIR else set()
         found = kind_mentions(path.read_text(), kinds - own)
         assert found == [], f"{path.relative_to(NUMERICS)}: {found}"
         checked += 1
-    assert checked >= len(EXECUTORS) + 3  # the kinds' modules, the interface and execute.py
+    assert checked >= len(MACHINE_KINDS) + 3  # the kinds' modules, the interface, execute.py
 
 
 def test_each_registered_kind_has_its_own_module():
-    """``EXECUTORS[kind]`` is an Executor defined in ``numerics/executors/<kind>.py``."""
-    assert set(KNOWN_KINDS) <= set(EXECUTORS)
-    for kind, cls in EXECUTORS.items():
+    """Every registered kind's executor is an Executor defined in
+    ``numerics/executors/<kind>.py``."""
+    assert set(KNOWN_KINDS) <= set(MACHINE_KINDS)
+    for kind in MACHINE_KINDS:
+        cls = kind_executor(kind)
         assert issubclass(cls, Executor)
         assert cls.__module__ == f"pyaccel.numerics.executors.{kind}"
 
@@ -153,7 +152,9 @@ def _tiny_graph():
 
 
 def test_a_fifth_kind_runs_the_functional_decode_through_its_placement(monkeypatch):
-    monkeypatch.setitem(EXECUTORS, "fifth", FifthExecutor)
+    lpu = MACHINE_KINDS["lpu"]
+    fifth = MachineKind("fifth", lpu.params, "unit", lpu.placer, lpu.engine, FifthExecutor)
+    monkeypatch.setitem(MACHINE_KINDS, "fifth", fifth)
     monkeypatch.setattr(FifthExecutor, "reduced", 0)
     graph = _tiny_graph()
     plc = hand_placement(graph, "fifth", units=2)

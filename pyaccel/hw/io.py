@@ -13,7 +13,8 @@ from typing import Any
 from ..errors import ConfigError, PresetError
 from ..formats import get_format
 from .fields import MAX_INTEGER, time_ranges
-from .spec import KINDS, PARAMS_BY_KIND, HardwareSpec, System
+from .kinds import kind_names
+from .spec import PARAMS_BY_KIND, HardwareSpec, System
 
 
 def preset_names() -> list[str]:
@@ -102,8 +103,10 @@ def spec_from_toml(text: str, where: str) -> HardwareSpec:
         if not isinstance(head.get(key), str) or not head[key]:
             raise ConfigError(f"{where}: [preset] field '{key}' must be a non-empty string")
     kind = head["kind"]
-    if kind not in KINDS:
-        raise ConfigError(f"{where}: [preset] kind '{kind}' is not one of {', '.join(KINDS)}")
+    if kind not in kind_names():
+        raise ConfigError(
+            f"{where}: [preset] kind '{kind}' is not one of {', '.join(kind_names())}"
+        )
     native = get_format(head["native_format"], f"{where}: native_format").name
     params, sources, assumptions = _parse_params(kind, data.get("params"), where)
     check_relations(params, lambda names: where)

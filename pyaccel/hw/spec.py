@@ -7,17 +7,27 @@ any ``--set`` overrides; ``System`` is a spec plus a unit count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .spec_asic import AsicParams
-from .spec_gpu import GpuParams
-from .spec_lpu import LpuParams
-from .spec_wafer import WaferParams
+from .kinds import MACHINE_KINDS
 
-KINDS = ("wafer", "lpu", "asic", "gpu")
-PARAMS_BY_KIND = {"gpu": GpuParams, "wafer": WaferParams, "lpu": LpuParams, "asic": AsicParams}
+
+class _ParamsByKind(Mapping):
+    """kind -> its params dataclass, read live from the kind registry (``hw/kinds.py``)."""
+
+    def __getitem__(self, kind: str) -> type:
+        return MACHINE_KINDS[kind].params
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MACHINE_KINDS)
+
+    def __len__(self) -> int:
+        return len(MACHINE_KINDS)
+
+
+PARAMS_BY_KIND: Mapping[str, type] = _ParamsByKind()
 
 
 def param_doc(kind: str, name: str) -> str:

@@ -7,7 +7,7 @@
 - ``execute``: the decode through a placement in a machine's formats and reduction order
   (``functional_metrics``, called by ``emulate(..., functional=True)``);
 - ``executor``: the interface of one machine kind's arithmetic (splits, partial-sum reduction,
-  activation operands); ``executors``: one module per kind and the registry ``EXECUTORS``
+  activation operands); ``executors``: one module per kind, named in the kind registry
   (kind -> class) that a new kind joins with one entry;
 - ``gemv``: packed low-bit GEMV kernels over the packed bytes.
 """

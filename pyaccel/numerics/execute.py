@@ -4,7 +4,7 @@ number formats, accumulation width and reduction order; compared with the fp32 r
 What depends on the machine kind (``placement.kind``) -- how a layer's matmul inputs are split
 over its units (the layer's ``LayerSlot``), how partial sums are added, how activations are
 quantised on the way in -- is asked of that kind's :class:`~pyaccel.numerics.executor.Executor`
-(one module per kind in ``numerics/executors/``, looked up in ``executors.EXECUTORS``); this
+(one module per kind in ``numerics/executors/``, named in the kind registry ``hw/kinds.py``); this
 module runs the decode through the placement, calls the reference ops and checks finiteness.
 
 Products of bf16 operands are exact in fp32, so "bf16 products, fp32 accumulation" is an fp32

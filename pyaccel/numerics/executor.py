@@ -13,7 +13,7 @@ reference ops; everything that depends on the machine kind is asked of an :class
 
 The defaults are a machine that does not split: bf16 activations, fp32 partial sums added in chain
 order, experts summed in top-k order. One module per kind in ``numerics/executors/`` subclasses
-it; ``numerics.executors.EXECUTORS`` maps ``placement.kind`` to the class.
+it; the kind registry (``hw/kinds.py``) names the class of each ``placement.kind``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 MICRO_BATCHES = "micro_batches"
 """The batch is split into micro-batches that follow each other through the stages."""
@@ -30,11 +30,10 @@ SEQUENCES = "sequences"
 """Every sequence flows through the stages on its own, a stage taking the next as it frees."""
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """One event of a pass: ``op`` (``kind``) of ``layer`` busy on ``unit``'s ``resource`` from
     ``start`` for ``duration`` cycles (``start`` counts from the pass's start), moving
-    ``n_bytes`` and doing ``flops``."""
+    ``n_bytes`` and doing ``flops``. A named tuple: passes make tens of thousands."""
 
     layer: Any
     op: str
@@ -84,29 +83,40 @@ class AttentionGroup:
     op: Any
 
 
+def attention_layout(graph, group_key: Callable[[int], Any]) -> tuple:
+    """((key, layers), ...): the graph's attention layers grouped by (window, engine key), in
+    the order of each group's first layer. Fixed for a pass: the driver computes it once."""
+    layers: dict = {}
+    for op in graph.ops:
+        if op.kind == "attention":
+            key = (graph.attention_group(op.layer), group_key(op.layer))
+            layers.setdefault(key, []).append(op.layer)
+    return tuple((key, tuple(ls)) for key, ls in layers.items())
+
+
 @dataclass
 class StepShape:
     """A step the driver asks a pass model to time: the pass's graph at ``context`` cached
     tokens. :meth:`groups` gives the attention ops of the step, one per group of layers that
-    cost the same (the engine names its key for a layer when it makes the pass)."""
+    cost the same (the engine names its key for a layer: ``group_key``; ``layout`` is the
+    grouping when the driver has it already)."""
 
     graph: Any
     context: int
     group_key: Callable[[int], Any]
     index: int = 0  # the step's place in the run (0 = first)
+    layout: tuple | None = None
     _groups: list | None = None
 
     def groups(self) -> list[AttentionGroup]:
         """Attention groups of the step, in the order of their first layer."""
         if self._groups is None:
-            layers: dict = {}
-            for op in self.graph.ops:
-                if op.kind == "attention":
-                    key = (self.graph.attention_group(op.layer), self.group_key(op.layer))
-                    layers.setdefault(key, []).append(op.layer)
+            layout = self.layout
+            if layout is None:
+                layout = attention_layout(self.graph, self.group_key)
             self._groups = [
-                AttentionGroup(key, tuple(ls), self.graph.attention_op(ls[0], self.context))
-                for key, ls in layers.items()
+                AttentionGroup(key, layers, self.graph.attention_op(layers[0], self.context))
+                for key, layers in layout
             ]
         return self._groups
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..trace import EventLog
-from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape
+from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape, attention_layout
 from .pipeline import micro_batch_sizes, pipeline_cycles
 
 
@@ -68,6 +68,7 @@ class MicroBatchPasses:
             for s, g in micro_graphs(graph, self.sizes).items()
         }
         self.graphs = {s: m.graph for s, m in self.models.items()}
+        self.layouts = {s: attention_layout(m.graph, m.group_key) for s, m in self.models.items()}
         self.first = self.sizes[0]  # events lay out the first (largest) micro-batch's pass
 
     def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
@@ -75,7 +76,8 @@ class MicroBatchPasses:
         the step's place in the run."""
         stage_c, first = {}, None
         for size, model in self.models.items():
-            shape = StepShape(self.graphs[size], context, model.group_key, index)
+            shape = StepShape(self.graphs[size], context, model.group_key, index,
+                              self.layouts[size])  # fmt: skip
             timing = model.time(shape, events and size == self.first)
             stage_c[size] = timing.stage_cycles
             if size == self.first:
@@ -122,9 +124,7 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
 
 def _lay(log: EventLog, step: int, t0: int, spans) -> None:
     """Spans of one step on the run's timeline (their starts count from the step's start)."""
-    for s in spans:
-        log.add(step, s.layer, s.op, s.kind, s.unit, s.resource, t0 + s.start, s.duration,
-                s.n_bytes, s.flops)  # fmt: skip
+    log.add_spans(step, t0, spans)
 
 
 def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> Stepped:

@@ -5,7 +5,7 @@ runs the step driver (:mod:`pyaccel.sim.driver`) on the kind's engine -- the pac
 ``pyaccel.sim.<kind>`` behind the contract in :mod:`pyaccel.sim.contract` -- adds each step's
 lower bound (:mod:`pyaccel.sim.roofline`) and assembles the :class:`~pyaccel.trace.Trace`. Its
 placer is ``pyaccel.place.<kind>``; its functional executor is registered in
-:data:`pyaccel.numerics.executors.EXECUTORS`.
+its entry in the kind registry (:mod:`pyaccel.hw.kinds`).
 """
 
 from __future__ import annotations

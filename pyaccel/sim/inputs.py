@@ -7,10 +7,8 @@ each other.
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.util import find_spec
-
-from ..errors import ConfigError, EngineNotBuiltError
+from ..errors import ConfigError
+from ..hw.kinds import kind_module
 from ..hw.spec import System
 from ..model.config import ModelConfig
 from ..model.graph import DecodeGraph, build_graph
@@ -18,11 +16,9 @@ from ..workload import Workload, resolve_workload
 
 
 def engine_module(kind: str):
-    """The engine module ``pyaccel.sim.<kind>``; kinds without one raise EngineNotBuiltError."""
-    name = f"pyaccel.sim.{kind}"
-    if find_spec(name) is None:
-        raise EngineNotBuiltError(f"the {kind} engine is not built yet")
-    return import_module(name)
+    """The engine of machine ``kind`` (``pyaccel.sim.<kind>`` for the built-in kinds, from the
+    kind registry); kinds without one raise EngineNotBuiltError."""
+    return kind_module(kind, "engine")
 
 
 def run_graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:

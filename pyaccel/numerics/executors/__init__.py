@@ -1,34 +1,19 @@
-"""One functional executor per machine kind, and the registry that maps a kind to it.
+"""One functional executor per machine kind; the kind registry (``hw/kinds.py``) names each.
 
 A new machine kind adds a module here (an :class:`~pyaccel.numerics.executor.Executor` subclass)
-and one line in :data:`EXECUTORS`; the shared executor (``numerics/execute.py``) is not edited.
+and names it in its registry entry; the shared executor (``numerics/execute.py``) is not edited.
 """
 
 from __future__ import annotations
 
-from ...errors import EngineNotBuiltError
+from ...hw.kinds import kind_executor
 from ..executor import Executor
-from .asic import AsicExecutor
-from .gpu import GpuExecutor
-from .lpu import LpuExecutor
-from .wafer import WaferExecutor
-
-# placement.kind -> the class of that kind's arithmetic (public: register a kind by adding to it)
-EXECUTORS: dict[str, type[Executor]] = {
-    "gpu": GpuExecutor,
-    "asic": AsicExecutor,
-    "wafer": WaferExecutor,
-    "lpu": LpuExecutor,
-}
 
 
 def executor_for(kind: str) -> type[Executor]:
-    """The registered executor class of machine ``kind``; an unknown kind raises
+    """The executor class of machine ``kind``; a kind with none raises
     :class:`EngineNotBuiltError`, as an engine that does not exist does."""
-    try:
-        return EXECUTORS[kind]
-    except KeyError:
-        raise EngineNotBuiltError(f"the {kind} functional executor is not built yet") from None
+    return kind_executor(kind)
 
 
-__all__ = ["EXECUTORS", "Executor", "executor_for"]
+__all__ = ["Executor", "executor_for"]
