@@ -33,6 +33,7 @@ from dataclasses import replace
 from ..errors import PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
+from .kinds.wafer import WaferLayout, WaferRegion, capacity
 from .placement import LayerSlot, Placement
 from .wafer_fit import Fitter as _Fitter
 from .wafer_fit import pe_budget as _budget
@@ -123,7 +124,7 @@ def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
     return {k: tiles[s] for k, s in zip(keys, stage, strict=True)}
 
 
-def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot:
+def _slot(graph, key, wafer: int, rect, strategy: str, **extra) -> LayerSlot:
     need_w, need_kv = graph.resident_bytes(key)
     return LayerSlot(
         key,
@@ -133,24 +134,11 @@ def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot
         (0,),
         need_w,
         need_kv,
-        {"strategy": strategy, "wafer": wafer, "rect": list(rect), **extra},
+        WaferRegion(strategy=strategy, wafer=wafer, rect=tuple(rect), **extra),
     )
 
 
-def capacity(system, graph=None) -> tuple[dict, dict, dict]:
-    """(capacity, level of each category, runtime reserve) of one wafer: level ``sram`` is every
-    usable PE's SRAM; code and buffers are reserved on every usable PE."""
-    p = system.spec.params
-    wid, hgt = _usable(p)
-    pes = wid * hgt
-    return (
-        {"sram": pes * int(p.pe_sram_bytes)},
-        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        {"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
-    )
-
-
-def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+def _placement(graph, system, units: int, slots, layout: WaferLayout, reason="") -> Placement:
     cap, level_of, reserved = capacity(system)
     w = graph.workload
     return Placement(
@@ -204,24 +192,25 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
         for grids in (smallest, full) if full != smallest else (smallest,):
             slots = [
-                _slot(graph, k, u, (0, 0, *grids[u]), "interleave", {"grid": list(grids[u])})
+                _slot(graph, k, u, (0, 0, *grids[u]), "interleave", grid=tuple(grids[u]))
                 for u, b in enumerate(blocks)
                 for k in b
             ]
-            layout = {"strategy": "interleave", "wafers": units, "grids": [list(g) for g in grids]}
+            layout = WaferLayout(
+                strategy="interleave", wafers=units, grids=tuple(map(tuple, grids))
+            )
             out.append(_placement(graph, system, units, slots, layout))
     for scale in REGION_SCALES if want in ("auto", "layer_regions") else ():
         rects = _every(_layer_regions(fit, b, scale) for b in blocks)
         if rects is None:
             break
         slots = [
-            _slot(graph, k, u, rects[u][k], "layer_regions", {"scale": scale})
+            _slot(graph, k, u, rects[u][k], "layer_regions", scale=scale)
             for u, b in enumerate(blocks)
             for k in b
         ]
-        out.append(_placement(graph, system, units, slots,
-                              {"strategy": "layer_regions", "wafers": units,
-                               "region_scale": scale}))  # fmt: skip
+        layout = WaferLayout(strategy="layer_regions", wafers=units, region_scale=scale)
+        out.append(_placement(graph, system, units, slots, layout))
     wid, hgt = _usable(fit.p)
     for g in GROUP_COUNTS if want in ("auto", "layer_groups") else ():
         if g > max(len(b) for b in blocks):
@@ -232,14 +221,13 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
         if rects is None:
             continue
         slots = [
-            _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": list(cuts[u])})
+            _slot(graph, k, u, rects[u][k], "layer_groups", tiles=tuple(cuts[u]))
             for u, b in enumerate(blocks)
             for k in b
         ]
-        out.append(_placement(graph, system, units, slots,
-                              {"strategy": "layer_groups", "wafers": units,
-                               "tiles": list(cuts[0]),
-                               "tiles_per_wafer": [list(c) for c in cuts]}))  # fmt: skip
+        layout = WaferLayout(strategy="layer_groups", wafers=units, tiles=tuple(cuts[0]),
+                             tiles_per_wafer=tuple(map(tuple, cuts)))  # fmt: skip
+        out.append(_placement(graph, system, units, slots, layout))
     return [plc for plc in out if not plc.shortfalls()]
 
 
@@ -257,12 +245,12 @@ def _every(results) -> list | None:
 def _label(plc: Placement) -> str:
     """A candidate's short name for the placement reason (strategy and size)."""
     lay = plc.layout
-    if lay["strategy"] == "layer_regions":
-        return f"layer_regions x{lay['region_scale']:g}"
-    if lay["strategy"] == "layer_groups":
-        gx, gy = lay["tiles"]
+    if lay.strategy == "layer_regions":
+        return f"layer_regions x{lay.region_scale:g}"
+    if lay.strategy == "layer_groups":
+        gx, gy = lay.tiles
         return f"layer_groups {gx}x{gy} tiles"
-    g = lay["grids"][0]
+    g = lay.grids[0]
     return f"interleave {g[0]}x{g[1]}"
 
 
@@ -384,7 +372,7 @@ def place_units(graph, system, units: int) -> Placement:
         )
     if strat != "auto":
         auto = replace(system, spec=system.spec.with_params(placement_strategy="auto"))
-        others = sorted({c.layout["strategy"] for c in candidates(graph, auto, units)})
+        others = sorted({c.layout.strategy for c in candidates(graph, auto, units)})
         if others:
             verb = "does" if len(others) == 1 else "do"
             raise PlacementError(
@@ -399,11 +387,11 @@ def place_units(graph, system, units: int) -> Placement:
     worst = max(range(len(blocks)), key=lambda u: fit.pe_use(blocks[u], wid, hgt))
     use = fit.pe_use(blocks[worst], wid, hgt)
     slots = [
-        _slot(graph, k, u, (0, 0, wid, hgt), "interleave", {"grid": [wid, hgt]})
+        _slot(graph, k, u, (0, 0, wid, hgt), "interleave", grid=(wid, hgt))
         for u, b in enumerate(blocks)
         for k in b
     ]
-    failed = _placement(graph, system, units, slots, {"strategy": "interleave"})
+    failed = _placement(graph, system, units, slots, WaferLayout(strategy="interleave"))
     try:
         failed.check()
     except PlacementError as exc:

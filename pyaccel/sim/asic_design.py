@@ -141,6 +141,14 @@ def die_logic_budget(p) -> float:
     return p.transistors - kv_sram_bytes(p) * 8 * p.sram_transistors_per_bit
 
 
+def rom_capacity_bytes(graph, p) -> int:
+    """ROM bytes one die of this design holds for ``graph``: the die's transistors left after
+    its SRAM, converted at the model's average transistor cost (ROM + lane logic) per byte."""
+    total_bytes = graph.total_resident_weight_bytes
+    total_cost = sum(layer_cost(graph, k, p) for k in graph.layer_keys)
+    return int(die_logic_budget(p) * total_bytes / total_cost)
+
+
 def kv_banks(p) -> int:
     """SRAM banks per die that hold KV cache (LoRA's share excluded)."""
     return max(1, (kv_sram_bytes(p) - p.lora_sram_bytes) // p.kv_sram_bank_bytes)

@@ -294,9 +294,9 @@ def emulate(graph, system, placement, event_steps, progress=None):
     from ..trace import EventLog
 
     spec, work = system.spec, graph.workload
-    tp, pp = int(placement.layout["tp"]), int(placement.layout["pp"])
+    tp, pp = placement.layout.tp, placement.layout.pp
     sizes = micro_batch_sizes(work.batch, pp)
-    stage_of = {s.layer: int(s.region["stage"]) for s in placement.layers}
+    stage_of = {s.layer: s.region.stage for s in placement.layers}
     cost = GpuCost(
         spec,
         tp,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_op
+from ..place.kinds.lpu import stage_of
 from .lpu_net import Network
 from .lpu_program import INPUT, ChipModel, Program
 from .pipeline import micro_batch_sizes, pipeline_cycles
@@ -194,7 +195,7 @@ def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
     """(chips, layer keys) of every pipeline stage, in order."""
     out: dict[int, tuple] = {}
     for s in placement.layers:
-        st = int(s.region.get("stage", 0))
+        st = stage_of(s)
         if st not in out:
             out[st] = (tuple(s.units), [])
         out[st][1].append(s.layer)
@@ -426,7 +427,7 @@ def emulate(graph, system, placement, event_steps, progress=None):
         if progress:
             progress(step)
     meta = dict(
-        tp=int(placement.layout.get("tp", 1)),
+        tp=(placement.layout.tp if placement.layout else None) or 1,
         stages=n_stages,
         micro_batches=len(sizes),
         micro_batch_size=sizes[0],

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_op, build_graph
+from ..place.kinds.wafer import wafer_of
 from ..units import cycles
 from .pipeline import micro_batch_sizes, pipeline_cycles
 from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
@@ -82,9 +83,9 @@ class Region:
 
     @classmethod
     def of(cls, slot) -> Region:
-        """The region recorded in a placement slot (``region["rect"]`` and ``["wafer"]``)."""
-        x0, y0, w, h = (int(v) for v in slot.region["rect"])
-        return cls(int(slot.region.get("wafer", slot.units[0])), x0, y0, w, h)
+        """The region recorded in a placement slot (its region's ``rect`` and ``wafer``)."""
+        x0, y0, w, h = slot.region.rect
+        return cls(wafer_of(slot), x0, y0, w, h)
 
 
 @dataclass
@@ -303,7 +304,7 @@ def emulate(graph, system, placement, event_steps, progress=None):
         if progress:
             progress(step)
     meta.update(
-        strategy=placement.layout.get("strategy"),
+        strategy=placement.layout.strategy if placement.layout else None,
         stages=wp.n_stages,
         micro_batches=len(sizes),
         micro_batch_size=sizes[0],
