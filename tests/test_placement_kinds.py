@@ -86,3 +86,12 @@ def test_a_region_of_another_kind_is_refused():
 def test_a_kind_without_a_module_is_not_built():
     with pytest.raises(EngineNotBuiltError, match="the tpu placer and engine are not built yet"):
         capacity_of(SimpleNamespace(kind="tpu"))
+
+
+def test_workload_is_the_workload_the_placement_was_made_for():
+    plc = pa.Placement.from_json(DATA / "gpu.json")
+    assert plc.workload == pa.Workload(batch=8, weights="bf16", expert_weights="bf16")
+    made = pa.place(
+        pa.load_model("llama-3.1-70b"), pa.load_system("h100", "auto"), pa.Workload(batch=8)
+    )
+    assert made.workload == plc.workload and made.to_dict()["workload"] == _doc("gpu")["workload"]

@@ -181,20 +181,8 @@ def build(graph, system, assign, reason: str = "") -> Placement:
             spanning_layers=tuple(str(s.layer) for s in slots if len(s.units) > 1),
             weights=graph.workload.weights,
         ),
-        workload=_workload_dict(graph),
+        workload=graph.workload,
         reason=reason,
-    )
-
-
-def _workload_dict(graph) -> dict:
-    w = graph.workload
-    return dict(
-        batch=w.batch,
-        context=w.context,
-        tokens=w.tokens,
-        weights=w.weights,
-        expert_weights=w.expert_weights,
-        kv=w.kv,
     )
 
 

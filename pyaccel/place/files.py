@@ -23,6 +23,8 @@ from .placement import MAX_UNITS, LayerSlot, Placement, _check_structure, _is_co
 FORMAT_VERSION = 2
 READS = (1, 2)
 PRESET_PREFIX = "preset "  # HardwareSpec.origin of a preset (hw.io.load_spec)
+# what sizes a placement's resident bytes, in the order the file writes them
+WORKLOAD_FIELDS = ("batch", "context", "tokens", "weights", "expert_weights", "kv")
 
 
 def file_sha256(path: str | Path) -> str:
@@ -73,6 +75,14 @@ def _provenance(plc: Placement) -> tuple[dict, dict, bool]:
     return system_source(system), overrides_of(system), bool(system.etch)
 
 
+def workload_dict(work) -> dict:
+    """The file's ``workload``: what sizes the resident bytes (batch, lengths, formats); ``{}``
+    for none."""
+    if work is None:
+        return {}
+    return {k: getattr(work, k) for k in WORKLOAD_FIELDS}
+
+
 def per_unit(plc: Placement) -> list[dict]:
     """One row per unit: layer keys, resident bytes by category, the runtime reserve, used
     (their sum) and capacity, all summed over memory levels."""
@@ -107,7 +117,7 @@ def record(plc: Placement) -> dict:
         "kind": plc.kind,
         "model": plc.model,
         "units": plc.n_units,
-        "workload": dict(plc.workload),
+        "workload": workload_dict(plc.workload),
         "layout": as_dict(plc.layout),
         "reason": plc.reason,
         "capacity_bytes": dict(plc.capacity_bytes),
@@ -183,7 +193,7 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
         reserved_bytes=cap[2],
         layers=tuple(_typed(s, r, kind_mod, where) for s, r in zip(slots, regions, strict=True)),
         layout=_record(kind_mod.LAYOUT, data.get("layout"), f"{where}: layout"),
-        workload=dict(data.get("workload") or {}),
+        workload=graph.workload if data.get("workload") else None,
         reason=str(data.get("reason", "")),
         basis=(graph, sysm),
     )

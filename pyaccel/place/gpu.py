@@ -90,20 +90,8 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
         reserved_bytes=reserved,
         layers=slots,
         layout=GpuLayout(tp=tp, pp=pp, stages=max(stages) + 1),
-        workload=_workload_dict(graph),
+        workload=graph.workload,
         reason=reason,
-    )
-
-
-def _workload_dict(graph) -> dict:
-    w = graph.workload
-    return dict(
-        batch=w.batch,
-        context=w.context,
-        tokens=w.tokens,
-        weights=w.weights,
-        expert_weights=w.expert_weights,
-        kv=w.kv,
     )
 
 

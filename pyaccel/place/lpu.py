@@ -85,15 +85,9 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
         reserved_bytes=reserved,
         layers=tuple(slots),
         layout=LpuLayout(tp=tp, pp=max(stage_of) + 1, idle_chips=units - (max(stage_of) + 1) * tp),
-        workload=_workload_dict(graph),
+        workload=graph.workload,
         reason=reason,
     )
-
-
-def _workload_dict(graph) -> dict:
-    w = graph.workload
-    return dict(batch=w.batch, context=w.context, tokens=w.tokens, weights=w.weights,
-                expert_weights=w.expert_weights, kv=w.kv)  # fmt: skip
 
 
 def best_for(graph, spec, units: int) -> Placement | None:

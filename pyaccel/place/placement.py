@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ConfigError, PlacementError
 from ..units import fmt_bytes
+from ..workload import Workload
 from .kinds import Record, capacity_of, check_levels, kind_module
 
 CATEGORIES = ("weights", "kv", "buffers")
@@ -52,7 +53,8 @@ class Placement:
     the categories weights/kv/buffers to a level; ``reserved_bytes`` is kept per unit per level by
     the runtime. All three come from the system (a placement file's copies are never trusted).
     ``layout`` holds the strategy (its kind's layout record, e.g. ``GpuLayout(tp=8, pp=2)``;
-    None when not recorded) and ``reason`` why this many units were chosen. ``basis`` is the
+    None when not recorded), ``workload`` the one it was made for (its batch, lengths and formats
+    size the resident bytes) and ``reason`` why this many units were chosen. ``basis`` is the
     ``(graph, system)`` the placement was made for or loaded against (not serialised, not
     compared): with it :meth:`check` checks every level a layer can
     overflow (per PE on a wafer, per MEM slice on an LPU) against the system's capacities.
@@ -67,7 +69,7 @@ class Placement:
     reserved_bytes: dict[str, int]
     layers: tuple[LayerSlot, ...]
     layout: Record | None = None
-    workload: dict = field(default_factory=dict)
+    workload: Workload | None = None
     reason: str = ""
     basis: Any = field(default=None, compare=False, repr=False)
 

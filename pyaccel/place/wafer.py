@@ -140,7 +140,6 @@ def _slot(graph, key, wafer: int, rect, strategy: str, **extra) -> LayerSlot:
 
 def _placement(graph, system, units: int, slots, layout: WaferLayout, reason="") -> Placement:
     cap, level_of, reserved = capacity(system)
-    w = graph.workload
     return Placement(
         system=system.spec.name,
         kind="wafer",
@@ -151,14 +150,7 @@ def _placement(graph, system, units: int, slots, layout: WaferLayout, reason="")
         reserved_bytes=reserved,
         layers=tuple(slots),
         layout=layout,
-        workload=dict(
-            batch=w.batch,
-            context=w.context,
-            tokens=w.tokens,
-            weights=w.weights,
-            expert_weights=w.expert_weights,
-            kv=w.kv,
-        ),  # fmt: skip
+        workload=graph.workload,
         reason=reason,
     )
 
