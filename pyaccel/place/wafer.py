@@ -17,7 +17,7 @@ Strategies (the preset's ``placement_strategy``, ``--set placement_strategy=NAME
 Capacity: every PE keeps ``pe_code_bytes + pe_buffer_bytes`` for code and buffers (the preset's
 named assumptions), so a wafer's level ``sram`` holds ``usable PEs x pe_sram_bytes`` with that
 reservation on every usable PE. A region must also hold, on its fullest PE, the weight tiles of
-its ops and its share of the KV cache at ``batch x (context + tokens)`` (``RegionCoster.pe_bytes``).
+its ops and its share of the KV cache at ``batch x (context + tokens)`` (``PeTiles.pe_bytes``).
 
 ``auto``: the candidates that fit (interleave on the smallest grid that holds the block and on
 the whole wafer, layer regions at a few sizes from the smallest that holds each layer up to 8x

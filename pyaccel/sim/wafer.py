@@ -22,9 +22,10 @@ import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_op, build_graph
 from ..place.kinds.wafer import wafer_of
+from ..place.kinds.wafer_tiles import ceil_div as _ceil
 from ..units import cycles
 from .pipeline import micro_batch_sizes, pipeline_cycles
-from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
+from .wafer_cost import OpCost, RegionCoster, multicast
 
 RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
 # Doubling a class's rate: factors keep integer fields integral (x2), except fixed latencies

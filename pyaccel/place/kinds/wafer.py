@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ...errors import PlacementError
 from . import Record, ints, is_int, is_number, is_str, jfield, list_of
+from .wafer_tiles import PeTiles
 
 
 @dataclass(frozen=True)
@@ -102,25 +103,23 @@ def _keys(keys) -> str:
 
 def check(plc, graph, system) -> None:
     """Per PE (fullest PE of every rectangle) and rectangle overlap (see module)."""
-    from ...sim.wafer_cost import RegionCoster
-
     p = system.spec.params
     wid, hgt = int(p.usable_width_pes), int(p.usable_height_pes)
     groups: dict[tuple, list] = {}
     for s in plc.layers:
         groups.setdefault((_checked_wafer(s), _rect(s, wid, hgt)), []).append(s.layer)
     code, buf, cap = int(p.pe_code_bytes), int(p.pe_buffer_bytes), int(p.pe_sram_bytes)
-    coster = RegionCoster(system.spec, graph)
+    tiles = PeTiles(graph)
     for (wafer, (x0, y0, w, h)), keys in groups.items():
         ops = [op for k in keys for op in graph.ops_of(k)]
-        tiles, kv = coster.pe_bytes(ops, w, h)
-        need = tiles + kv + code + buf
+        largest, kv = tiles.pe_bytes(ops, w, h)
+        need = largest + kv + code + buf
         if need > cap:
             # tiles are split with the remainder first, so the rectangle's first PE is fullest
             raise PlacementError(
                 f"{plc.system} wafer {wafer} PE ({x0}, {y0}), the fullest of the {w}x{h} PE "
                 f"rectangle at ({x0}, {y0}) holding layer {_keys(keys)}, needs {need:,} B: "
-                f"largest weight tiles {tiles:,} B + KV-cache share {kv:,} B + code {code:,} B "
+                f"largest weight tiles {largest:,} B + KV-cache share {kv:,} B + code {code:,} B "
                 f"+ buffers {buf:,} B, more than its {cap:,} B of SRAM (short {need - cap:,} B)"
             )
     _check_overlap(plc, groups)
