@@ -3,7 +3,7 @@
 Without ``--etch`` the chip runs only the model (and weight format) it was etched with, all of it on
 one die. With ``--etch`` dies of the same kind are designed for the requested model: each keeps the
 etched chip's SRAM and ROM geometry and holds the contiguous run of layers whose ROM and lanes fit
-its remaining transistors (:mod:`pyaccel.sim.asic_design`); a layer larger than a die spans
+its remaining transistors (:mod:`pyaccel.place.kinds.asic_die`); a layer larger than a die spans
 several dies (its GEMVs split by output columns, its KV heads split). The KV cache of every layer
 lives in its dies' SRAM banks; a workload whose cache does not fit raises
 :class:`CapacityError` saying how many tokens (at this batch) or users (at this context) fit.
@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from ..errors import CapacityError, PlacementError
 from ..model.graph import attention_op
-from ..sim import asic_design as design
 from ..units import fmt_bytes
 from .common import contiguous_partition
+from .kinds import asic_die as design
 from .kinds.asic import AsicLayout, AsicRegion, capacity, check_etch
 from .placement import LayerSlot, Placement
 

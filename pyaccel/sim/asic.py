@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model.graph import ACT_BYTES, attention_op
+from ..place.kinds import asic_die as design
 from ..units import cycles, transfer_cycles
-from . import asic_design as design
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...errors import ConfigError, PlacementError
 from . import Record, ints, is_bool, is_int, is_str, jfield, list_of
+from . import asic_die as design
 
 LEVELS = {"weights": "rom", "kv": "kv_sram", "buffers": "kv_sram"}
 
@@ -51,8 +52,6 @@ def capacity(system, graph=None) -> tuple[dict, dict, dict] | None:
     """(capacity, level of each category, runtime reserve) of one die: weights in ``rom``, KV
     cache and buffers in ``kv_sram`` with the LoRA reserve. An etched design's ROM depends on
     the model (``graph``): None without it."""
-    from ...sim import asic_design as design
-
     p = system.spec.params
     if system.etch and graph is None:
         return None
