@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, fields
 
 from .hw.io import load_system
 from .model.config import load_model
-from .place import place
 from .place.kinds import as_dict
+from .placing import place
 from .records import SCHEMA_VERSION, ErrorRecord, RunRecord, pyaccel_version
 from .sim.engine import emulate
 from .workload import Workload, resolve_workload

@@ -4,8 +4,11 @@ unknown field is refused naming the layer and the field."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -95,3 +98,16 @@ def test_workload_is_the_workload_the_placement_was_made_for():
         pa.load_model("llama-3.1-70b"), pa.load_system("h100", "auto"), pa.Workload(batch=8)
     )
     assert made.workload == plc.workload and made.to_dict()["workload"] == _doc("gpu")["workload"]
+
+
+def test_importing_pyaccel_and_the_spine_imports_no_placer():
+    """``place/__init__`` and the spine types import no placer: engines and executors can read
+    placements without one (a placer is imported when its kind is placed)."""
+    code = (
+        "import sys, pyaccel, pyaccel.place.files, pyaccel.sim.engine, pyaccel.numerics.execute\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pyaccel.place.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(out.stdout))
+    assert "pyaccel.place.placement" in loaded
+    assert not loaded & {f"pyaccel.place.{k}" for k in ("wafer", "lpu", "gpu", "asic")}

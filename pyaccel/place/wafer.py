@@ -19,16 +19,19 @@ named assumptions), so a wafer's level ``sram`` holds ``usable PEs x pe_sram_byt
 reservation on every usable PE. A region must also hold, on its fullest PE, the weight tiles of
 its ops and its share of the KV cache at ``batch x (context + tokens)`` (``PeTiles.pe_bytes``).
 
-``auto``: the candidates that fit (interleave on the smallest grid that holds the block and on
-the whole wafer, layer regions at a few sizes from the smallest that holds each layer up to 8x
-that, layer groups at a few tile counts) are emulated for one step at the workload's context, and
-the fastest is kept. A named strategy keeps only its own candidates.
+``auto``: the layouts that fit (interleave on the smallest grid that holds the block and on the
+whole wafer, layer regions at a few sizes from the smallest that holds each layer up to 8x that,
+layer groups at a few tile counts) are offered by :func:`layouts_auto` / :func:`layouts_units`;
+the orchestration layer (:func:`pyaccel.placing.place`) times each for one step at the workload's
+context with the wafer engine and keeps the fastest. The placer never times them. A named
+strategy offers only its own layouts.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NoReturn
 
 from ..errors import PlacementError
 from ..units import fmt_bytes
@@ -234,8 +237,8 @@ def _every(results) -> list | None:
     return out
 
 
-def _label(plc: Placement) -> str:
-    """A candidate's short name for the placement reason (strategy and size)."""
+def label(plc: Placement) -> str:
+    """A layout's short name for the placement reason (strategy and size)."""
     lay = plc.layout
     if lay.strategy == "layer_regions":
         return f"layer_regions x{lay.region_scale:g}"
@@ -246,18 +249,11 @@ def _label(plc: Placement) -> str:
     return f"interleave {g[0]}x{g[1]}"
 
 
-def best_for(graph, system, units: int, fit: _Fitter | None = None):
-    """(fastest placement on ``units`` wafers or None, [(label, cycles)] tried)."""
-    from ..sim.wafer import step_cycles_at
-
-    tried = []
-    best = None
-    for plc in candidates(graph, system, units, fit):
-        t = step_cycles_at(graph, system, plc, graph.context)
-        tried.append((_label(plc), t))
-        if best is None or t < best[0]:
-            best = (t, plc)
-    return (best[1] if best else None), tried
+def with_reason(graph, system, plc: Placement, tried) -> Placement:
+    """``plc``, one of the layouts offered on its wafer count, with the reason it was kept: the
+    bytes, the wafers, and every layout that fits with its cycles for one step (``tried``:
+    ``[(label, cycles)]`` in the order offered, timed by the orchestration layer)."""
+    return replace(plc, reason=_why(graph, system, plc.n_units, plc, tried))
 
 
 def _why(graph, system, units: int, plc: Placement, tried) -> str:
@@ -270,33 +266,47 @@ def _why(graph, system, units: int, plc: Placement, tried) -> str:
         f"{graph.model.name} needs {fmt_bytes(need)} resident; one {system.spec.name} holds "
         f"{fmt_bytes(per)} in {wid}x{hgt} PEs x {_budget(p):,} B (48 KiB minus code and "
         f"buffers); {units} wafer(s) with contiguous layer blocks; placement_strategy "
-        f"{_strategy(system)}, layouts that fit, one step each: {opts}; kept {_label(plc)}"
+        f"{_strategy(system)}, layouts that fit, one step each: {opts}; kept {label(plc)}"
     )
 
 
-def place_auto(graph, system) -> Placement:
-    """The fewest wafers that hold the model; on them the faster strategy that fits.
+def _floor(graph, system) -> int:
+    """The fewest wafers whose PE budgets add up to the resident bytes."""
+    p = system.spec.params
+    wid, hgt = _usable(p)
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    return max(1, math.ceil(need / (wid * hgt * _budget(p))))
+
+
+def _on_fewest(graph, system) -> list[Placement]:
+    """Every layout of the system's strategy on the fewest wafers where one fits ([] when no
+    count up to MAX_UNITS does).
 
     Wafer counts are tried in turn from the byte floor, not bisected: the layer blocks are cut
     again for each count, so a count that fits does not make the next one fit (contiguous
     blocks are not nested, and fewer bytes need not mean a lighter fullest PE). A count that
     does not fit costs little: one fitter serves every count, each layer fitted once per
     region, and each strategy gives a count up at its first block that does not fit."""
-    p = system.spec.params
-    wid, hgt = _usable(p)
-    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
-    per_wafer = wid * hgt * _budget(p)
-    floor = max(1, math.ceil(need / per_wafer))
+    fit = _Fitter(graph, system)
+    for units in range(_floor(graph, system), MAX_UNITS + 1):
+        found = candidates(graph, system, units, fit)
+        if found:
+            return found
+    return []
+
+
+def layouts_auto(graph, system) -> list[Placement]:
+    """Every layout that fits on the fewest wafers that hold the model, for the orchestration
+    layer to time and keep the fastest (the placer never times them); raises
+    :class:`PlacementError` saying why when no wafer count fits."""
     if not _layers_fit_alone(graph, system):
         raise PlacementError(_too_big(graph, system))
-    fit = _Fitter(graph, system)
-    for units in range(floor, MAX_UNITS + 1):
-        plc, tried = best_for(graph, system, units, fit)
-        if plc is not None:
-            return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
-    raise PlacementError(
-        f"{graph.model.name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
-    )
+    found = _on_fewest(graph, system)
+    if not found:
+        raise PlacementError(
+            f"{graph.model.name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
+        )
+    return found
 
 
 def _layers_fit_alone(graph, system) -> bool:
@@ -311,15 +321,8 @@ def _fewest(graph, system) -> Placement | None:
     """The placement on the fewest wafers, or None when no count fits."""
     if not _layers_fit_alone(graph, system):
         return None
-    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
-    wid, hgt = _usable(system.spec.params)
-    floor = max(1, math.ceil(need / (wid * hgt * _budget(system.spec.params))))
-    fit = _Fitter(graph, system)
-    for units in range(floor, MAX_UNITS + 1):
-        plc, _ = best_for(graph, system, units, fit)
-        if plc is not None:
-            return plc
-    return None
+    found = _on_fewest(graph, system)
+    return found[0] if found else None
 
 
 def _too_big(graph, system) -> str:
@@ -343,17 +346,23 @@ def _too_big(graph, system) -> str:
 def _fit_hint(graph, system) -> str:
     """``--units N would fit`` for the system's strategy, or why no count does."""
     try:
-        return f"--units {place_auto(graph, system).n_units} would fit"
+        return f"--units {layouts_auto(graph, system)[0].n_units} would fit"
     except PlacementError as exc:
         return f"no wafer count fits with placement_strategy = {_strategy(system)} ({exc})"
 
 
-def place_units(graph, system, units: int) -> Placement:
-    """The faster strategy on exactly ``units`` wafers; raises with the wafer and bytes short
-    and the ``--units`` that would fit (or, for a named strategy, the strategies that do fit)."""
-    plc, tried = best_for(graph, system, units)
-    if plc is not None:
-        return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
+def layouts_units(graph, system, units: int) -> list[Placement]:
+    """Every layout that fits on exactly ``units`` wafers, for the orchestration layer to time
+    and keep the fastest; raises with the wafer and bytes short and the ``--units`` that would
+    fit (or, for a named strategy, the strategies that do fit)."""
+    found = candidates(graph, system, units)
+    if found:
+        return found
+    _refuse(graph, system, units)
+
+
+def _refuse(graph, system, units: int) -> NoReturn:
+    """Raise why no layout fits on ``units`` wafers (see :func:`layouts_units`)."""
     name, strat = f"{units} {system.spec.name} wafer(s)", _strategy(system)
     n_keys = len(graph.layer_keys)
     if units > n_keys:

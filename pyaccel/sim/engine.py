@@ -14,7 +14,9 @@ An engine is the module ``pyaccel.sim.<kind>``; it provides
   ``arrays`` (per-PE / per-link numpy arrays for heatmaps) and layout notes.
 
 Its placer is ``pyaccel.place.<kind>`` with ``place_auto(graph, system)`` and
-``place_units(graph, system, units)``.
+``place_units(graph, system, units)``, or, where several layouts fit, ``layouts_auto`` and
+``layouts_units``; then the engine also offers ``step_cycles_at(graph, system, placement,
+context)``, by which :func:`pyaccel.placing.place` keeps the fastest.
 """
 
 from __future__ import annotations
