@@ -111,3 +111,10 @@ def test_importing_pyaccel_and_the_spine_imports_no_placer():
     loaded = set(ast.literal_eval(out.stdout))
     assert "pyaccel.place.placement" in loaded
     assert not loaded & {f"pyaccel.place.{k}" for k in ("wafer", "lpu", "gpu", "asic")}
+
+
+def test_a_layout_of_another_kind_or_a_dict_is_refused():
+    plc = pa.Placement.from_json(DATA / "lpu.json")
+    for wrong in (WaferLayout(strategy="interleave"), {"tp": 8, "pp": 1}):
+        with pytest.raises(ConfigError, match="field 'layout' must be a LpuLayout"):
+            plc.__class__(**{**plc.__dict__, "layout": wrong}).check()

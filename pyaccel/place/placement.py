@@ -268,17 +268,14 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                 raise ConfigError(
                     f"{where}: {name} for level '{level}' must be a non-negative integer, got {n!r}"
                 )
+    _check_record(plc.layout, "LAYOUT", plc.kind, f"{where}: field 'layout'")
     for s in plc.layers:
         if isinstance(s.layer, bool) or not isinstance(s.layer, (int, str)):
             raise ConfigError(
                 f"{where}: layer key {s.layer!r} must be an integer (a decoder layer) or a "
                 "string ('embed', 'head')"
             )
-        if s.region is not None and not isinstance(s.region, kind_module(plc.kind).REGION):
-            raise ConfigError(
-                f"{where}: layer {s.layer!r} field 'region' must be a "
-                f"{kind_module(plc.kind).REGION.__name__} (or None), got {s.region!r}"
-            )
+        _check_record(s.region, "REGION", plc.kind, f"{where}: layer {s.layer!r} field 'region'")
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")
         bad = [u for u in s.units if not _is_count(u) or u >= plc.n_units]
@@ -295,6 +292,15 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                     f"{where}: layer {s.layer!r} field '{name}' needs one "
                     f"non-negative integer per unit ({len(s.units)})"
                 )
+
+
+def _check_record(record, which: str, kind: str, what: str) -> None:
+    """A region or layout is its kind's record (``which``: ``REGION`` or ``LAYOUT``), or None."""
+    if record is None:
+        return
+    cls = getattr(kind_module(kind), which)
+    if not isinstance(record, cls):
+        raise ConfigError(f"{what} must be a {cls.__name__} (or None), got {record!r}")
 
 
 def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
