@@ -11,7 +11,8 @@ from .errors import (
 )
 from .hw import HardwareSpec, System, load_spec, load_system
 from .model import DecodeGraph, ModelConfig, Op, build_graph, load_model
-from .place import LayerSlot, Placement, place
+from .place import LayerSlot, Placement
+from .placing import place
 from .report import Report
 from .sim.engine import emulate
 from .sim.roofline import roofline

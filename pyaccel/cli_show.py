@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .io_util import dumps_strict
+from .place.kinds import as_dict
 from .records import ErrorRecord
 from .units import fmt_bytes, fmt_seconds
 
@@ -204,7 +205,8 @@ def _print_report(rep) -> None:
 def _print_place(plc) -> None:
     """What each unit holds; the runtime's reserve is a column, so the columns add up to used
     (every unit of a system has the same capacity, given once)."""
-    out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {json.dumps(plc.layout)}")
+    layout = json.dumps(as_dict(plc.layout))
+    out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {layout}")
     if plc.reason:
         out.print(plc.reason, markup=False, highlight=False)
     rows = plc.to_dict()["per_unit"]

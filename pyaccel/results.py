@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, fields
 
 from .hw.io import load_system
 from .model.config import load_model
-from .place import place
+from .place.kinds import as_dict
+from .placing import place
 from .records import SCHEMA_VERSION, ErrorRecord, RunRecord, pyaccel_version
 from .sim.engine import emulate
 from .workload import Workload, resolve_workload
@@ -85,7 +86,7 @@ def run_record(result: Run, bottleneck: str) -> RunRecord:
         emulated_over_lower_bound=tr.step_time_s / tr.lower_bound_step_time_s
         if tr.lower_bound_step_time_s
         else None,
-        layout=result.placement.layout,
+        layout=as_dict(result.placement.layout),
         placement_reason=result.placement.reason,
         assumptions=tr.assumptions,
         left_out=tr.left_out,

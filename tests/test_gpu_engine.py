@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import pyaccel as pa
 from pyaccel.model.config import preset_names
+from pyaccel.place.kinds.gpu import GpuLayout
 from pyaccel.sim.engine import what_if_system
 
 # Round numbers so that every cycle below can be derived by hand: a 1 GHz clock, 1,000 B/cycle of
@@ -85,7 +86,7 @@ def test_tensor_parallel_70b_on_8_gpus():
     model, work = pa.load_model("llama-3.1-70b"), pa.Workload(tokens=4)
     sysm = pa.load_system("h100", units=8)
     plc = pa.place(model, sysm, work)
-    assert plc.layout == {"tp": 8, "pp": 1, "stages": 1}
+    assert plc.layout == GpuLayout(tp=8, pp=1, stages=1)
     tr = pa.emulate(model, sysm, plc, work)
     assert "nvlink" in set(tr.events["resource"].tolist())
     assert 0 < tr.tokens_per_s_per_user < 1 / tr.lower_bound_step_time_s + 1e-9
@@ -94,7 +95,7 @@ def test_tensor_parallel_70b_on_8_gpus():
 def test_pipeline_stages_cross_nodes():
     model, work = pa.load_model("llama-3.1-405b"), pa.Workload(tokens=2)
     plc = pa.place(model, pa.load_system("h100", units=16), work)
-    assert plc.layout["tp"] == 8 and plc.layout["pp"] == 2
+    assert plc.layout.tp == 8 and plc.layout.pp == 2
     tr = pa.emulate(model, pa.load_system("h100", units=16), plc, work)
     assert "node_link" in set(tr.events["resource"].tolist())
 

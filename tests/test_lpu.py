@@ -202,7 +202,7 @@ def test_llama2_70b_auto_placement_in_range():
     assert plc.n_units >= 299
     assert floor <= plc.n_units <= 1.2 * floor
     assert "fewest" in plc.reason
-    assert plc.layers[5].region["mem_slices"][1] < 88
+    assert plc.layers[5].region.mem_slices[1] < 88
 
 
 def test_what_if_runs_every_class(tmp_path):

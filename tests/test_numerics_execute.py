@@ -16,6 +16,7 @@ from pyaccel.model.graph import build_graph
 from pyaccel.numerics import execute
 from pyaccel.numerics.codecs import round_bf16
 from pyaccel.numerics.weights import random_weights
+from pyaccel.place.kinds.wafer import WaferRegion
 from pyaccel.place.placement import LayerSlot, Placement
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -38,7 +39,7 @@ def hand_placement(graph, kind: str, region=None, units=1) -> Placement:
             (0,) * units,
             0,
             0,
-            dict(region or {}),
+            region,
         )  # fmt: skip
         for k in graph.layer_keys
     )
@@ -137,7 +138,7 @@ def test_gpu_all_reduce_adds_bf16_partials_in_rank_order():
 def test_tp2_row_split_differs_only_by_rounding():
     g1, s1, p1 = _gpu(units=1)
     g2, s2, p2 = _gpu(units=2)
-    assert p2.layout["tp"] == 2
+    assert p2.layout.tp == 2
     w = random_weights(load_model(g1.model_name), 0)
     x = round_bf16(np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32))
     one = execute.MachineNumerics(w, g1, s1, p1).linear(x, "model.layers.0.self_attn.o_proj",
@@ -168,7 +169,7 @@ def test_deepseek_mla_moe_runs_on_b200_nvfp4():
 
 def test_wafer_fallback_uses_the_pe_rectangle():
     graph = _graph()
-    plc = hand_placement(graph, "wafer", {"strategy": "layer_regions", "rect": [0, 0, 8, 8]})
+    plc = hand_placement(graph, "wafer", WaferRegion(strategy="layer_regions", rect=(0, 0, 8, 8)))
     m = execute.functional_metrics(load_model(graph.model_name), graph, load_system("wse3"), plc)
     assert "[8] PE columns" in m["functional_partition"]
     assert m["top1_agreement"] >= 0.9 and m["max_abs_logit_error"] < 0.2

@@ -3,6 +3,7 @@ that a new kind joins with one entry, and no switch on the machine kind in the s
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import pyaccel as pa
 from pyaccel.errors import EngineNotBuiltError
 from pyaccel.hw.io import load_system
-from pyaccel.hw.kinds import MACHINE_KINDS, MachineKind, kind_executor
+from pyaccel.hw.kinds import MACHINE_KINDS, kind_executor
 from pyaccel.model.config import load_model
 from pyaccel.model.graph import build_graph
 from pyaccel.numerics import execute
@@ -153,7 +154,7 @@ def _tiny_graph():
 
 def test_a_fifth_kind_runs_the_functional_decode_through_its_placement(monkeypatch):
     lpu = MACHINE_KINDS["lpu"]
-    fifth = MachineKind("fifth", lpu.params, "unit", lpu.placer, lpu.engine, FifthExecutor)
+    fifth = replace(lpu, name="fifth", unit_noun="unit", executor=FifthExecutor)
     monkeypatch.setitem(MACHINE_KINDS, "fifth", fifth)
     monkeypatch.setattr(FifthExecutor, "reduced", 0)
     graph = _tiny_graph()

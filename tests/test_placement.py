@@ -67,7 +67,7 @@ def test_does_not_fit_names_unit_bytes_and_units_that_fit():
 
 def test_auto_405b_picks_fewest_valid_layout_and_says_why():
     cfg, plc, w = _place("llama-3.1-405b", "h100", "auto")
-    tp, pp = plc.layout["tp"], plc.layout["pp"]
+    tp, pp = plc.layout.tp, plc.layout.pp
     assert 8 % tp == 0 and plc.n_units == tp * pp
     assert "TP" in plc.reason and "fewest" in plc.reason
     for fewer in range(1, plc.n_units):  # nothing smaller fits in a valid layout

@@ -9,8 +9,10 @@ import pytest
 import pyaccel as pa
 from pyaccel.model.graph import build_graph
 from pyaccel.place import wafer as placer
+from pyaccel.place.kinds.wafer import WaferLayout
+from pyaccel.sim import wafer as wafer_engine
+from pyaccel.sim.driver import step_cycles
 from pyaccel.sim.engine import what_if_system
-from pyaccel.sim.wafer import step_cycles_at
 from pyaccel.sim.wafer_cost import RegionCoster
 
 
@@ -102,11 +104,11 @@ def test_auto_strategy_is_the_fastest_candidate():
     model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
     graph = build_graph(model, work.resolved("bf16"))
     cands = placer.candidates(graph, auto, 1)
-    assert {c.layout["strategy"] for c in cands} == {"interleave", "layer_regions",
+    assert {c.layout.strategy for c in cands} == {"interleave", "layer_regions",
                                                      "layer_groups"}  # fmt: skip
-    times = [step_cycles_at(graph, auto, c, graph.context) for c in cands]
+    times = [step_cycles(wafer_engine, graph, auto, c, graph.context) for c in cands]
     chosen = pa.place(model, auto, work)
-    assert step_cycles_at(graph, auto, chosen, graph.context) == min(times)
+    assert step_cycles(wafer_engine, graph, auto, chosen, graph.context) == min(times)
     assert "placement_strategy auto" in chosen.reason
     for c in cands:  # every region holds its tiles and KV share within 48 KiB - code - buffers
         c.check(graph)
@@ -117,8 +119,8 @@ def test_a_named_strategy_keeps_only_its_own_layouts(strategy):
     system = pa.load_system("wse3", units=1, overrides=[f"placement_strategy={strategy}"])
     model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
     graph = build_graph(model, work.resolved("bf16"))
-    assert {c.layout["strategy"] for c in placer.candidates(graph, system, 1)} == {strategy}
-    assert pa.place(model, system, work).layout["strategy"] == strategy
+    assert {c.layout.strategy for c in placer.candidates(graph, system, 1)} == {strategy}
+    assert pa.place(model, system, work).layout.strategy == strategy
 
 
 def test_the_presets_default_to_the_published_interleave(wse3):
@@ -126,7 +128,7 @@ def test_the_presets_default_to_the_published_interleave(wse3):
         assert pa.load_system(name).spec.params.placement_strategy == "interleave"
         assert "placement_strategy" in pa.load_system(name).spec.assumptions
     model = pa.load_model("llama-3.1-8b")
-    assert pa.place(model, wse3, pa.Workload()).layout["strategy"] == "interleave"
+    assert pa.place(model, wse3, pa.Workload()).layout.strategy == "interleave"
 
 
 def test_an_unknown_strategy_names_the_choices():
@@ -184,7 +186,7 @@ def test_layer_groups_are_contiguous_blocks_one_stage_per_tile():
             assert rects[k] not in order
             order.append(rects[k])
     assert len(order) == 16
-    plc = next(c for c in placer.candidates(graph, system, 1) if c.layout["tiles"] == [4, 4])
+    plc = next(c for c in placer.candidates(graph, system, 1) if c.layout.tiles == (4, 4))
     wp = WaferPass(graph, system, plc)
     assert wp.n_stages == 16
     handoffs = [e for e in wp.entries if e.kind == "handoff"]
@@ -198,11 +200,13 @@ def test_one_tile_of_layer_groups_is_the_whole_grid_interleave(wse3):
     keys = list(graph.layer_keys)
     rects = placer._layer_groups(fit, keys, 1, 1)
     one = placer._placement(graph, wse3, 1, [
-        placer._slot(graph, k, 0, rects[k], "layer_groups", {"tiles": [1, 1]}) for k in keys
-    ], {"strategy": "layer_groups", "wafers": 1, "tiles": [1, 1]})  # fmt: skip
+        placer._slot(graph, k, 0, rects[k], "layer_groups", tiles=(1, 1)) for k in keys
+    ], WaferLayout(strategy="layer_groups", wafers=1, tiles=(1, 1)))  # fmt: skip
     whole = next(c for c in placer.candidates(graph, wse3, 1)
-                 if c.layout["grids"][0] == [755, 1170])  # fmt: skip
-    assert step_cycles_at(graph, wse3, one, 1024) == step_cycles_at(graph, wse3, whole, 1024)
+                 if c.layout.grids[0] == (755, 1170))  # fmt: skip
+    assert step_cycles(wafer_engine, graph, wse3, one, 1024) == step_cycles(
+        wafer_engine, graph, wse3, whole, 1024
+    )
 
 
 def test_per_pe_budget_includes_kv_cache(wse3):
@@ -342,8 +346,8 @@ def test_layer_groups_on_wafers_holding_one_block_each():
     system = pa.load_system("wse3", units=20, overrides=["placement_strategy=layer_groups"])
     model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)
     plc = pa.place(model, system, work)
-    per = plc.layout["tiles_per_wafer"]
-    assert len(per) == 20 and [1, 1] in per and any(t != [1, 1] for t in per)
+    per = plc.layout.tiles_per_wafer
+    assert len(per) == 20 and (1, 1) in per and any(t != (1, 1) for t in per)
     tr = pa.emulate(model, system, plc, work)
     assert np.all(tr.step_cycles >= tr.lower_bound_cycles)
 

@@ -92,4 +92,4 @@ def test_a_blocks_bytes_are_the_sum_of_its_keys(model):
     for block in blocks:
         ops = [op for k in block for op in graph.ops_of(k)]
         for w, h in [(1, 1), (3, 7), (20, 20), (13, 2)]:
-            assert fit.pe_use(block, w, h) == sum(fit.coster.pe_bytes(ops, w, h)), (block, w, h)
+            assert fit.pe_use(block, w, h) == sum(fit.tiles.pe_bytes(ops, w, h)), (block, w, h)

@@ -10,9 +10,9 @@ look kinds up here and are not edited.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.util import find_spec
 from typing import Any
 
 from ..errors import EngineNotBuiltError
@@ -25,12 +25,14 @@ from .spec_wafer import WaferParams
 @dataclass(frozen=True)
 class MachineKind:
     """One machine kind: ``params`` its spec dataclass, ``unit_noun`` what one unit is (wafer,
-    chip, die, GPU), and the modules of its ``placer``, ``engine`` and functional ``executor``
+    chip, die, GPU), and the modules of its placement ``records`` (region and layout types,
+    capacity and checks: spine types), ``placer``, ``engine`` and functional ``executor``
     (``"module:Class"``), by name; a kind made at run time (a test's) may give the objects."""
 
     name: str
     params: type
     unit_noun: str
+    records: Any
     placer: Any
     engine: Any
     executor: Any
@@ -39,14 +41,15 @@ class MachineKind:
 MACHINE_KINDS: dict[str, MachineKind] = {
     k.name: k
     for k in (
-        MachineKind("wafer", WaferParams, "wafer", "pyaccel.place.wafer", "pyaccel.sim.wafer",
+        MachineKind("wafer", WaferParams, "wafer", "pyaccel.place.kinds.wafer",
+                    "pyaccel.place.wafer", "pyaccel.sim.wafer",
                     "pyaccel.numerics.executors.wafer:WaferExecutor"),
-        MachineKind("lpu", LpuParams, "chip", "pyaccel.place.lpu", "pyaccel.sim.lpu",
-                    "pyaccel.numerics.executors.lpu:LpuExecutor"),
-        MachineKind("asic", AsicParams, "die", "pyaccel.place.asic", "pyaccel.sim.asic",
-                    "pyaccel.numerics.executors.asic:AsicExecutor"),
-        MachineKind("gpu", GpuParams, "GPU", "pyaccel.place.gpu", "pyaccel.sim.gpu",
-                    "pyaccel.numerics.executors.gpu:GpuExecutor"),
+        MachineKind("lpu", LpuParams, "chip", "pyaccel.place.kinds.lpu", "pyaccel.place.lpu",
+                    "pyaccel.sim.lpu", "pyaccel.numerics.executors.lpu:LpuExecutor"),
+        MachineKind("asic", AsicParams, "die", "pyaccel.place.kinds.asic", "pyaccel.place.asic",
+                    "pyaccel.sim.asic", "pyaccel.numerics.executors.asic:AsicExecutor"),
+        MachineKind("gpu", GpuParams, "GPU", "pyaccel.place.kinds.gpu", "pyaccel.place.gpu",
+                    "pyaccel.sim.gpu", "pyaccel.numerics.executors.gpu:GpuExecutor"),
     )
 }  # fmt: skip
 
@@ -71,14 +74,20 @@ def machine_kind(name: str) -> MachineKind:
         ) from None
 
 
+# what a missing part of a kind is called in the error (a placer and its records come together)
+_PART_TEXT = {"records": "placer and engine are", "placer": "placer and engine are",
+              "engine": "engine is"}  # fmt: skip
+
+
 def kind_module(name: str, part: str) -> Any:
-    """The ``part`` (``placer``, ``engine``) module of kind ``name``, imported on first use; one
-    that does not exist raises :class:`EngineNotBuiltError`."""
-    module = getattr(machine_kind(name), part)
-    if not isinstance(module, str):
+    """The ``part`` (``records``, ``placer``, ``engine``) module of kind ``name``, imported on
+    first use; a kind or module that does not exist raises :class:`EngineNotBuiltError`."""
+    kind = MACHINE_KINDS.get(name)
+    module = getattr(kind, part) if kind else None
+    if module is not None and not isinstance(module, str):
         return module
-    if find_spec(module) is None:
-        raise EngineNotBuiltError(f"the {name} {part} is not built yet")
+    if module is None or importlib.util.find_spec(module) is None:
+        raise EngineNotBuiltError(f"the {name} {_PART_TEXT[part]} not built yet")
     return import_module(module)
 
 

@@ -1,7 +1,7 @@
 """Parameters of the ``asic`` machine kind (values and sources live in presets/*.toml).
 
 The derived quantities (multiply-select-add lanes, ROM read width per block, KV SRAM size and ROM
-capacity per die) are computed from these by :mod:`pyaccel.sim.asic_design`.
+capacity per die) are computed from these by :mod:`pyaccel.place.kinds.asic_die`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class AsicParams:
 
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`); with
-        ``kv_sram_bytes = 0`` the derived size is checked by :mod:`pyaccel.sim.asic_design`."""
+        ``kv_sram_bytes = 0`` the derived size is checked by :mod:`pyaccel.place.kinds.asic_die`."""
         out = [
             in_range(self, "lane_logic_share", "a share of the die's logic transistors", high=1),
             at_most(

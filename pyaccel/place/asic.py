@@ -3,7 +3,7 @@
 Without ``--etch`` the chip runs only the model (and weight format) it was etched with, all of it on
 one die. With ``--etch`` dies of the same kind are designed for the requested model: each keeps the
 etched chip's SRAM and ROM geometry and holds the contiguous run of layers whose ROM and lanes fit
-its remaining transistors (:mod:`pyaccel.sim.asic_design`); a layer larger than a die spans
+its remaining transistors (:mod:`pyaccel.place.kinds.asic_die`); a layer larger than a die spans
 several dies (its GEMVs split by output columns, its KV heads split). The KV cache of every layer
 lives in its dies' SRAM banks; a workload whose cache does not fit raises
 :class:`CapacityError` saying how many tokens (at this batch) or users (at this context) fit.
@@ -13,42 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import CapacityError, ConfigError, PlacementError
-from ..sim import asic_design as design
+from ..errors import CapacityError, PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition
+from .kinds import asic_die as design
+from .kinds.asic import AsicLayout, AsicRegion, capacity, check_etch
 from .placement import LayerSlot, Placement
-
-LEVELS = {"weights": "rom", "kv": "kv_sram", "buffers": "kv_sram"}
-
-
-def check_etch(graph, system) -> None:
-    """Without ``--etch``, only the etched model at the etched format runs (else a
-    PlacementError naming the etched model, or a ConfigError naming the etched format)."""
-    if system.etch:
-        return
-    p = system.spec.params
-    if graph.model_name != p.etched_model:
-        raise PlacementError(
-            f"{system.name} is etched with {p.etched_model}; it cannot run "
-            f"{graph.model_name}. Pass --etch to design dies of this kind for "
-            f"{graph.model_name} and size how many are needed"
-        )
-    work = graph.workload
-    for flag, fmt in (("--weights", work.weights), ("--expert-weights", work.expert_weights)):
-        if fmt != p.etched_format:
-            raise ConfigError(
-                f"{system.name} holds {p.etched_model} etched at {p.etched_format}; "
-                f"{flag} {fmt} needs new silicon: pass --etch to design dies at {fmt}"
-            )
-
-
-def rom_capacity_bytes(graph, p) -> int:
-    """ROM bytes one die of this design holds for ``graph``: the die's transistors left after
-    its SRAM, converted at the model's average transistor cost (ROM + lane logic) per byte."""
-    total_bytes = graph.total_resident_weight_bytes
-    total_cost = sum(design.layer_cost(graph, k, p) for k in graph.layer_keys)
-    return int(design.die_logic_budget(p) * total_bytes / total_cost)
 
 
 def _sizes(graph) -> list[int]:
@@ -82,7 +52,7 @@ def n_dies(assign: list[tuple[int, ...]]) -> int:
 def assign_dies(graph, p, units: int | None = None) -> list[tuple[int, ...]]:
     """Dies of every layer key: the fewest dies (``units`` None), or a layout of at most
     ``units`` dies with the largest ROM load per die as small as packing allows."""
-    sizes, cap = _sizes(graph), rom_capacity_bytes(graph, p)
+    sizes, cap = _sizes(graph), design.rom_capacity_bytes(graph, p)
     fewest = pack(sizes, cap)
     if units is None or units <= n_dies(fewest):
         return fewest
@@ -172,21 +142,6 @@ def _split(total: int, parts: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(parts))
 
 
-def capacity(system, graph=None) -> tuple[dict, dict, dict] | None:
-    """(capacity, level of each category, runtime reserve) of one die: weights in ``rom``, KV
-    cache and buffers in ``kv_sram`` with the LoRA reserve. An etched design's ROM depends on
-    the model (``graph``): None without it."""
-    p = system.spec.params
-    if system.etch and graph is None:
-        return None
-    rom = rom_capacity_bytes(graph, p) if system.etch else design.etched_budget(p).rom_bits // 8
-    return (
-        {"rom": int(rom), "kv_sram": int(design.kv_sram_bytes(p))},
-        dict(LEVELS),
-        {"kv_sram": int(p.lora_sram_bytes)},
-    )
-
-
 def build(graph, system, assign, reason: str = "") -> Placement:
     """The placement of ``graph`` with layer key ``i`` on dies ``assign[i]``."""
     p = system.spec.params
@@ -201,8 +156,8 @@ def build(graph, system, assign, reason: str = "") -> Placement:
         w, kv = graph.resident_bytes(k)
         banks = banks_per_die // max(attn_on[d] for d in dies) if isinstance(k, int) else 0
         lanes = sum(design.lanes_of(o, rows) for o in graph.ops_of(k))
-        region = {"dies": list(dies), "block": str(k), "rom_rows": rows, "lanes": lanes,
-                  "kv_banks_per_die": banks}  # fmt: skip
+        region = AsicRegion(dies=tuple(dies), block=str(k), rom_rows=rows, lanes=lanes,
+                            kv_banks_per_die=banks)  # fmt: skip
         slots.append(LayerSlot(k, dies, _split(w, len(dies)), _split(kv, len(dies)),
                                (0,) * len(dies), w, kv, region))  # fmt: skip
     count = n_dies(assign)
@@ -215,30 +170,18 @@ def build(graph, system, assign, reason: str = "") -> Placement:
         level_of=level_of,
         reserved_bytes=reserved,
         layers=tuple(slots),
-        layout={
-            "dies": count,
-            "etched": bool(system.etch),
-            "rom_rows_per_bitline": rows,
-            "lanes": sum(s.region["lanes"] for s in slots),
-            "kv_sram_bytes": int(design.kv_sram_bytes(p)),
-            "kv_banks_per_die": int(banks_per_die),
-            "spanning_layers": [str(s.layer) for s in slots if len(s.units) > 1],
-            "weights": graph.workload.weights,
-        },
-        workload=_workload_dict(graph),
+        layout=AsicLayout(
+            dies=count,
+            etched=bool(system.etch),
+            rom_rows_per_bitline=rows,
+            lanes=sum(s.region.lanes for s in slots),
+            kv_sram_bytes=int(design.kv_sram_bytes(p)),
+            kv_banks_per_die=int(banks_per_die),
+            spanning_layers=tuple(str(s.layer) for s in slots if len(s.units) > 1),
+            weights=graph.workload.weights,
+        ),
+        workload=graph.workload,
         reason=reason,
-    )
-
-
-def _workload_dict(graph) -> dict:
-    w = graph.workload
-    return dict(
-        batch=w.batch,
-        context=w.context,
-        tokens=w.tokens,
-        weights=w.weights,
-        expert_weights=w.expert_weights,
-        kv=w.kv,
     )
 
 
@@ -271,7 +214,7 @@ def place_auto(graph, system) -> Placement:
         units += 1
         assign = assign_dies(graph, p, units)
     check_kv(graph, system, assign)  # raises with the numbers at the largest layout tried
-    cap = rom_capacity_bytes(graph, p)
+    cap = design.rom_capacity_bytes(graph, p)
     why = (
         f"--etch: {graph.model_name} at {graph.workload.weights} needs "
         f"{fmt_bytes(graph.total_resident_weight_bytes)} of ROM; a die of this kind keeps "
@@ -300,7 +243,7 @@ def place_units(graph, system, units: int) -> Placement:
         raise PlacementError(
             f"{graph.model_name} at {graph.workload.weights} needs "
             f"{fmt_bytes(graph.total_resident_weight_bytes)} of ROM; one etched die holds "
-            f"{fmt_bytes(rom_capacity_bytes(graph, p))}: --units {need} would fit"
+            f"{fmt_bytes(design.rom_capacity_bytes(graph, p))}: --units {need} would fit"
         )
     assign = assign_dies(graph, p, units)
     check_kv(graph, system, assign)

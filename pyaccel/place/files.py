@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .checks import capacity_of
+from .kinds import as_dict, capacity_of, kind_module
 from .placement import MAX_UNITS, LayerSlot, Placement, _check_structure, _is_count
 
 FORMAT_VERSION = 2
 READS = (1, 2)
 PRESET_PREFIX = "preset "  # HardwareSpec.origin of a preset (hw.io.load_spec)
+# what sizes a placement's resident bytes, in the order the file writes them
+WORKLOAD_FIELDS = ("batch", "context", "tokens", "weights", "expert_weights", "kv")
 
 
 def file_sha256(path: str | Path) -> str:
@@ -68,8 +70,17 @@ def _provenance(plc: Placement) -> tuple[dict, dict, bool]:
         from ..hw.io import preset_names
 
         src = {"preset": plc.system} if plc.system in preset_names() else {}
-        return src, {}, bool(plc.layout.get("etched", False)) if plc.kind == "asic" else False
+        etched = getattr(plc.layout, "etched", None) if plc.kind == "asic" else False
+        return src, {}, bool(etched)
     return system_source(system), overrides_of(system), bool(system.etch)
+
+
+def workload_dict(work) -> dict:
+    """The file's ``workload``: what sizes the resident bytes (batch, lengths, formats); ``{}``
+    for none."""
+    if work is None:
+        return {}
+    return {k: getattr(work, k) for k in WORKLOAD_FIELDS}
 
 
 def per_unit(plc: Placement) -> list[dict]:
@@ -106,8 +117,8 @@ def record(plc: Placement) -> dict:
         "kind": plc.kind,
         "model": plc.model,
         "units": plc.n_units,
-        "workload": dict(plc.workload),
-        "layout": plc.layout,
+        "workload": workload_dict(plc.workload),
+        "layout": as_dict(plc.layout),
         "reason": plc.reason,
         "capacity_bytes": dict(plc.capacity_bytes),
         "reserved_bytes": dict(plc.reserved_bytes),
@@ -122,7 +133,7 @@ def record(plc: Placement) -> dict:
                 "buffer_bytes": list(s.buffer_bytes),
                 "need_weight_bytes": s.need_weight_bytes,
                 "need_kv_bytes": s.need_kv_bytes,
-                "region": s.region,
+                "region": as_dict(s.region),
             }
             for s in plc.layers
         ],
@@ -147,7 +158,7 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
     try:
         n_units, kind = data[units_key], data["kind"]
         names = (data["system"], data["model"])
-        slots = _slots(data["layers"])
+        slots, regions = _slots(data["layers"])
     except KeyError as exc:
         raise ConfigError(f"{where}: missing field {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:
@@ -171,6 +182,7 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
     if sysm.kind != kind:
         raise ConfigError(f"{where}: kind '{kind}', but system {sysm.name} is a {sysm.kind}")
     cap = capacity_of(sysm, graph)
+    kind_mod = kind_module(kind)
     plc = Placement(
         system=sysm.name,
         kind=kind,
@@ -179,9 +191,9 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
         capacity_bytes=cap[0],
         level_of=cap[1],
         reserved_bytes=cap[2],
-        layers=slots,
-        layout=dict(data.get("layout") or {}),
-        workload=dict(data.get("workload") or {}),
+        layers=tuple(_typed(s, r, kind_mod, where) for s, r in zip(slots, regions, strict=True)),
+        layout=_record(kind_mod.LAYOUT, data.get("layout"), f"{where}: layout"),
+        workload=graph.workload if data.get("workload") else None,
         reason=str(data.get("reason", "")),
         basis=(graph, sysm),
     )
@@ -193,10 +205,25 @@ def _json_type(typ) -> str:
     return {dict: "object", bool: "boolean (true/false)"}.get(typ, typ.__name__)
 
 
-def _slots(layers) -> tuple[LayerSlot, ...]:
+def _record(cls, data, what: str):
+    """The record of ``cls`` for a JSON object, None for a missing or empty one."""
+    return cls.from_dict(data, what) if data else None
+
+
+def _typed(slot: LayerSlot, region, kind_mod, where: str) -> LayerSlot:
+    """``slot`` with its region read as its kind's record (refused unless a JSON object)."""
+    if region is not None and not isinstance(region, dict):
+        raise ConfigError(f"{where}: layer {slot.layer!r} field 'region' must be an object")
+    return replace(
+        slot, region=_record(kind_mod.REGION, region, f"{where}: layer {slot.layer!r}: region")
+    )
+
+
+def _slots(layers) -> tuple[tuple[LayerSlot, ...], list]:
+    """The slots (regions not yet read: they need the kind) and each one's region as given."""
     if not isinstance(layers, list):
         raise TypeError("'layers' must be a list of objects")
-    return tuple(
+    slots = tuple(
         LayerSlot(
             layer=s["layer"],
             units=tuple(s["units"]),
@@ -205,10 +232,10 @@ def _slots(layers) -> tuple[LayerSlot, ...]:
             buffer_bytes=tuple(s["buffer_bytes"]),
             need_weight_bytes=s["need_weight_bytes"],
             need_kv_bytes=s["need_kv_bytes"],
-            region=s.get("region") or {},
         )
         for s in layers
     )
+    return slots, [s.get("region") for s in layers]
 
 
 def _system(data: dict, where: str, folder: Path | None, system, n_units: int):

@@ -18,6 +18,7 @@ from .common import (
     shrink_hint,
     split_even,
 )
+from .kinds.gpu import GpuLayout, GpuRegion, unit_capacity
 from .placement import LayerSlot, Placement
 
 MAX_UNITS = 4096
@@ -60,26 +61,12 @@ def _slot(graph, layer, ranks: list[int], stage: int, mla: bool) -> LayerSlot:
         (0,) * tp,
         need_w,
         need_kv,
-        {"stage": stage, "tp_ranks": list(range(tp))},
+        GpuRegion(stage=stage, tp_ranks=tuple(range(tp))),
     )
 
 
 def _split(total: int, parts: int, replicated: bool) -> list[int]:
     return [total] * parts if replicated else split_even(total, parts)
-
-
-def capacity(system, graph=None) -> tuple[dict, dict, dict]:
-    """(capacity, level of each category, runtime reserve) of one GPU: all in ``hbm``, with the
-    runtime's reservation."""
-    return _capacity(system.spec)
-
-
-def _capacity(spec: HardwareSpec) -> tuple[dict, dict, dict]:
-    return (
-        {"hbm": int(spec.params.hbm_capacity_bytes)},
-        dict.fromkeys(("weights", "kv", "buffers"), "hbm"),
-        {"hbm": int(spec.params.runtime_reserved_bytes)},
-    )
 
 
 def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Placement:
@@ -92,7 +79,7 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
         _slot(graph, k, [s * tp + r for r in range(tp)], s, mla)
         for k, s in zip(keys, stages, strict=True)
     )
-    cap, level_of, reserved = _capacity(spec)
+    cap, level_of, reserved = unit_capacity(spec)
     return Placement(
         system=spec.name,
         kind="gpu",
@@ -102,21 +89,9 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
         level_of=level_of,
         reserved_bytes=reserved,
         layers=slots,
-        layout={"tp": tp, "pp": pp, "stages": max(stages) + 1},
-        workload=_workload_dict(graph),
+        layout=GpuLayout(tp=tp, pp=pp, stages=max(stages) + 1),
+        workload=graph.workload,
         reason=reason,
-    )
-
-
-def _workload_dict(graph) -> dict:
-    w = graph.workload
-    return dict(
-        batch=w.batch,
-        context=w.context,
-        tokens=w.tokens,
-        weights=w.weights,
-        expert_weights=w.expert_weights,
-        kv=w.kv,
     )
 
 
@@ -145,7 +120,7 @@ def place_auto(graph, system) -> Placement:
     for units in range(floor, MAX_UNITS + 1):
         plc = best_for(graph, spec, units)
         if plc is not None:
-            t, p = plc.layout["tp"], plc.layout["pp"]
+            t, p = plc.layout.tp, plc.layout.pp
             why = (
                 f"{graph.model_name} needs {fmt_bytes(need)} resident (weights "
                 f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
@@ -232,7 +207,7 @@ def place_units(graph, system, units: int) -> Placement:
         )
     plc = best_for(graph, spec, units)
     if plc is not None:
-        t, p = plc.layout["tp"], plc.layout["pp"]
+        t, p = plc.layout.tp, plc.layout.pp
         return Placement(**{**plc.__dict__, "reason": f"--units {units}: TP {t} x PP {p}"})
     tp, pp = options[0]
     failed = build(graph, spec, tp, pp)

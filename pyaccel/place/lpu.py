@@ -13,6 +13,7 @@ from ..errors import CapacityError, PlacementError
 from ..model.graph import ACT_BYTES
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
+from .kinds.lpu import LpuLayout, LpuRegion, unit_capacity
 from .placement import LayerSlot, Placement
 
 
@@ -52,28 +53,14 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> 
     first = used[0] // slice_bytes
     used[0] += max(w) + max(kv) + buf
     last = max(first, (used[0] - 1) // slice_bytes)
-    region = {
-        "stage": stage,
-        "node": chips[0] // int(spec.params.chips_per_node),
-        "tp": tp,
-        "chips": [chips[0], chips[-1]],
-        "mem_slices": [first, last],
-    }
-    return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
-
-
-def capacity(system, graph=None) -> tuple[dict, dict, dict]:
-    """(capacity, level of each category, runtime reserve) of one chip: all in ``sram``, no
-    reserve."""
-    return _capacity(system.spec)
-
-
-def _capacity(spec) -> tuple[dict, dict, dict]:
-    return (
-        {"sram": int(spec.params.sram_bytes)},
-        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        {"sram": 0},
+    region = LpuRegion(
+        stage=stage,
+        node=chips[0] // int(spec.params.chips_per_node),
+        tp=tp,
+        chips=(chips[0], chips[-1]),
+        mem_slices=(first, last),
     )
+    return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
 
 
 def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
@@ -87,7 +74,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     for k, s in zip(keys, stage_of, strict=True):
         chips = list(range(s * tp, s * tp + tp))
         slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0])))
-    cap, level_of, reserved = _capacity(spec)
+    cap, level_of, reserved = unit_capacity(spec)
     return Placement(
         system=spec.name,
         kind="lpu",
@@ -97,16 +84,10 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
         level_of=level_of,
         reserved_bytes=reserved,
         layers=tuple(slots),
-        layout={"tp": tp, "pp": max(stage_of) + 1, "idle_chips": units - (max(stage_of) + 1) * tp},
-        workload=_workload_dict(graph),
+        layout=LpuLayout(tp=tp, pp=max(stage_of) + 1, idle_chips=units - (max(stage_of) + 1) * tp),
+        workload=graph.workload,
         reason=reason,
     )
-
-
-def _workload_dict(graph) -> dict:
-    w = graph.workload
-    return dict(batch=w.batch, context=w.context, tokens=w.tokens, weights=w.weights,
-                expert_weights=w.expert_weights, kv=w.kv)  # fmt: skip
 
 
 def best_for(graph, spec, units: int) -> Placement | None:
@@ -148,7 +129,7 @@ def place_auto(graph, system) -> Placement:
             f"{graph.model_name} does not fit on any {spec.name} layout: "
             f"{no_fit_cause(graph, spec)}"
         )
-    units, t, pp = plc.n_units, plc.layout["tp"], plc.layout["pp"]
+    units, t, pp = plc.n_units, plc.layout.tp, plc.layout.pp
     why = (
         f"{graph.model_name} needs {fmt_bytes(_need(graph))} resident (weights "
         f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
@@ -187,8 +168,8 @@ def place_units(graph, system, units: int) -> Placement:
     spec = system.spec
     plc = best_for(graph, spec, units)
     if plc is not None:
-        t, pp = plc.layout["tp"], plc.layout["pp"]
-        idle = plc.layout["idle_chips"]
+        t, pp = plc.layout.tp, plc.layout.pp
+        idle = plc.layout.idle_chips
         note = f"; {idle} chip(s) idle" if idle else ""
         return Placement(
             **{**plc.__dict__, "reason": f"--units {units}: TP {t} x {pp} stage(s){note}"}
@@ -204,6 +185,6 @@ def place_units(graph, system, units: int) -> Placement:
     except PlacementError as exc:
         raise PlacementError(
             f"{graph.model_name} does not fit on {units} {spec.name} chips (TP {t} x "
-            f"{failed.layout['pp']} stages): {exc}; {hint}"
+            f"{failed.layout.pp} stages): {exc}; {hint}"
         ) from None
     raise AssertionError("unreachable: a layout with shortfalls passed check()")

@@ -13,14 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PlacementError
+from ..hw.kinds import MACHINE_KINDS
 from ..units import fmt_bytes
+from ..workload import Workload
+from .kinds import Record, capacity_of, check_levels, kind_module
 
 CATEGORIES = ("weights", "kv", "buffers")
 
 
 @dataclass(frozen=True)
 class LayerSlot:
-    """Where one layer lives: its units, a kind-specific ``region`` and per-unit resident bytes.
+    """Where one layer lives: its units, its kind's ``region`` (a frozen record of
+    :mod:`pyaccel.place.kinds`, e.g. a wafer's PE rectangle; None when not recorded) and
+    per-unit resident bytes.
 
     ``need_weight_bytes``/``need_kv_bytes`` are the layer's own resident bytes as the graph counts
     them (once); per-unit bytes may add up to more where a part is replicated on every unit.
@@ -33,12 +38,11 @@ class LayerSlot:
     buffer_bytes: tuple[int, ...]
     need_weight_bytes: int
     need_kv_bytes: int
-    region: dict = field(default_factory=dict)
+    region: Record | None = None
 
 
 # far above any placer's largest layout (4,096 GPUs, 256 wafers, 8 chips per layer key)
 MAX_UNITS = 65_536
-UNIT_NOUN = {"wafer": "wafer", "lpu": "chip", "asic": "die", "gpu": "GPU"}
 
 
 @dataclass(frozen=True)
@@ -48,9 +52,11 @@ class Placement:
     ``capacity_bytes`` maps each memory level to the bytes one unit has there; ``level_of`` maps
     the categories weights/kv/buffers to a level; ``reserved_bytes`` is kept per unit per level by
     the runtime. All three come from the system (a placement file's copies are never trusted).
-    ``layout`` holds the strategy (e.g. ``{"tp": 8, "pp": 2}``) and ``reason`` why this many units
-    were chosen. ``basis`` is the ``(graph, system)`` the placement was made for or loaded
-    against (not serialised, not compared): with it :meth:`check` checks every level a layer can
+    ``layout`` holds the strategy (its kind's layout record, e.g. ``GpuLayout(tp=8, pp=2)``;
+    None when not recorded), ``workload`` the one it was made for (its batch, lengths and formats
+    size the resident bytes) and ``reason`` why this many units were chosen. ``basis`` is the
+    ``(graph, system)`` the placement was made for or loaded against (not serialised, not
+    compared): with it :meth:`check` checks every level a layer can
     overflow (per PE on a wafer, per MEM slice on an LPU) against the system's capacities.
     """
 
@@ -62,15 +68,16 @@ class Placement:
     level_of: dict[str, str]
     reserved_bytes: dict[str, int]
     layers: tuple[LayerSlot, ...]
-    layout: dict = field(default_factory=dict)
-    workload: dict = field(default_factory=dict)
+    layout: Record | None = None
+    workload: Workload | None = None
     reason: str = ""
     basis: Any = field(default=None, compare=False, repr=False)
 
     @property
     def unit_noun(self) -> str:
         """What one unit is on this kind: wafer, chip, die or GPU."""
-        return UNIT_NOUN.get(self.kind, "unit")
+        kind = MACHINE_KINDS.get(self.kind)
+        return kind.unit_noun if kind else "unit"
 
     def layer_keys(self) -> list[int | str]:
         """Every placed layer key, in order (decoder layers are ints; ``"embed"``, ``"head"``)."""
@@ -136,8 +143,6 @@ class Placement:
 
     def with_capacity_of(self, system, graph=None) -> Placement:
         """A copy whose capacities, levels and runtime reservation are the system's."""
-        from .checks import capacity_of
-
         got = capacity_of(system, graph)
         if got is None:  # not derivable without the graph (etched ASIC dies): keep the placer's
             return self
@@ -168,8 +173,6 @@ class Placement:
         if graph is not None:
             _check_coverage(plc, graph, exact)
             if system is not None:
-                from .checks import check_levels
-
                 check_levels(plc, graph, system)
         return self
 
@@ -266,14 +269,14 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                 raise ConfigError(
                     f"{where}: {name} for level '{level}' must be a non-negative integer, got {n!r}"
                 )
+    _check_record(plc.layout, "LAYOUT", plc.kind, f"{where}: field 'layout'")
     for s in plc.layers:
         if isinstance(s.layer, bool) or not isinstance(s.layer, (int, str)):
             raise ConfigError(
                 f"{where}: layer key {s.layer!r} must be an integer (a decoder layer) or a "
                 "string ('embed', 'head')"
             )
-        if not isinstance(s.region, dict):
-            raise ConfigError(f"{where}: layer {s.layer!r} field 'region' must be an object")
+        _check_record(s.region, "REGION", plc.kind, f"{where}: layer {s.layer!r} field 'region'")
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")
         bad = [u for u in s.units if not _is_count(u) or u >= plc.n_units]
@@ -290,6 +293,15 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                     f"{where}: layer {s.layer!r} field '{name}' needs one "
                     f"non-negative integer per unit ({len(s.units)})"
                 )
+
+
+def _check_record(record, which: str, kind: str, what: str) -> None:
+    """A region or layout is its kind's record (``which``: ``REGION`` or ``LAYOUT``), or None."""
+    if record is None:
+        return
+    cls = getattr(kind_module(kind), which)
+    if not isinstance(record, cls):
+        raise ConfigError(f"{what} must be a {cls.__name__} (or None), got {record!r}")
 
 
 def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:

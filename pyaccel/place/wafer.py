@@ -17,22 +17,26 @@ Strategies (the preset's ``placement_strategy``, ``--set placement_strategy=NAME
 Capacity: every PE keeps ``pe_code_bytes + pe_buffer_bytes`` for code and buffers (the preset's
 named assumptions), so a wafer's level ``sram`` holds ``usable PEs x pe_sram_bytes`` with that
 reservation on every usable PE. A region must also hold, on its fullest PE, the weight tiles of
-its ops and its share of the KV cache at ``batch x (context + tokens)`` (``RegionCoster.pe_bytes``).
+its ops and its share of the KV cache at ``batch x (context + tokens)`` (``PeTiles.pe_bytes``).
 
-``auto``: the candidates that fit (interleave on the smallest grid that holds the block and on
-the whole wafer, layer regions at a few sizes from the smallest that holds each layer up to 8x
-that, layer groups at a few tile counts) are emulated for one step at the workload's context, and
-the fastest is kept. A named strategy keeps only its own candidates.
+``auto``: the layouts that fit (interleave on the smallest grid that holds the block and on the
+whole wafer, layer regions at a few sizes from the smallest that holds each layer up to 8x that,
+layer groups at a few tile counts) are offered by :func:`layouts_auto` / :func:`layouts_units`;
+the orchestration layer (:func:`pyaccel.placing.place`) times each for one step at the workload's
+context with the wafer engine and keeps the fastest. The placer never times them. A named
+strategy offers only its own layouts.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NoReturn
 
 from ..errors import PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
+from .kinds.wafer import WaferLayout, WaferRegion, capacity
 from .placement import LayerSlot, Placement
 from .wafer_fit import Fitter as _Fitter
 from .wafer_fit import pe_budget as _budget
@@ -123,7 +127,7 @@ def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
     return {k: tiles[s] for k, s in zip(keys, stage, strict=True)}
 
 
-def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot:
+def _slot(graph, key, wafer: int, rect, strategy: str, **extra) -> LayerSlot:
     need_w, need_kv = graph.resident_bytes(key)
     return LayerSlot(
         key,
@@ -133,26 +137,12 @@ def _slot(graph, key, wafer: int, rect, strategy: str, extra: dict) -> LayerSlot
         (0,),
         need_w,
         need_kv,
-        {"strategy": strategy, "wafer": wafer, "rect": list(rect), **extra},
+        WaferRegion(strategy=strategy, wafer=wafer, rect=tuple(rect), **extra),
     )
 
 
-def capacity(system, graph=None) -> tuple[dict, dict, dict]:
-    """(capacity, level of each category, runtime reserve) of one wafer: level ``sram`` is every
-    usable PE's SRAM; code and buffers are reserved on every usable PE."""
-    p = system.spec.params
-    wid, hgt = _usable(p)
-    pes = wid * hgt
-    return (
-        {"sram": pes * int(p.pe_sram_bytes)},
-        dict.fromkeys(("weights", "kv", "buffers"), "sram"),
-        {"sram": pes * (int(p.pe_code_bytes) + int(p.pe_buffer_bytes))},
-    )
-
-
-def _placement(graph, system, units: int, slots, layout: dict, reason: str = "") -> Placement:
+def _placement(graph, system, units: int, slots, layout: WaferLayout, reason="") -> Placement:
     cap, level_of, reserved = capacity(system)
-    w = graph.workload
     return Placement(
         system=system.spec.name,
         kind="wafer",
@@ -163,14 +153,7 @@ def _placement(graph, system, units: int, slots, layout: dict, reason: str = "")
         reserved_bytes=reserved,
         layers=tuple(slots),
         layout=layout,
-        workload=dict(
-            batch=w.batch,
-            context=w.context,
-            tokens=w.tokens,
-            weights=w.weights,
-            expert_weights=w.expert_weights,
-            kv=w.kv,
-        ),  # fmt: skip
+        workload=graph.workload,
         reason=reason,
     )
 
@@ -204,24 +187,25 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
         for grids in (smallest, full) if full != smallest else (smallest,):
             slots = [
-                _slot(graph, k, u, (0, 0, *grids[u]), "interleave", {"grid": list(grids[u])})
+                _slot(graph, k, u, (0, 0, *grids[u]), "interleave", grid=tuple(grids[u]))
                 for u, b in enumerate(blocks)
                 for k in b
             ]
-            layout = {"strategy": "interleave", "wafers": units, "grids": [list(g) for g in grids]}
+            layout = WaferLayout(
+                strategy="interleave", wafers=units, grids=tuple(map(tuple, grids))
+            )
             out.append(_placement(graph, system, units, slots, layout))
     for scale in REGION_SCALES if want in ("auto", "layer_regions") else ():
         rects = _every(_layer_regions(fit, b, scale) for b in blocks)
         if rects is None:
             break
         slots = [
-            _slot(graph, k, u, rects[u][k], "layer_regions", {"scale": scale})
+            _slot(graph, k, u, rects[u][k], "layer_regions", scale=scale)
             for u, b in enumerate(blocks)
             for k in b
         ]
-        out.append(_placement(graph, system, units, slots,
-                              {"strategy": "layer_regions", "wafers": units,
-                               "region_scale": scale}))  # fmt: skip
+        layout = WaferLayout(strategy="layer_regions", wafers=units, region_scale=scale)
+        out.append(_placement(graph, system, units, slots, layout))
     wid, hgt = _usable(fit.p)
     for g in GROUP_COUNTS if want in ("auto", "layer_groups") else ():
         if g > max(len(b) for b in blocks):
@@ -232,14 +216,13 @@ def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Pl
         if rects is None:
             continue
         slots = [
-            _slot(graph, k, u, rects[u][k], "layer_groups", {"tiles": list(cuts[u])})
+            _slot(graph, k, u, rects[u][k], "layer_groups", tiles=tuple(cuts[u]))
             for u, b in enumerate(blocks)
             for k in b
         ]
-        out.append(_placement(graph, system, units, slots,
-                              {"strategy": "layer_groups", "wafers": units,
-                               "tiles": list(cuts[0]),
-                               "tiles_per_wafer": [list(c) for c in cuts]}))  # fmt: skip
+        layout = WaferLayout(strategy="layer_groups", wafers=units, tiles=tuple(cuts[0]),
+                             tiles_per_wafer=tuple(map(tuple, cuts)))  # fmt: skip
+        out.append(_placement(graph, system, units, slots, layout))
     return [plc for plc in out if not plc.shortfalls()]
 
 
@@ -254,30 +237,23 @@ def _every(results) -> list | None:
     return out
 
 
-def _label(plc: Placement) -> str:
-    """A candidate's short name for the placement reason (strategy and size)."""
+def label(plc: Placement) -> str:
+    """A layout's short name for the placement reason (strategy and size)."""
     lay = plc.layout
-    if lay["strategy"] == "layer_regions":
-        return f"layer_regions x{lay['region_scale']:g}"
-    if lay["strategy"] == "layer_groups":
-        gx, gy = lay["tiles"]
+    if lay.strategy == "layer_regions":
+        return f"layer_regions x{lay.region_scale:g}"
+    if lay.strategy == "layer_groups":
+        gx, gy = lay.tiles
         return f"layer_groups {gx}x{gy} tiles"
-    g = lay["grids"][0]
+    g = lay.grids[0]
     return f"interleave {g[0]}x{g[1]}"
 
 
-def best_for(graph, system, units: int, fit: _Fitter | None = None):
-    """(fastest placement on ``units`` wafers or None, [(label, cycles)] tried)."""
-    from ..sim.wafer import step_cycles_at
-
-    tried = []
-    best = None
-    for plc in candidates(graph, system, units, fit):
-        t = step_cycles_at(graph, system, plc, graph.context)
-        tried.append((_label(plc), t))
-        if best is None or t < best[0]:
-            best = (t, plc)
-    return (best[1] if best else None), tried
+def with_reason(graph, system, plc: Placement, tried) -> Placement:
+    """``plc``, one of the layouts offered on its wafer count, with the reason it was kept: the
+    bytes, the wafers, and every layout that fits with its cycles for one step (``tried``:
+    ``[(label, cycles)]`` in the order offered, timed by the orchestration layer)."""
+    return replace(plc, reason=_why(graph, system, plc.n_units, plc, tried))
 
 
 def _why(graph, system, units: int, plc: Placement, tried) -> str:
@@ -290,33 +266,47 @@ def _why(graph, system, units: int, plc: Placement, tried) -> str:
         f"{graph.model_name} needs {fmt_bytes(need)} resident; one {system.spec.name} holds "
         f"{fmt_bytes(per)} in {wid}x{hgt} PEs x {_budget(p):,} B (48 KiB minus code and "
         f"buffers); {units} wafer(s) with contiguous layer blocks; placement_strategy "
-        f"{_strategy(system)}, layouts that fit, one step each: {opts}; kept {_label(plc)}"
+        f"{_strategy(system)}, layouts that fit, one step each: {opts}; kept {label(plc)}"
     )
 
 
-def place_auto(graph, system) -> Placement:
-    """The fewest wafers that hold the model; on them the faster strategy that fits.
+def _floor(graph, system) -> int:
+    """The fewest wafers whose PE budgets add up to the resident bytes."""
+    p = system.spec.params
+    wid, hgt = _usable(p)
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    return max(1, math.ceil(need / (wid * hgt * _budget(p))))
+
+
+def _on_fewest(graph, system) -> list[Placement]:
+    """Every layout of the system's strategy on the fewest wafers where one fits ([] when no
+    count up to MAX_UNITS does).
 
     Wafer counts are tried in turn from the byte floor, not bisected: the layer blocks are cut
     again for each count, so a count that fits does not make the next one fit (contiguous
     blocks are not nested, and fewer bytes need not mean a lighter fullest PE). A count that
     does not fit costs little: one fitter serves every count, each layer fitted once per
     region, and each strategy gives a count up at its first block that does not fit."""
-    p = system.spec.params
-    wid, hgt = _usable(p)
-    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
-    per_wafer = wid * hgt * _budget(p)
-    floor = max(1, math.ceil(need / per_wafer))
+    fit = _Fitter(graph, system)
+    for units in range(_floor(graph, system), MAX_UNITS + 1):
+        found = candidates(graph, system, units, fit)
+        if found:
+            return found
+    return []
+
+
+def layouts_auto(graph, system) -> list[Placement]:
+    """Every layout that fits on the fewest wafers that hold the model, for the orchestration
+    layer to time and keep the fastest (the placer never times them); raises
+    :class:`PlacementError` saying why when no wafer count fits."""
     if not _layers_fit_alone(graph, system):
         raise PlacementError(_too_big(graph, system))
-    fit = _Fitter(graph, system)
-    for units in range(floor, MAX_UNITS + 1):
-        plc, tried = best_for(graph, system, units, fit)
-        if plc is not None:
-            return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
-    raise PlacementError(
-        f"{graph.model_name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
-    )
+    found = _on_fewest(graph, system)
+    if not found:
+        raise PlacementError(
+            f"{graph.model_name} does not fit on {MAX_UNITS} {system.spec.name} wafers"
+        )
+    return found
 
 
 def _layers_fit_alone(graph, system) -> bool:
@@ -331,15 +321,8 @@ def _fewest(graph, system) -> Placement | None:
     """The placement on the fewest wafers, or None when no count fits."""
     if not _layers_fit_alone(graph, system):
         return None
-    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
-    wid, hgt = _usable(system.spec.params)
-    floor = max(1, math.ceil(need / (wid * hgt * _budget(system.spec.params))))
-    fit = _Fitter(graph, system)
-    for units in range(floor, MAX_UNITS + 1):
-        plc, _ = best_for(graph, system, units, fit)
-        if plc is not None:
-            return plc
-    return None
+    found = _on_fewest(graph, system)
+    return found[0] if found else None
 
 
 def _too_big(graph, system) -> str:
@@ -363,17 +346,23 @@ def _too_big(graph, system) -> str:
 def _fit_hint(graph, system) -> str:
     """``--units N would fit`` for the system's strategy, or why no count does."""
     try:
-        return f"--units {place_auto(graph, system).n_units} would fit"
+        return f"--units {layouts_auto(graph, system)[0].n_units} would fit"
     except PlacementError as exc:
         return f"no wafer count fits with placement_strategy = {_strategy(system)} ({exc})"
 
 
-def place_units(graph, system, units: int) -> Placement:
-    """The faster strategy on exactly ``units`` wafers; raises with the wafer and bytes short
-    and the ``--units`` that would fit (or, for a named strategy, the strategies that do fit)."""
-    plc, tried = best_for(graph, system, units)
-    if plc is not None:
-        return Placement(**{**plc.__dict__, "reason": _why(graph, system, units, plc, tried)})
+def layouts_units(graph, system, units: int) -> list[Placement]:
+    """Every layout that fits on exactly ``units`` wafers, for the orchestration layer to time
+    and keep the fastest; raises with the wafer and bytes short and the ``--units`` that would
+    fit (or, for a named strategy, the strategies that do fit)."""
+    found = candidates(graph, system, units)
+    if found:
+        return found
+    _refuse(graph, system, units)
+
+
+def _refuse(graph, system, units: int) -> NoReturn:
+    """Raise why no layout fits on ``units`` wafers (see :func:`layouts_units`)."""
     name, strat = f"{units} {system.spec.name} wafer(s)", _strategy(system)
     n_keys = len(graph.layer_keys)
     if units > n_keys:
@@ -384,7 +373,7 @@ def place_units(graph, system, units: int) -> Placement:
         )
     if strat != "auto":
         auto = replace(system, spec=system.spec.with_params(placement_strategy="auto"))
-        others = sorted({c.layout["strategy"] for c in candidates(graph, auto, units)})
+        others = sorted({c.layout.strategy for c in candidates(graph, auto, units)})
         if others:
             verb = "does" if len(others) == 1 else "do"
             raise PlacementError(
@@ -399,11 +388,11 @@ def place_units(graph, system, units: int) -> Placement:
     worst = max(range(len(blocks)), key=lambda u: fit.pe_use(blocks[u], wid, hgt))
     use = fit.pe_use(blocks[worst], wid, hgt)
     slots = [
-        _slot(graph, k, u, (0, 0, wid, hgt), "interleave", {"grid": [wid, hgt]})
+        _slot(graph, k, u, (0, 0, wid, hgt), "interleave", grid=(wid, hgt))
         for u, b in enumerate(blocks)
         for k in b
     ]
-    failed = _placement(graph, system, units, slots, {"strategy": "interleave"})
+    failed = _placement(graph, system, units, slots, WaferLayout(strategy="interleave"))
     try:
         failed.check()
     except PlacementError as exc:

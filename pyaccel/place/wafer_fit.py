@@ -1,6 +1,6 @@
 """Fitting layer blocks on wafer PE rectangles: the bytes each layer keeps on the fullest PE of a
-region (``RegionCoster.pe_bytes``), kept per layer, and the search for the smallest interleave
-grid that holds a block.
+region (``PeTiles.pe_bytes``, the tiling the wafer engine costs), kept per layer, and the search
+for the smallest interleave grid that holds a block.
 
 Units: bytes per PE, grid sides in PEs. Fitting is monotone: a region at least as wide and as
 tall as one that holds a block holds it too (every per-op term of ``pe_bytes`` is
@@ -10,6 +10,8 @@ non-increasing in the width and in the height), so the grid search bisects.
 from __future__ import annotations
 
 import math
+
+from .kinds.wafer_tiles import PeTiles, axis_after
 
 
 def pe_budget(p) -> int:
@@ -28,13 +30,8 @@ class Fitter:
     costs each key once per region it tries."""
 
     def __init__(self, graph, system):
-        # the engine's per-PE footprint, imported late as before (placement before timing is
-        # the spine's next step; the footprint has not moved out of sim/ yet)
-        from ..sim.wafer_cost import RegionCoster, axis_after
-
-        self._axis_after = axis_after
         self.graph, self.p = graph, system.spec.params
-        self.coster = RegionCoster(system.spec, graph)
+        self.tiles = PeTiles(graph)
         self.budget = pe_budget(self.p)
         self._use: dict = {}  # (key, input axis, w, h) -> bytes on the key's fullest PEs
 
@@ -42,7 +39,7 @@ class Fitter:
         memo = (key, axis, w, h)
         use = self._use.get(memo)
         if use is None:
-            wb, kv = self.coster.pe_bytes(self.graph.ops_of(key), w, h, axis)
+            wb, kv = self.tiles.pe_bytes(self.graph.ops_of(key), w, h, axis)
             use = self._use[memo] = wb + kv
         return use
 
@@ -52,7 +49,7 @@ class Fitter:
         axis = 0
         for k in keys:
             yield self._key_use(k, axis, w, h)
-            axis = self._axis_after(self.graph.ops_of(k), axis)
+            axis = axis_after(self.graph.ops_of(k), axis)
 
     def pe_use(self, keys, w: int, h: int) -> int:
         """Bytes on the fullest PE of the region (weights + KV)."""
@@ -77,7 +74,7 @@ def grid_path(fit: Fitter, keys) -> tuple[int, int, bool, int]:
     """The grids ``smallest_grid`` considers, in order, as (first square side, squares, wide,
     rectangles): squares from ``isqrt(fewest PEs)`` up to the short side, then rectangles of
     the short side growing along the long side. Each grid is at least as wide and as tall as
-    the one before, so fitting along the path is monotone (RegionCoster.pe_bytes)."""
+    the one before, so fitting along the path is monotone (PeTiles.pe_bytes)."""
     wid, hgt = usable(fit.p)
     side = min(wid, hgt)
     start = max(1, math.isqrt(fit.min_pes(keys)))

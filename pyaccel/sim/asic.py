@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model.ops import ACT_BYTES
+from ..place.kinds import asic_die as design
 from ..units import cycles, transfer_cycles
-from . import asic_design as design
 from .contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
@@ -437,7 +437,7 @@ class AsicPipeline:
             dies=self.placement.n_units,
             stages=len(self.stages),
             rom_rows_per_bitline=int(p.rom_rows_per_bitline),
-            lanes=int(self.placement.layout.get("lanes", 0)),
+            lanes=(self.placement.layout.lanes if self.placement.layout else None) or 0,
             kv_sram_bytes=int(design.kv_sram_bytes(p)),
             die_design=design.etched_budget(p).lines(),
             pass_cycles=int(occ[0].sum() + lat.sum()),

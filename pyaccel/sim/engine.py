@@ -4,8 +4,9 @@
 runs the step driver (:mod:`pyaccel.sim.driver`) on the kind's engine -- the package
 ``pyaccel.sim.<kind>`` behind the contract in :mod:`pyaccel.sim.contract` -- adds each step's
 lower bound (:mod:`pyaccel.sim.roofline`) and assembles the :class:`~pyaccel.trace.Trace`. Its
-placer is ``pyaccel.place.<kind>``; its functional executor is registered in
-its entry in the kind registry (:mod:`pyaccel.hw.kinds`).
+placer (``pyaccel.place.<kind>``) and functional executor are named in its entry in the kind
+registry (:mod:`pyaccel.hw.kinds`); where a placer offers several layouts,
+:func:`pyaccel.placing.place` times each with the same driver and keeps the fastest.
 """
 
 from __future__ import annotations

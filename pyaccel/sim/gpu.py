@@ -196,7 +196,7 @@ PIPELINE = MICRO_BATCHES
 
 def n_stages(placement) -> int:
     """Pipeline stages a batch is split over: the placement's PP width."""
-    return int(placement.layout["pp"])
+    return placement.layout.pp
 
 
 def rates(spec, work) -> BoundRates:
@@ -246,8 +246,8 @@ class GpuPass:
     def __init__(self, graph, system, placement):
         work = graph.workload
         self.graph = graph
-        self.tp, self.pp = int(placement.layout["tp"]), int(placement.layout["pp"])
-        self.stage_of = {s.layer: int(s.region["stage"]) for s in placement.layers}
+        self.tp, self.pp = placement.layout.tp, placement.layout.pp
+        self.stage_of = {s.layer: s.region.stage for s in placement.layers}
         self.cost = GpuCost(system.spec, self.tp, work.weights_format.compute,
                             work.expert_weights_format.compute, work.kv_format.compute,
                             graph.attention.latent)  # fmt: skip

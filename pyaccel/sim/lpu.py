@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..model.ops import ACT_BYTES
+from ..place.kinds.lpu import stage_of
 from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .lpu_net import Network
 from .lpu_program import INPUT, ChipModel, Program
@@ -196,7 +197,7 @@ def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
     """(chips, layer keys) of every pipeline stage, in order."""
     out: dict[int, tuple] = {}
     for s in placement.layers:
-        st = int(s.region.get("stage", 0))
+        st = stage_of(s)
         if st not in out:
             out[st] = (tuple(s.units), [])
         out[st][1].append(s.layer)
@@ -212,7 +213,7 @@ class LpuSim:
         self.chip = ChipModel.from_params(p)
         self.net = Network(p, system.spec.clock_hz)
         self.stages = stages_of(placement)
-        self.tp = int(placement.layout.get("tp", 1))
+        self.tp = (placement.layout.tp if placement.layout else None) or 1
         self.node_size = int(p.chips_per_node)
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}

@@ -21,9 +21,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..model.ops import ACT_BYTES
+from ..place.kinds.wafer import wafer_of
+from ..place.kinds.wafer_tiles import ceil_div as _ceil
 from ..units import cycles
 from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
-from .wafer_cost import OpCost, RegionCoster, _ceil, multicast
+from .wafer_cost import OpCost, RegionCoster, multicast
 
 RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
 PIPELINE = MICRO_BATCHES
@@ -83,9 +85,9 @@ class Region:
 
     @classmethod
     def of(cls, slot) -> Region:
-        """The region recorded in a placement slot (``region["rect"]`` and ``["wafer"]``)."""
-        x0, y0, w, h = (int(v) for v in slot.region["rect"])
-        return cls(int(slot.region.get("wafer", slot.units[0])), x0, y0, w, h)
+        """The region recorded in a placement slot (its region's ``rect`` and ``wafer``)."""
+        x0, y0, w, h = slot.region.rect
+        return cls(wafer_of(slot), x0, y0, w, h)
 
 
 @dataclass
@@ -117,7 +119,8 @@ class WaferPass:
         self.stage_regions = order
         self.stage_of = {k: order.index(r) for k, r in self.regions.items()}
         self.entries, self.attention_at = self._build()
-        self.n_units, self.strategy = placement.n_units, placement.layout.get("strategy")
+        self.n_units = placement.n_units
+        self.strategy = placement.layout.strategy if placement.layout else None
         # attention regions' widths: a step's tokens per PE on each (see time())
         self.widths = sorted({self.entries[i].region.w for i, _ in self.attention_at.values()})
         self._last: tuple = (None, ())
@@ -238,15 +241,6 @@ pass_model = WaferPass
 def n_stages(placement) -> int:
     """Pipeline stages a batch is split over: the distinct regions the layers occupy."""
     return len({Region.of(s) for s in placement.layers})
-
-
-def step_cycles_at(graph, system, placement, context: int) -> int:
-    """One step's cycles at ``context`` (used by the placer to compare strategies)."""
-    import sys
-
-    from .driver import step_cycles
-
-    return step_cycles(sys.modules[__name__], graph, system, placement, context)
 
 
 def _spans(entries: list[Entry]) -> list[Span]:

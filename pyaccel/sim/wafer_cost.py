@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..errors import ConfigError
+from ..place.kinds.wafer_tiles import PeTiles
+from ..place.kinds.wafer_tiles import ceil_div as _ceil
 from .wafer_mesh import (
     ONE_LEVEL_COLOURS,
     TWO_LEVEL_COLOURS,
@@ -28,10 +30,6 @@ from .wafer_mesh import (
 )
 
 ACC_BYTES = 2  # partial sums kept as 16-bit in SRAM (WaferLLM's @fmach accumulates in FP16)
-
-
-def _ceil(a, b) -> int:
-    return -(-int(a) // int(b)) if b else 0
 
 
 @dataclass(frozen=True)
@@ -196,70 +194,14 @@ def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int,
     cost.add_comm(total, bare, setup, busy, axis, msgs)
 
 
-def axis_after(ops, axis: int = 0) -> int:
-    """The axis (0 = A, 1 = B) the hidden vector lies along after ``ops`` starting on ``axis``:
-    every matmul but the router's leaves its output along the other axis."""
-    for op in ops:
-        if op.op_class in ("matmul", "router") and op.kind != "router":
-            axis = 1 - axis
-    return axis
-
-
-class RegionCoster:
-    """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis)."""
+class RegionCoster(PeTiles):
+    """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis);
+    the per-PE tiles they cost are :class:`PeTiles`' (``pe_bytes``, ``expert_regions``)."""
 
     def __init__(self, spec, graph):
         self.c = Costs.of(spec.params)
-        self.graph, self.att = graph, graph.attention
-        self.work = graph.workload
-        self.kv_bytes = self.work.kv_format.tensor_bytes(1, 4096, "kv") / 4096
+        super().__init__(graph)
         self._memo: dict = {}
-
-    # -- per-PE resident bytes (the placer's budget) -------------------------------------
-    def pe_bytes(self, ops, w: int, h: int, axis: int = 0) -> tuple[int, int]:
-        """(weight bytes, KV bytes) the fullest PE of a ``w x h`` region keeps for ``ops`` whose
-        first input lies along ``axis`` (0 = A; see :func:`axis_after`).
-
-        The sum of one term per op, each the op's bytes on its own fullest PE, so the bytes of
-        a list are the sums of its parts' (each part starting at the axis the previous part left).
-        Every term is non-increasing in ``w`` and in ``h`` (tile sides ``ceil(n / side)``, expert
-        bands ``w // cols`` and ``h // rows`` that never shrink as the region grows, the axis
-        sequence independent of the region), so once a region holds the ops, any region at least
-        as wide and as tall holds them too: the placer's searches rely on it."""
-        weights = kv = 0
-        lens = (w, h)
-        for op in ops:
-            la = lens[axis]
-            if op.op_class in ("matmul", "router"):
-                red, out = lens[axis], lens[1 - axis]
-                if op.expert:
-                    sw, sh, _ = self.expert_regions(w, h)
-                    red, out = (sw, sh)[axis], (sw, sh)[1 - axis]
-                    tile = _ceil(op.n, out) * _ceil(op.k, red)
-                    one = op.resident_weight_bytes / max(1, self.graph.n_experts)
-                    weights += math.ceil(one * tile / max(1, op.n * op.k))
-                    axis = 1 - axis
-                    continue
-                tile = _ceil(op.n, out) * _ceil(op.k, red)
-                weights += _ceil(op.resident_weight_bytes * tile, max(1, op.n * op.k))
-                if op.kind != "router":
-                    axis = 1 - axis
-            elif op.op_class == "embedding":
-                weights += _ceil(op.k, h) * _ceil(op.n, w) * 2
-            elif op.kind == "attention":
-                kv += self.kv_pe_bytes(op, w, h)
-                weights += _ceil(op.resident_weight_bytes, w * h)
-            elif op.resident_weight_bytes:
-                weights += _ceil(op.resident_weight_bytes, la)
-        return weights, kv
-
-    def kv_pe_bytes(self, op, w: int, h: int) -> int:
-        """KV-cache bytes of one attention op on the fullest PE: tokens along A, features along
-        B, for every sequence of the batch."""
-        elems = self.att.kv_elems_per_token
-        b = self.work.batch
-        length = round(op.resident_kv_bytes / max(1e-9, b * elems * self.kv_bytes))
-        return math.ceil(_ceil(length, w) * _ceil(elems, h) * b * self.kv_bytes)
 
     # -- op costs -------------------------------------------------------------------------
     def op_cost(self, op, w: int, h: int, axis: int) -> tuple[OpCost, int]:
@@ -303,14 +245,6 @@ class RegionCoster:
         cost = OpCost()
         allreduce(cost, c, red, red, m * n_pe, task, axis)
         return cost
-
-    def expert_regions(self, w: int, h: int) -> tuple[int, int, int]:
-        """(sub-region width, height, columns of sub-regions): each routed expert owns a band of
-        the layer's region, ``min(h, E)`` bands along B, and more columns when E > h."""
-        e = max(1, self.graph.n_experts)
-        rows = min(h, e)
-        cols = -(-e // rows)
-        return max(1, w // cols), max(1, h // rows), cols
 
     def _experts_gemv(self, op, lens, axis) -> OpCost:
         """A routed-expert matmul: the step's active experts (the graph's expected distinct

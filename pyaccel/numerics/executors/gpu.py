@@ -28,7 +28,8 @@ class GpuExecutor(Executor):
     def describe(self) -> str:
         """``gpu: TP <tp> ranks x PP <pp> stages`` from the placement's layout."""
         layout = self.placement.layout
-        return f"gpu: TP {layout.get('tp', 1)} ranks x PP {layout.get('pp', 1)} stages"
+        tp, pp = (layout.tp, layout.pp) if layout is not None else (None, None)
+        return f"gpu: TP {tp or 1} ranks x PP {pp or 1} stages"
 
     def input_parts(self, slot) -> int:
         """One part per tensor-parallel rank (the layer's units)."""

@@ -23,9 +23,9 @@ class WaferExecutor(Executor):
 
     def input_parts(self, slot) -> int:
         """The width of the region's rectangle, or ``P`` of a ``[P, P]`` interleave, else 1."""
-        region = slot.region or {}
-        if "rect" in region:
-            return int(region["rect"][2])
-        if "grid" in region:
-            return int(region["grid"][0])
+        region = slot.region
+        if region is not None and region.rect is not None:
+            return region.rect[2]
+        if region is not None and region.grid is not None:
+            return region.grid[0]
         return 1

@@ -1,4 +1,6 @@
 """Die design of a hardwired-weight ASIC, derived from its transistor budget (no fitted factor).
+Spine geometry of the ASIC kind: the placer sizes dies with it, a placement's ROM and SRAM
+capacity per die come from it, and the ASIC engine reads the same lanes, banks and budget.
 
 Mechanism (mechanisms.md §B): every weight sits in mask ROM beside its block; a shared multiplier
 bank forms input x every weight value and each ROM cell routes the matching product into a
@@ -21,8 +23,8 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..errors import ConfigError
-from ..units import fmt_bytes
+from ...errors import ConfigError
+from ...units import fmt_bytes
 
 ROM_CLASSES = ("matmul", "router")
 
@@ -112,9 +114,9 @@ def budget(graph, p) -> Budget:
 @lru_cache(maxsize=32)
 def etched_budget(p) -> Budget:
     """The budget of the chip as etched: its model at its format on one die."""
-    from ..model.config import load_model
-    from ..model.graph import build_graph
-    from ..workload import Workload
+    from ...model.config import load_model
+    from ...model.graph import build_graph
+    from ...workload import Workload
 
     model = load_model(p.etched_model)
     work = Workload(batch=1, context=0, tokens=1, weights=p.etched_format)
@@ -139,6 +141,14 @@ def kv_sram_bytes(p) -> int:
 def die_logic_budget(p) -> float:
     """Transistors of one die left for ROM and lane logic once its SRAM is built."""
     return p.transistors - kv_sram_bytes(p) * 8 * p.sram_transistors_per_bit
+
+
+def rom_capacity_bytes(graph, p) -> int:
+    """ROM bytes one die of this design holds for ``graph``: the die's transistors left after
+    its SRAM, converted at the model's average transistor cost (ROM + lane logic) per byte."""
+    total_bytes = graph.total_resident_weight_bytes
+    total_cost = sum(layer_cost(graph, k, p) for k in graph.layer_keys)
+    return int(die_logic_budget(p) * total_bytes / total_cost)
 
 
 def kv_banks(p) -> int:

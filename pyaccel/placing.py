@@ -1,0 +1,63 @@
+"""Placing a model on a system (orchestration, above placers and engines): the kind's placer fits
+layouts; where several fit on the same units (the wafer's strategies), the kind's engine times
+each for one decode step at the workload's context and the fastest is kept. Placers never time
+their layouts and engines never place: choosing by speed, here and in any later search, belongs
+to this layer (beside ``results``, ``compare`` and ``sensitivity``).
+
+A placer offers either ``place_auto(graph, system)`` and ``place_units(graph, system, units)``
+(one layout per unit count), or ``layouts_auto`` and ``layouts_units`` (every layout that fits,
+never empty) with ``label(placement)`` and ``with_reason(graph, system, placement, tried)``;
+each layout is timed by the step driver on the kind's engine (:func:`sim.driver.step_cycles`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .hw.spec import System
+from .place import placer_module
+from .place.placement import Placement
+from .sim.driver import step_cycles
+from .sim.inputs import engine_module
+
+
+def place(model, system: System, workload, graph=None) -> Placement:
+    """Place ``model`` on ``system`` for ``workload``; ``system.units`` may be ``"auto"`` (the
+    fewest units that hold weights, KV cache and buffers in a valid layout). Raises
+    :class:`PlacementError` with the unit and bytes short when it cannot fit."""
+    from .model.graph import build_graph
+    from .workload import resolve_workload
+
+    if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
+        work = resolve_workload(workload, model, system.spec).workload
+        graph = build_graph(model, work, native_format=system.spec.native_format)
+    placer = placer_module(system.kind)
+    auto = system.units == "auto"
+    if hasattr(placer, "layouts_auto"):  # several layouts may fit: keep the fastest
+        if auto:
+            layouts = placer.layouts_auto(graph, system)
+        else:
+            layouts = placer.layouts_units(graph, system, int(system.units))
+        plc = fastest(graph, system, layouts, placer)
+    elif auto:
+        plc = placer.place_auto(graph, system)
+    else:
+        plc = placer.place_units(graph, system, int(system.units))
+    # the basis lets check() (here and in users' tests) test every level against the system
+    plc = replace(plc, basis=(graph, replace(system, units=plc.n_units)))
+    plc.check()
+    return plc
+
+
+def fastest(graph, system: System, layouts: list[Placement], placer) -> Placement:
+    """The layout of ``layouts`` (all on the same units) whose decode step at the workload's
+    context takes the fewest cycles on the kind's engine (the first of equals), with the
+    placer's reason naming every layout tried and its cycles."""
+    engine = engine_module(system.kind)
+    tried, best = [], None
+    for plc in layouts:
+        cycles = step_cycles(engine, graph, system, plc, graph.context)
+        tried.append((placer.label(plc), cycles))
+        if best is None or cycles < best[0]:
+            best = (cycles, plc)
+    return placer.with_reason(graph, system, best[1], tried)

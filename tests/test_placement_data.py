@@ -1,0 +1,30 @@
+"""Placement files written by pyaccel before the typed placements (tests/data/placements, one per
+kind and wafer strategy, from ``place --json``): each still loads, passes every check against its
+recorded system, and is written back byte for byte."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pyaccel as pa
+from pyaccel.testing import assert_fits
+
+DATA = Path(__file__).resolve().parent / "data" / "placements"
+FILES = sorted(p.name for p in DATA.glob("*.json"))
+
+
+def test_every_kind_has_a_file():
+    kinds = {json.loads((DATA / name).read_text(encoding="utf-8"))["kind"] for name in FILES}
+    assert kinds == {"wafer", "lpu", "gpu", "asic"}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_file_written_before_loads_checks_and_writes_back_the_same(name):
+    text = (DATA / name).read_text(encoding="utf-8")
+    plc = pa.Placement.from_json(DATA / name)
+    assert_fits(plc)
+    assert plc.to_json() == text.rstrip("\n")
+    assert pa.Placement.from_json(plc.to_json()) == plc
