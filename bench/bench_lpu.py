@@ -6,7 +6,7 @@ import time
 
 import pyaccel as pa
 from pyaccel.model.graph import build_graph
-from pyaccel.sim.lpu import LpuSim
+from pyaccel.sim.lpu.engine import LpuSim
 
 PUBLISHED_TOK_S = 300  # bench/published.csv: Groq, llama-2-70b, 576 chips, 4k context (a check)
 
@@ -56,7 +56,7 @@ def test_list_schedule_one_stage(benchmark):
     graph = build_graph(model, work, native_format="int8")
     sim = LpuSim(graph, system, plc)
     plans, _ = sim.stage_plans(graph, 5)
-    from pyaccel.sim.lpu import _compile
+    from pyaccel.sim.lpu.engine import _compile
 
     prog = _compile(sim.chip, sim.net, 8, plans)
     prog.schedule()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pyaccel as pa
-from pyaccel.sim.wafer_mesh import Line, Tasks, allreduce
+from pyaccel.sim.wafer.mesh import Line, Tasks, allreduce
 
 PUBLISHED = Path(__file__).with_name("published.csv")
 _TIMES: dict = {}

@@ -16,7 +16,7 @@ from pyaccel import kernels
 from pyaccel.errors import CapacityError, ConfigError, PlacementError
 from pyaccel.kernels import reference_asic
 from pyaccel.place.kinds import asic_die as asic_design
-from pyaccel.sim import asic
+from pyaccel.sim.asic import engine as asic
 from pyaccel.sim.contract import StepShape
 from pyaccel.sim.engine import emulate
 

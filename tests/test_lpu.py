@@ -7,8 +7,8 @@ import pyaccel as pa
 from pyaccel import kernels
 from pyaccel.errors import PlacementError
 from pyaccel.kernels import reference_lpu
-from pyaccel.sim.lpu_net import Network, _Builder, schedule
-from pyaccel.sim.lpu_program import ChipModel, Program
+from pyaccel.sim.lpu.net import Network, _Builder, schedule
+from pyaccel.sim.lpu.program import ChipModel, Program
 
 # Round numbers: a 1 GHz clock, 1-byte MXM operands (320x320 blocks of 102,400 weights installed
 # over 16 streams of 320 B: 20 cycles a block), one MXM plane, MXM latency 100 cycles; stream
@@ -240,7 +240,7 @@ def test_per_link_bytes_match_transfers(tmp_path):
 
 def _sim(model, units, work, sets=ROUND):
     from pyaccel.model.graph import build_graph
-    from pyaccel.sim.lpu import LpuSim
+    from pyaccel.sim.lpu.engine import LpuSim
 
     sysm = _system(units, sets)
     plc = pa.place(model, sysm, work)
@@ -251,7 +251,7 @@ def _sim(model, units, work, sets=ROUND):
 def test_joined_fragments_are_the_directly_compiled_program(tmp_path):
     # each op compiled once on its own and joined must give the same instructions, in the same
     # order, with the same dependencies, as compiling the stage's ops one after another
-    from pyaccel.sim.lpu import _compile
+    from pyaccel.sim.lpu.engine import _compile
 
     graph, sim = _sim(_tiny(tmp_path, layers=3), 16, pa.Workload(context=300, tokens=1))
     assert len(sim.stages) > 1

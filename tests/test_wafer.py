@@ -13,7 +13,7 @@ from pyaccel.place.kinds.wafer import WaferLayout
 from pyaccel.sim import wafer as wafer_engine
 from pyaccel.sim.driver import step_cycles
 from pyaccel.sim.engine import what_if_system
-from pyaccel.sim.wafer_cost import RegionCoster
+from pyaccel.sim.wafer.cost import RegionCoster
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +172,7 @@ def test_layer_group_tiles_cover_the_grid_in_serpentine_order():
 
 
 def test_layer_groups_are_contiguous_blocks_one_stage_per_tile():
-    from pyaccel.sim.wafer import WaferPass
+    from pyaccel.sim.wafer.engine import WaferPass
 
     system = pa.load_system("wse3", units=1, overrides=["placement_strategy=layer_groups"])
     model, work = pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..kernels import get as get_kernel
+from ...errors import ConfigError
+from ...kernels import get as get_kernel
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ explicit C2C transfer schedules, for layers tensor-parallel inside a node and pi
 nodes.
 
 Each pipeline stage's chips run the same program (the stage's ops on a 1/tp shard). The program
-is compiled from the graph's ops into instructions (:mod:`pyaccel.sim.lpu_program`) and list-
+is compiled from the graph's ops into instructions (:mod:`pyaccel.sim.lpu.program`) and list-
 scheduled with resource reservation; its length is the stage's time. Collectives and the hop to
-the next stage are transfer schedules on the C2C links (:mod:`pyaccel.sim.lpu_net`). Programs are
+the next stage are transfer schedules on the C2C links (:mod:`pyaccel.sim.lpu.net`). Programs are
 cached by what they depend on (the shard shapes, and for attention the numbers of KV blocks and
 score vectors), so a step re-schedules only when the context crosses a block boundary.
 """
@@ -16,11 +16,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model.ops import ACT_BYTES
-from ..place.kinds.lpu import stage_of
-from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
-from .lpu_net import Network
-from .lpu_program import INPUT, ChipModel, Program
+from ...model.ops import ACT_BYTES
+from ...place.kinds.lpu import stage_of
+from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
+from .net import Network
+from .program import INPUT, ChipModel, Program
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer

@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..model.ops import ACT_BYTES
-from ..place.kinds import asic_die as design
-from ..units import cycles, transfer_cycles
-from .contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
+from ...model.ops import ACT_BYTES
+from ...place.kinds import asic_die as design
+from ...units import cycles, transfer_cycles
+from ..contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {
@@ -308,7 +308,7 @@ def rates(spec, work) -> BoundRates:
     budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
     a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
     in one pass (``asic.roofline``); ``link``: the chip link."""
-    from ..formats import get_format
+    from ...formats import get_format
 
     p, f = spec.params, spec.clock_hz
     widest = 0

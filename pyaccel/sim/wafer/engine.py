@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..model.ops import ACT_BYTES
-from ..place.kinds.wafer import wafer_of
-from ..place.kinds.wafer_tiles import ceil_div as _ceil
-from ..units import cycles
-from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
-from .wafer_cost import OpCost, RegionCoster, multicast
+from ...model.ops import ACT_BYTES
+from ...place.kinds.wafer import wafer_of
+from ...place.kinds.wafer_tiles import ceil_div as _ceil
+from ...units import cycles
+from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
+from .cost import OpCost, RegionCoster, multicast
 
 RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
 PIPELINE = MICRO_BATCHES

@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..errors import ConfigError
-from ..place.kinds.wafer_tiles import PeTiles
-from ..place.kinds.wafer_tiles import ceil_div as _ceil
-from .wafer_mesh import (
+from ...errors import ConfigError
+from ...place.kinds.wafer_tiles import PeTiles
+from ...place.kinds.wafer_tiles import ceil_div as _ceil
+from .mesh import (
     ONE_LEVEL_COLOURS,
     TWO_LEVEL_COLOURS,
     line_allreduce,

@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .. import kernels
+from ... import kernels
 
 # Colours one WaferLLM two-level all-reduce needs per router (mechanisms.md C.4: 4 phase-1,
 # 4 phase-2, 2 broadcast); a single-level chain all-reduce (one group) needs 6.

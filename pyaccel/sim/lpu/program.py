@@ -15,7 +15,7 @@ Resources of one chip (each a functional slice with its own in-order instruction
 Data handed from one functional slice to another crosses ``transit`` cycles of stream
 (``mem_slices / 2`` slice hops across a hemisphere, one per cycle, plus the ``superlanes``-cycle
 ripple of the instruction down the superlanes). Collectives are pure delays whose length the
-network's transfer schedule gives (:mod:`pyaccel.sim.lpu_net`).
+network's transfer schedule gives (:mod:`pyaccel.sim.lpu.net`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import get as get_kernel
-from ..model.ops import ACT_BYTES
+from ...kernels import get as get_kernel
+from ...model.ops import ACT_BYTES
 
 INPUT = -2  # a fragment's dependency on the previous op's output, filled in when joined
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.ops import ACT_BYTES
-from ..units import cycles
-from .contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
+from ...model.ops import ACT_BYTES
+from ...units import cycles
+from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "fixed_latency")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).

@@ -1,0 +1,10 @@
+"""Wafer-scale SRAM mesh engine (Cerebras WSE-2/WSE-3 and CS systems): ``engine`` (passes
+through PE regions), ``cost`` (per-op costs on a region), ``mesh`` (link-by-link collectives).
+
+The package is the kind's engine as the kind registry names it; it exports the engine contract
+(:mod:`pyaccel.sim.contract`).
+"""
+
+from .engine import ASSUMPTIONS, PIPELINE, RESOURCES, WHAT_IF, n_stages, pass_model, rates
+
+__all__ = ["ASSUMPTIONS", "PIPELINE", "RESOURCES", "WHAT_IF", "n_stages", "pass_model", "rates"]
