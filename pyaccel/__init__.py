@@ -1,6 +1,7 @@
 """pyaccel: cycle-approximate emulation of the machines behind fast LLM decoding (wafer-scale
 SRAM meshes, LPU chip chains, hardwired-weight ASICs, GPUs) and reports of what bounds them."""
 
+from .emulation import emulate
 from .errors import (
     CapacityError,
     ConfigError,
@@ -14,7 +15,6 @@ from .model import DecodeGraph, ModelConfig, Op, build_graph, load_model
 from .place import LayerSlot, Placement
 from .placing import place
 from .report import Report
-from .sim.engine import emulate
 from .sim.roofline import roofline
 from .trace import Trace
 from .what_if import what_if_gains

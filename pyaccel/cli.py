@@ -43,6 +43,7 @@ from .cli_show import (
 )
 from .errors import ConfigError, PyaccelError
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder
+from .kernels import KernelBuildError
 from .workload import Workload
 
 try:  # typer >= 0.2x vendors click; older typer uses the click package
@@ -108,7 +109,7 @@ def _user_errors():
     """Turn input errors into one ``error:`` line and exit status 2."""
     try:
         yield
-    except PyaccelError as exc:
+    except (PyaccelError, KernelBuildError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 

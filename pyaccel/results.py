@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from .emulation import emulate
 from .hw.io import load_system
 from .model.config import load_model
 from .place.kinds import as_dict
 from .placing import place
 from .records import SCHEMA_VERSION, ErrorRecord, RunRecord, pyaccel_version
-from .sim.engine import emulate
 from .workload import Workload, resolve_workload
 
 
@@ -64,7 +64,7 @@ def run(
 ) -> Run:
     """Load, place and emulate one case (``functional``: also run the numerics; ``trace_steps``:
     which steps' events the trace records, as :func:`pyaccel.emulate` takes it)."""
-    from .sim.engine import parse_trace_steps
+    from .emulation import parse_trace_steps
 
     parse_trace_steps(trace_steps, (workload or Workload()).tokens)  # bad syntax: fail first
     p = prepare(model, system, units, workload, sets, etch)

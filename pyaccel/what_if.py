@@ -4,8 +4,8 @@ the rows (:class:`~pyaccel.report.WhatIfRow`)."""
 
 from __future__ import annotations
 
+from .emulation import emulate, engine_module, what_if_system
 from .records import WhatIfRow
-from .sim.engine import emulate, engine_module, what_if_system
 
 
 def what_if_gains(model, system, placement, workload, step_time_s: float) -> list[WhatIfRow]:

@@ -13,12 +13,12 @@ import pytest
 
 import pyaccel as pa
 from pyaccel import kernels
+from pyaccel.emulation import emulate
 from pyaccel.errors import CapacityError, ConfigError, PlacementError
 from pyaccel.kernels import reference_asic
 from pyaccel.place.kinds import asic_die as asic_design
 from pyaccel.sim.asic import engine as asic
 from pyaccel.sim.contract import StepShape
-from pyaccel.sim.engine import emulate
 
 HC1 = "taalas-hc1"
 
@@ -265,7 +265,7 @@ def test_batch_fills_pipeline_per_user_speed_held():
 
 @pytest.mark.parametrize("resource", list(asic.WHAT_IF))
 def test_faster_resource_never_slows(resource):
-    from pyaccel.sim.engine import what_if_system
+    from pyaccel.emulation import what_if_system
 
     cfg = pa.load_model("llama-3.1-8b")
     system = pa.load_system(HC1)

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyaccel as pa
+from pyaccel.emulation import what_if_system
 from pyaccel.model.config import preset_names
 from pyaccel.place.kinds.gpu import GpuLayout
-from pyaccel.sim.engine import what_if_system
 
 # Round numbers so that every cycle below can be derived by hand: a 1 GHz clock, 1,000 B/cycle of
 # HBM, a 1,000-cycle launch, tensor cores fast enough never to bound, NVLink at 100 B/cycle with a

@@ -104,7 +104,7 @@ def test_importing_pyaccel_and_the_spine_imports_no_placer():
     """``place/__init__`` and the spine types import no placer: engines and executors can read
     placements without one (a placer is imported when its kind is placed)."""
     code = (
-        "import sys, pyaccel, pyaccel.place.files, pyaccel.sim.engine, pyaccel.numerics.execute\n"
+        "import sys, pyaccel, pyaccel.place.files, pyaccel.emulation, pyaccel.numerics.execute\n"
         "print(sorted(m for m in sys.modules if m.startswith('pyaccel.place.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

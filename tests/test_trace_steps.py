@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 import pyaccel as pa
 from pyaccel.cli import app
+from pyaccel.emulation import parse_trace_steps
 from pyaccel.errors import ConfigError
 from pyaccel.report import Report
-from pyaccel.sim.engine import parse_trace_steps
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_bad_trace_steps_are_refused_naming_the_value(text):
 
 
 def test_too_many_recorded_steps_are_refused_with_the_limit():
-    from pyaccel.sim.engine import MAX_TRACE_STEPS
+    from pyaccel.emulation import MAX_TRACE_STEPS
 
     n = MAX_TRACE_STEPS + 1
     for text in ("all", f"0:{n}", f"0:{10 * n}:1"):

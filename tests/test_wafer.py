@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 import pyaccel as pa
+from pyaccel.emulation import what_if_system
 from pyaccel.model.graph import build_graph
 from pyaccel.place import wafer as placer
 from pyaccel.place.kinds.wafer import WaferLayout
 from pyaccel.sim import wafer as wafer_engine
 from pyaccel.sim.driver import step_cycles
-from pyaccel.sim.engine import what_if_system
 from pyaccel.sim.wafer.cost import RegionCoster
 
 

@@ -21,14 +21,14 @@ import os
 from functools import cache
 from importlib import import_module
 
-from ..errors import PyaccelError
-
 BACKENDS = ("c", "numba", "numpy")
 _PREFIX = {"c": "ffi", "numba": "jit", "numpy": "reference"}
 
 
-class KernelBuildError(PyaccelError):
-    """A kernel backend that was asked for by name is not available."""
+class KernelBuildError(RuntimeError):
+    """A kernel backend that was asked for by name is not available. Kernels import nothing of
+    pyaccel, so this is not a :class:`~pyaccel.errors.PyaccelError`; the CLI reports it as one
+    (an ``error:`` line)."""
 
 
 def _use_user_cache_dir() -> None:

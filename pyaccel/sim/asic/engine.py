@@ -173,7 +173,7 @@ class AsicCost:
     def mac_lanes(self, layer: int, banks: int) -> float:
         """Attention MAC lanes of a layer per die: KV elements per cycle from its ports x MACs
         per element (query heads sharing each K/V element) x ``attn_mac_factor``."""
-        key = (self.graph.attention.is_sliding(layer), banks)
+        key = (self.graph.attention_group(layer), banks)
         if key in self._macs:
             return self._macs[key]
         graph = self.graph

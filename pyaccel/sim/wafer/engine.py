@@ -7,8 +7,8 @@ simulated link by link (``wafer_mesh``): MeshGEMV all-reduces as WaferLLM's two-
 chains, multicast broadcasts, point-to-point query shifts, each wavelet 32 bits per link per
 cycle, one cycle per hop, a start overhead per message and links reserved first come first served.
 Between regions the hidden vector is handed off over the mesh; between wafers over the system
-I/O. Time per step: the pass through all regions, or with several micro-batches in flight the
-pipeline interval (``pipeline_cycles``).
+I/O. A pass's stage cycles are the regions' times; the step driver turns them into a step's time
+(the pass, or with several micro-batches in flight the pipeline interval).
 
 What does not depend on the context (every op but attention) is costed once per distinct
 (op shape, region shape); attention is re-costed per step only when its tokens per PE change.

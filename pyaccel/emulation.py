@@ -15,15 +15,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import ConfigError, EngineNotBuiltError
-from ..hw.spec import System
-from ..model.config import ModelConfig
-from ..trace import Trace
-from ..units import CycleRangeError
-from ..workload import Workload
-from .driver import run_steps
-from .inputs import engine_module, run_graph
-from .roofline import StepBounds, bound_cycles, first_step_op_bounds
+from .errors import ConfigError, EngineNotBuiltError
+from .hw.spec import System
+from .model.config import ModelConfig
+from .sim.driver import run_steps
+from .sim.inputs import engine_module, run_graph
+from .sim.roofline import StepBounds, bound_cycles, first_step_op_bounds
+from .trace import Trace
+from .units import CycleRangeError
+from .workload import Workload
 
 
 def default_event_steps(tokens: int) -> frozenset[int]:
@@ -169,7 +169,7 @@ def _functional(model, graph, system, placement) -> dict:
 
     if find_spec("pyaccel.numerics.execute") is None:
         raise EngineNotBuiltError("functional emulation (numerics) is not built yet")
-    from ..numerics import execute
+    from .numerics import execute
 
     return execute.functional_metrics(model, graph, system, placement)
 
