@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .kinds import as_dict, capacity_of, kind_module
-from .placement import MAX_UNITS, LayerSlot, Placement, _check_structure, _is_count
+from .slot import MAX_UNITS, LayerSlot, is_count
 
 FORMAT_VERSION = 2
 READS = (1, 2)
@@ -64,7 +64,7 @@ def overrides_of(system) -> dict[str, Any]:
     }
 
 
-def _provenance(plc: Placement) -> tuple[dict, dict, bool]:
+def _provenance(plc) -> tuple[dict, dict, bool]:
     system = plc.basis[1] if plc.basis else None
     if system is None:  # built by hand in Python: the system name is all there is
         from ..hw.io import preset_names
@@ -83,7 +83,7 @@ def workload_dict(work) -> dict:
     return {k: getattr(work, k) for k in WORKLOAD_FIELDS}
 
 
-def per_unit(plc: Placement) -> list[dict]:
+def per_unit(plc) -> list[dict]:
     """One row per unit: layer keys, resident bytes by category, the runtime reserve, used
     (their sum) and capacity, all summed over memory levels."""
     capacity = sum(plc.capacity_bytes.values())
@@ -105,7 +105,7 @@ def per_unit(plc: Placement) -> list[dict]:
     return rows
 
 
-def record(plc: Placement) -> dict:
+def record(plc) -> dict:
     """The placement as a format-version-2 document (JSON types only)."""
     source, sets, etch = _provenance(plc)
     return {
@@ -143,9 +143,10 @@ def record(plc: Placement) -> dict:
 # ----------------------------------------------------------------------------- reading
 
 
-def load(data: Any, where: str, folder: Path | None, system=None, model=None) -> Placement:
-    """A placement from a parsed document; ``folder`` (the file's) helps find a TOML system
-    file recorded by a relative path. Capacities, levels and reserve come from the system."""
+def load(cls, data: Any, where: str, folder: Path | None, system=None, model=None):
+    """A placement (of class ``cls``, :class:`~pyaccel.place.placement.Placement`) from a parsed
+    document; ``folder`` (the file's) helps find a TOML system file recorded by a relative path.
+    Capacities, levels and reserve come from the system. The caller checks its structure."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a JSON object")
     version = data.get("format_version", 1)
@@ -163,7 +164,7 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
         raise ConfigError(f"{where}: missing field {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(f"{where}: malformed field ({exc})") from None
-    if not _is_count(n_units) or not 1 <= n_units <= MAX_UNITS:
+    if not is_count(n_units) or not 1 <= n_units <= MAX_UNITS:
         raise ConfigError(
             f"{where}: {units_key} must be an integer from 1 to {MAX_UNITS:,}, got {n_units!r}"
         )
@@ -183,7 +184,7 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
         raise ConfigError(f"{where}: kind '{kind}', but system {sysm.name} is a {sysm.kind}")
     cap = capacity_of(sysm, graph)
     kind_mod = kind_module(kind)
-    plc = Placement(
+    return cls(
         system=sysm.name,
         kind=kind,
         model=graph.model_name,
@@ -197,8 +198,6 @@ def load(data: Any, where: str, folder: Path | None, system=None, model=None) ->
         reason=str(data.get("reason", "")),
         basis=(graph, sysm),
     )
-    _check_structure(plc, where)
-    return plc
 
 
 def _json_type(typ) -> str:

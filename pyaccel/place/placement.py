@@ -16,33 +16,11 @@ from ..errors import ConfigError, PlacementError
 from ..hw.kinds import MACHINE_KINDS
 from ..units import fmt_bytes
 from ..workload import Workload
+from .files import load, record
 from .kinds import Record, capacity_of, check_levels, kind_module
+from .slot import MAX_UNITS, LayerSlot, is_count
 
 CATEGORIES = ("weights", "kv", "buffers")
-
-
-@dataclass(frozen=True)
-class LayerSlot:
-    """Where one layer lives: its units, its kind's ``region`` (a frozen record of
-    :mod:`pyaccel.place.kinds`, e.g. a wafer's PE rectangle; None when not recorded) and
-    per-unit resident bytes.
-
-    ``need_weight_bytes``/``need_kv_bytes`` are the layer's own resident bytes as the graph counts
-    them (once); per-unit bytes may add up to more where a part is replicated on every unit.
-    """
-
-    layer: int | str
-    units: tuple[int, ...]
-    weight_bytes: tuple[int, ...]
-    kv_bytes: tuple[int, ...]
-    buffer_bytes: tuple[int, ...]
-    need_weight_bytes: int
-    need_kv_bytes: int
-    region: Record | None = None
-
-
-# far above any placer's largest layout (4,096 GPUs, 256 wafers, 8 chips per layer key)
-MAX_UNITS = 65_536
 
 
 @dataclass(frozen=True)
@@ -179,8 +157,6 @@ class Placement:
     def to_dict(self) -> dict:
         """This placement in the one placement file format (versioned; SPEC §7): what
         ``place --json`` prints and :meth:`from_json` reads."""
-        from .files import record
-
         return record(self)
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -202,8 +178,6 @@ class Placement:
         the model is the recorded one unless ``model`` (a name, folder or ``ModelConfig``).
         Capacities come from that system, never from the file. Malformed input raises
         :class:`ConfigError`."""
-        from .files import load
-
         where, text = "placement JSON", str(text_or_path)
         is_text = not isinstance(text_or_path, Path) and text.lstrip().startswith("{")
         folder = None
@@ -218,7 +192,9 @@ class Placement:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        return load(data, where, folder, system, model)
+        plc = load(cls, data, where, folder, system, model)
+        _check_structure(plc, where)
+        return plc
 
 
 def keys_text(keys) -> str:
@@ -250,13 +226,9 @@ def _check_units(plc: Placement) -> None:
         )
 
 
-def _is_count(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-
 def _check_structure(plc: Placement, where: str = "placement") -> None:
     """Types and index ranges of a placement (hand-written JSON goes through this)."""
-    if not _is_count(plc.n_units) or not 1 <= plc.n_units <= MAX_UNITS:
+    if not is_count(plc.n_units) or not 1 <= plc.n_units <= MAX_UNITS:
         raise ConfigError(
             f"{where}: units must be an integer from 1 to {MAX_UNITS:,}, got {plc.n_units!r}"
         )
@@ -265,7 +237,7 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
             raise ConfigError(f"{where}: level_of['{cat}'] must name a level of capacity_bytes")
     for name in ("capacity_bytes", "reserved_bytes"):
         for level, n in getattr(plc, name).items():
-            if not _is_count(n):
+            if not is_count(n):
                 raise ConfigError(
                     f"{where}: {name} for level '{level}' must be a non-negative integer, got {n!r}"
                 )
@@ -279,7 +251,7 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
         _check_record(s.region, "REGION", plc.kind, f"{where}: layer {s.layer!r} field 'region'")
         if not s.units:
             raise ConfigError(f"{where}: layer {s.layer!r} has no units")
-        bad = [u for u in s.units if not _is_count(u) or u >= plc.n_units]
+        bad = [u for u in s.units if not is_count(u) or u >= plc.n_units]
         if bad:
             raise ConfigError(
                 f"{where}: layer {s.layer!r} names unit {bad[0]!r}; units are 0..{plc.n_units - 1}"
@@ -288,7 +260,7 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
             raise ConfigError(f"{where}: layer {s.layer!r} names a unit twice: {list(s.units)}")
         for name in ("weight_bytes", "kv_bytes", "buffer_bytes"):
             vals = getattr(s, name)
-            if len(vals) != len(s.units) or not all(_is_count(v) for v in vals):
+            if len(vals) != len(s.units) or not all(is_count(v) for v in vals):
                 raise ConfigError(
                     f"{where}: layer {s.layer!r} field '{name}' needs one "
                     f"non-negative integer per unit ({len(s.units)})"
