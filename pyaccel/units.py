@@ -19,6 +19,17 @@ class CycleRangeError(ConfigError):
     """A time beyond :data:`MAX_CYCLES` cycles (parameters set far outside physical ranges)."""
 
 
+def ceil_div(a, b) -> int:
+    """``ceil(a / b)`` in integers; 0 when ``b`` is 0."""
+    return -(-int(a) // int(b)) if b else 0
+
+
+def largest_share(total: int, parts: int, split: bool = True) -> int:
+    """The largest part of ``total`` split over ``parts`` as evenly as whole units allow (parts
+    differ by at most one); ``total`` itself when not ``split`` (every part holds it all)."""
+    return ceil_div(total, parts) if split and parts > 1 else total
+
+
 def cycles(seconds: float, clock_hz: float) -> int:
     """Whole cycles of a ``clock_hz`` clock covering ``seconds`` (rounded up, never negative)."""
     if seconds <= 0:

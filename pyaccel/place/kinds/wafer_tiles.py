@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import math
 
-
-def ceil_div(a, b) -> int:
-    """``ceil(a / b)`` in integers; 0 when ``b`` is 0."""
-    return -(-int(a) // int(b)) if b else 0
+from ...units import ceil_div
 
 
 def axis_after(ops, axis: int = 0) -> int:

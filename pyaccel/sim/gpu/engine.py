@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model.ops import ACT_BYTES
-from ...units import cycles
+from ...units import cycles, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "fixed_latency")
@@ -63,11 +63,6 @@ class Kernel:
         return self.launch + self.latency + self.body
 
 
-def _share(total: int, tp: int, sharded: bool) -> int:
-    """The largest rank's share of ``total`` (ranks differ by at most one unit)."""
-    return -(-total // tp) if sharded and tp > 1 else total
-
-
 def _tc_rate(p, compute: str) -> float:
     """Dense tensor-core rate for a format's arithmetic, falling back to BF16."""
     rate = {"fp8": p.fp8_flops_per_s, "int8": p.int8_ops_per_s, "fp4": p.fp4_flops_per_s}.get(
@@ -93,12 +88,12 @@ class GpuCost:
         """The kernel that runs ``op`` on the stage's busiest rank."""
         p, tp = self.p, self.tp
         sharded = op.split != "replicate" and not (op.kind == "sampling")
-        weight = _share(op.weight_bytes, tp, sharded)
+        weight = largest_share(op.weight_bytes, tp, sharded)
         kv_sharded = sharded and not (self.mla and op.kind == "attention")
-        kv = _share(op.kv_read_bytes + op.kv_write_bytes, tp, kv_sharded)
-        act = _share(op.act_bytes, tp, sharded)
+        kv = largest_share(op.kv_read_bytes + op.kv_write_bytes, tp, kv_sharded)
+        act = largest_share(op.act_bytes, tp, sharded)
         hbm_bytes = weight + kv + (act if act > p.l2_bytes else 0)
-        flops = _share(op.flops, tp, sharded)
+        flops = largest_share(op.flops, tp, sharded)
         rate = self._rate(op)
         mem_s = hbm_bytes / p.hbm_achievable_bytes_per_s
         tc_s = flops / rate if rate else 0.0

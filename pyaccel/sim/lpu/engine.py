@@ -18,6 +18,7 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...place.kinds.lpu import stage_of
+from ...units import largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .net import Network
 from .program import INPUT, ChipModel, Program
@@ -72,10 +73,6 @@ def _read_elems(op) -> int:
     return op.n * op.k
 
 
-def _share(x: int, tp: int, sharded: bool) -> int:
-    return -(-x // tp) if sharded and tp > 1 else x
-
-
 def _op_plan(op, graph, tp: int) -> tuple:
     """The instruction patterns of one graph op on one chip of a ``tp``-wide group."""
     m = op.m
@@ -84,10 +81,10 @@ def _op_plan(op, graph, tp: int) -> tuple:
         row = ACT_BYTES * m * op.n
         return (("memio", row), ("broadcast", row))
     if op.op_class == "norm":
-        w = _share(op.n, tp, sharded) * m
+        w = largest_share(op.n, tp, sharded) * m
         return (("reduce", w), ("vector", w, 2))
     if op.op_class in ("matmul", "router"):
-        steps = [("gemv", _share(_read_elems(op), tp, sharded), m)]
+        steps = [("gemv", largest_share(_read_elems(op), tp, sharded), m)]
         if tp > 1 and op.split in ("row", "experts"):
             out = op.n if op.split == "row" else graph.hidden
             steps.append(("allreduce", ACT_BYTES * m * out))
@@ -95,8 +92,8 @@ def _op_plan(op, graph, tp: int) -> tuple:
     if op.op_class == "attention":
         return _attention_plan(op, graph.attention, tp)
     if op.kind == "sampling":
-        return (("reduce", _share(op.k, tp, True) * m), ("allgather", 8 * m))
-    width = _share(op.n, tp, sharded) * m
+        return (("reduce", largest_share(op.k, tp, True) * m), ("allgather", 8 * m))
+    width = largest_share(op.n, tp, sharded) * m
     per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
     return (("vector", width, per_elem),)
 
@@ -117,7 +114,7 @@ def _attention_plan(op, att, tp: int) -> tuple:
     scores = b * heads * attended
     steps = [("memio", write)]
     if op.weight_bytes:  # MLA absorbed up-projections
-        steps.append(("gemv", _share(_read_elems(op), tp, True), b * group))
+        steps.append(("gemv", largest_share(_read_elems(op), tp, True), b * group))
     steps += [
         ("gemv", -(-kv_elems // 2), group),
         ("reduce", scores),

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from ...errors import ConfigError
 from ...place.kinds.wafer_tiles import PeTiles
-from ...place.kinds.wafer_tiles import ceil_div as _ceil
+from ...units import ceil_div as _ceil
 from .mesh import (
     ONE_LEVEL_COLOURS,
     TWO_LEVEL_COLOURS,

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...place.kinds.wafer import wafer_of
-from ...place.kinds.wafer_tiles import ceil_div as _ceil
+from ...units import ceil_div as _ceil
 from ...units import cycles
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .cost import OpCost, RegionCoster, multicast
