@@ -106,7 +106,7 @@ class StepShape:
     group_key: Callable[[int], Any]
     index: int = 0  # the step's place in the run (0 = first)
     layout: tuple | None = None
-    _groups: list | None = None
+    _groups: list | None = field(default=None, init=False, repr=False)
 
     def groups(self) -> list[AttentionGroup]:
         """Attention groups of the step, in the order of their first layer."""

@@ -67,7 +67,6 @@ class MicroBatchPasses:
             s: engine.pass_model(g, system, placement)
             for s, g in micro_graphs(graph, self.sizes).items()
         }
-        self.graphs = {s: m.graph for s, m in self.models.items()}
         self.layouts = {s: attention_layout(m.graph, m.group_key) for s, m in self.models.items()}
         self.first = self.sizes[0]  # events lay out the first (largest) micro-batch's pass
 
@@ -76,7 +75,7 @@ class MicroBatchPasses:
         the step's place in the run."""
         stage_c, first = {}, None
         for size, model in self.models.items():
-            shape = StepShape(self.graphs[size], context, model.group_key, index,
+            shape = StepShape(model.graph, context, model.group_key, index,
                               self.layouts[size])  # fmt: skip
             timing = model.time(shape, events and size == self.first)
             stage_c[size] = timing.stage_cycles
