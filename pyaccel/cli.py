@@ -36,6 +36,7 @@ from .cli_show import (
     _print_json,
     _print_place,
     _print_run,
+    _print_validate,
     _print_warnings,
     _progress,
     err,
@@ -370,6 +371,47 @@ def compare_cmd(
         else:
             _print_compare(records)
             _print_warnings(w for r in records for w in r.warnings)
+
+
+@app.command("validate")
+def validate_cmd(
+    published: Annotated[
+        str | None,
+        typer.Option(
+            "--published",
+            metavar="FILE.csv",
+            help="a published-speed table with the columns system, model, weights, units, "
+            "batch, context, tokens_per_s_per_user. Default: the shipped one",
+        ),
+    ] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help=f"write emulated against published here ({', '.join(PLOT_SUFFIXES)})",
+        ),
+    ] = None,  # fmt: skip
+    as_json: Json = False,
+) -> None:
+    """Emulate every row of a published-speed table: emulated, published, ratio, bottleneck."""
+    from .io_util import plot_format
+    from .validate import validate
+
+    with _user_errors():
+        if plot is not None:  # before emulating: a bad path costs nothing
+            plot_format(plot, "--plot")
+            check_output_file(plot, "--plot")
+        with _progress(not as_json) as bar:
+            rows = validate(published, _labelled(bar, "validate"))
+        if plot is not None:
+            from .plots import validate_plot
+
+            validate_plot(rows, plot)
+        if as_json:
+            _print_json([r.to_dict() for r in rows])
+        else:
+            _print_validate(rows)
 
 
 @app.command("systems")

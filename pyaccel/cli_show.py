@@ -257,6 +257,28 @@ def _print_compare(records) -> None:
         out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
 
 
+def _print_validate(rows) -> None:
+    """``validate`` rows as a table (emulated, published, ratio, bottleneck), then one line per
+    row emulated at a CLI default or not run."""
+    t = _table(
+        "emulated vs published decode speed",
+        ("system", "model", ">emulated", ">published", ">ratio", "~bottleneck"),
+        caption="tokens/s per user; ratio: emulated / published (a range is judged against its "
+        "nearer end); bottleneck: the largest occupancy share",
+    )
+    for r in rows:
+        ok = r.error is None
+        t.add_row(r.system, r.model, _rate(r.emulated_tok_s) if ok else "-",
+                  _rate(r.published_tok_s), f"{r.ratio:.2f}" if ok else "-",
+                  r.bottleneck or "-")  # fmt: skip
+    out.print(t)
+    for r in rows:
+        for d in r.defaults:
+            out.print(f"{r.system} {r.model}: emulated at {d}", markup=False, highlight=False)
+        if r.error is not None:
+            out.print(f"{r.system} {r.model}: not run: {r.error}", markup=False, highlight=False)
+
+
 def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
     """``report``: the :class:`~pyaccel.report.Report` of ``result`` with its formats and
     warnings, and the sensitivity ``rows`` and ``alts`` when ``--sensitivity PCT`` asked."""

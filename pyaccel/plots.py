@@ -128,6 +128,27 @@ def compare_plot(records: list, path: Path) -> Path:
     return _save(fig, path)
 
 
+def validate_plot(rows: list, path: Path) -> Path:
+    """Emulated against published tokens/s per user, one labelled point per row that ran
+    (``rows``: ``validate``'s), log-log; the diagonal is agreement, the band x/2..x2."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ran = [r for r in rows if r.emulated_tok_s]
+    xs, ys = [r.published_tok_s for r in ran], [r.emulated_tok_s for r in ran]
+    ax.scatter(xs, ys, s=12)
+    for r in ran:
+        ax.annotate(f"{r.system} {r.model}", (r.published_tok_s, r.emulated_tok_s), fontsize=6)
+    lo, hi = min(xs + ys, default=1.0) / 2, max(xs + ys, default=10.0) * 2
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.9", zorder=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("published tokens/s per user")
+    ax.set_ylabel("emulated tokens/s per user")
+    ax.set_title("pyaccel validate")
+    return _save(fig, path)
+
+
 def wafer_heatmap(trace, path: Path) -> Path:
     """Wafer heatmaps of one pass: cycles each PE's links were reserved (``link_busy_cycles``)
     and resident SRAM bytes per PE (``sram_bytes``), wafers side by side (wafer engine only)."""

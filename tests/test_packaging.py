@@ -95,6 +95,7 @@ def test_wheels_carry_presets_license_and_no_build_script(wheels):
     names = zipfile.ZipFile(wheels["c"]).namelist()
     assert "pyaccel/hw/presets/h100.toml" in names
     assert "pyaccel/model/presets/llama-3.1-8b.json" in names
+    assert "pyaccel/data/published.csv" in names
     assert any(n.startswith("pyaccel/_ckernels") for n in names)
     assert not any(n.startswith("csrc/") for n in names)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
@@ -116,6 +117,8 @@ def test_installed_wheel_runs_every_kind_and_writes_nothing_inside_itself(venv):
         assert "C kernels" not in stderr  # this wheel has them
     _pyaccel(bindir, tmp, "report", "--system", "groq-tsp", "--model", "llama-3.1-8b",
              "--tokens", "3")  # fmt: skip
+    rows = json.loads(_pyaccel(bindir, tmp, "validate", "--json").stdout)  # the shipped table
+    assert len(rows) >= 5 and sum(r["error"] is None for r in rows) >= 4
     assert _package_files(bindir, tmp)[1] == before, f"files appeared in {folder}"
     assert list((tmp / "xdg" / "pyaccel" / "numba").rglob("*.nbi")), "Numba cached elsewhere"
 

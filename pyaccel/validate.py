@@ -1,0 +1,161 @@
+"""``pyaccel validate``: emulate every row of a published-speed table and set the two side by
+side (SPEC §9: a published speed is a check, never an input).
+
+The table is a CSV with the columns of :data:`COLUMNS` (``bench/published.csv`` is the shipped
+one; a copy ships as package data). Extra columns (date, source, quality, notes) are carried
+along and ignored. A row's published speed may be a range (``14357-17000``): it is judged
+against the end nearer the emulated speed. A batch or context that does not start with an
+integer (``unknown (served under load)``) is emulated at the CLI default, and the row says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .errors import ConfigError, PyaccelError
+from .workload import Workload
+
+COLUMNS = ("system", "model", "weights", "units", "batch", "context", "tokens_per_s_per_user")
+# emulated decode steps per row: enough for the context to grow, few enough to stay fast
+VALIDATE_TOKENS = 16
+DEFAULTS = {"batch": Workload.batch, "context": Workload.context}
+_RANGE = re.compile(r"^\s*([0-9.eE+]+)\s*(?:-|–|to)\s*([0-9.eE+]+)\s*$")
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One row of a published-speed table, parsed: the case to emulate and the published
+    tokens/s per user (``low`` == ``high`` unless the table gives a range)."""
+
+    line: int
+    system: str
+    model: str
+    weights: str | None
+    units: int | str
+    batch: int
+    context: int
+    low: float
+    high: float
+    defaults: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One row's outcome. ``published_tok_s`` is the published end nearer the emulated speed;
+    ``ratio`` is emulated / published; ``error`` says why a row could not run (then the
+    emulated fields are None). ``defaults`` names the fields emulated at CLI defaults."""
+
+    system: str
+    model: str
+    published_tok_s: float
+    emulated_tok_s: float | None
+    ratio: float | None
+    bottleneck: str | None
+    error: str | None
+    defaults: tuple[str, ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict:
+        """The ``validate --json`` entry."""
+        return {k: getattr(self, k) for k in ("system", "model", "published_tok_s",
+                "emulated_tok_s", "ratio", "bottleneck", "error")}  # fmt: skip
+
+
+def shipped_table() -> str:
+    """The shipped published-speed table (package data; equal to ``bench/published.csv``)."""
+    return resources.files("pyaccel.data").joinpath("published.csv").read_text(encoding="utf-8")
+
+
+def read_table(text: str, where: str) -> list[PublishedRow]:
+    """The rows of a published-speed CSV; a missing column or a malformed value raises
+    :class:`ConfigError` naming the file, line, column and value."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise ConfigError(f"{where}: missing column(s) {', '.join(missing)}; a published-speed "
+                          f"table has the columns {', '.join(COLUMNS)}")  # fmt: skip
+    rows = [_parse(raw, where, i) for i, raw in enumerate(reader, start=2)]
+    if not rows:
+        raise ConfigError(f"{where}: no rows below the header")
+    return rows
+
+
+def _parse(raw: dict, where: str, line: int) -> PublishedRow:
+    def bad(column: str, must: str) -> ConfigError:
+        return ConfigError(f"{where} line {line}: column '{column}' must be {must}, got "
+                           f"{raw.get(column)!r}")  # fmt: skip
+
+    for column in ("system", "model"):
+        if not (raw.get(column) or "").strip():
+            raise bad(column, "a name")
+    low, high = _speed(raw["tokens_per_s_per_user"] or "")
+    if not 0 < low <= high:
+        raise bad("tokens_per_s_per_user", "a positive number or a range LOW-HIGH")
+    units = (raw["units"] or "").strip()
+    if units != "auto" and not (units.isdigit() and int(units) >= 1):
+        raise bad("units", "a positive integer or 'auto'")
+    values, defaults = {}, []
+    for column, default in DEFAULTS.items():
+        found = re.match(r"\s*(\d+)", raw[column] or "")
+        values[column] = int(found.group(1)) if found else default
+        if not found:
+            defaults.append(f"{column} {default} (published: {(raw[column] or '').strip()!r})")
+    return PublishedRow(line, raw["system"].strip(), raw["model"].strip(),
+                        (raw["weights"] or "").strip() or None,
+                        int(units) if units != "auto" else "auto", values["batch"],
+                        values["context"], low, high, tuple(defaults))  # fmt: skip
+
+
+def _speed(text: str) -> tuple[float, float]:
+    """(low, high) of a published speed: one number or a range; (0, 0) when neither."""
+    try:
+        found = _RANGE.match(text)
+        if found:
+            return float(found.group(1)), float(found.group(2))
+        value = float(text)
+        return value, value
+    except ValueError:
+        return 0.0, 0.0
+
+
+def validate_row(row: PublishedRow) -> ValidationRow:
+    """Emulate one row (its batch, context and weights; :data:`VALIDATE_TOKENS` steps) and
+    judge it against the nearer end of its published speed."""
+    from .report import Report
+    from .results import run
+
+    work_args = dict(batch=row.batch, context=row.context, tokens=VALIDATE_TOKENS)
+    try:
+        result = run(row.model, row.system, row.units,
+                     Workload(**work_args, weights=row.weights))  # fmt: skip
+    except PyaccelError as exc:
+        return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
+                             row.defaults)  # fmt: skip
+    emulated = result.trace.tokens_per_s_per_user
+    published = min((row.low, row.high), key=lambda p: abs(p - emulated))
+    bottleneck = Report.from_trace(result.trace, what_if=False).bottleneck
+    return ValidationRow(row.system, row.model, published, emulated, emulated / published,
+                         bottleneck, None, row.defaults)  # fmt: skip
+
+
+def validate(path: str | Path | None = None, progress=None) -> list[ValidationRow]:
+    """Every row of the published-speed table at ``path`` (default: the shipped one),
+    emulated and judged; ``progress(done, total)`` after each row."""
+    if path is None:
+        text, where = shipped_table(), "shipped published.csv"
+    else:
+        where = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__})") from None
+    rows, out = read_table(text, where), []
+    for row in rows:
+        out.append(validate_row(row))
+        if progress:
+            progress(len(out), len(rows))
+    return out

@@ -1,0 +1,105 @@
+"""``pyaccel validate``: every row of a published-speed table emulated and judged."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import pyaccel as pa
+from pyaccel.cli import app
+from pyaccel.results import run
+from pyaccel.validate import COLUMNS, read_table, shipped_table, validate
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "published.csv"
+KEYS = ["system", "model", "published_tok_s", "emulated_tok_s", "ratio", "bottleneck", "error"]
+HEADER = ",".join(COLUMNS) + ",notes\n"
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _table(tmp_path, *rows) -> Path:
+    path = tmp_path / "mine.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_the_shipped_table_is_the_bench_table():
+    assert shipped_table() == BENCH.read_text(encoding="utf-8")
+
+
+def test_json_runs_every_row_of_the_shipped_table():
+    result = invoke("validate", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["system"], r["model"]) for r in rows] == [
+        (r.system, r.model) for r in read_table(shipped_table(), "shipped")
+    ]
+    for r in rows:
+        assert list(r) == KEYS
+        if r["error"] is None:  # ran: the ratio is emulated over published, with a bottleneck
+            assert r["ratio"] == pytest.approx(r["emulated_tok_s"] / r["published_tok_s"])
+            assert r["bottleneck"]
+        else:
+            assert r["emulated_tok_s"] is None and r["ratio"] is None
+    assert sum(r["error"] is None for r in rows) >= 4
+
+
+def test_a_users_table_runs_its_own_rows_and_judges_a_range_by_its_nearer_end(tmp_path):
+    path = _table(
+        tmp_path,
+        "h100,tiny-llama,bf16,1,1,64,1-2,tiny on one GPU",
+        "groq-tsp,tiny-llama,int8,auto,unknown,unknown,1e9-2e9,far above anything",
+    )
+    rows = validate(path)
+    assert [r.system for r in rows] == ["h100", "groq-tsp"]
+    fast, slow = rows
+    assert fast.error is None and fast.emulated_tok_s > 2 and fast.published_tok_s == 2
+    assert slow.published_tok_s == 1e9 and slow.ratio == slow.emulated_tok_s / 1e9
+    alone = run("tiny-llama", "h100", 1, pa.Workload(context=64, tokens=16, weights="bf16"))
+    assert fast.emulated_tok_s == alone.trace.tokens_per_s_per_user
+    assert slow.defaults and not fast.defaults
+
+
+def test_text_output_says_which_rows_used_cli_defaults(tmp_path):
+    path = _table(tmp_path, "h100,tiny-llama,bf16,1,unknown (served),64,100,x")
+    result = invoke("validate", "--published", path)
+    assert result.exit_code == 0, result.output
+    assert "h100 tiny-llama: emulated at batch 1 (published: 'unknown (served)')" in result.stdout
+
+
+def test_a_row_that_cannot_run_reports_its_error(tmp_path):
+    path = _table(tmp_path, "h100,llama-3.1-405b,bf16,1,1,64,10,too big for one GPU")
+    (row,) = validate(path)
+    assert row.emulated_tok_s is None and "does not fit" in row.error
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("system,model\nh100,tiny-llama\n", "missing column(s) weights, units, batch"),
+        (HEADER + "h100,tiny-llama,bf16,1,1,64,fast,x\n",
+         "line 2: column 'tokens_per_s_per_user' must be a positive number or a range"),
+        (HEADER + "h100,tiny-llama,bf16,0,1,64,10,x\n",
+         "line 2: column 'units' must be a positive integer or 'auto', got '0'"),
+        (HEADER, "no rows below the header"),
+    ],
+)  # fmt: skip
+def test_a_malformed_table_is_one_error_line(tmp_path, text, expected):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    result = invoke("validate", "--published", path)
+    assert result.exit_code == 2
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and expected in lines[0]
+
+
+def test_plot_is_written_and_a_bad_path_is_refused_first(tmp_path):
+    table = _table(tmp_path, "h100,tiny-llama,bf16,1,1,64,1000,x")
+    out = tmp_path / "v.png"
+    assert invoke("validate", "--published", table, "--plot", out).exit_code == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = invoke("validate", "--published", table, "--plot", tmp_path / "v.bmp")
+    assert bad.exit_code == 2 and "--plot" in bad.stderr
