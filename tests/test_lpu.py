@@ -147,15 +147,6 @@ def test_tiny_model_traces_classes_and_bound(tmp_path):
     assert set(tr.events["unit"].tolist()) == set(range(8))
 
 
-def test_determinism(tmp_path):
-    work = pa.Workload(context=100, tokens=4)
-    model = _tiny(tmp_path)
-    a, b = _run(model, 8, work), _run(model, 8, work)
-    assert a.step_cycles.tolist() == b.step_cycles.tolist()
-    for name in a.events:
-        assert a.events[name].tolist() == b.events[name].tolist()
-
-
 @pytest.mark.parametrize(
     "slower",
     [["c2c_bytes_per_s=7e9"], ["c2c_latency_s=1.2e-6"], ["local_links_per_peer=1"],

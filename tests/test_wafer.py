@@ -245,16 +245,6 @@ def test_longer_context_never_speeds_a_step(wse3):
     assert np.all(np.diff(tr.lower_bound_cycles) >= 0)
 
 
-def test_same_inputs_same_trace(run8b, wse3):
-    model, plc, work, a = run8b
-    b = pa.emulate(model, wse3, plc, work)
-    assert a.step_cycles.tolist() == b.step_cycles.tolist()
-    for name in a.events:
-        assert a.events[name].tolist() == b.events[name].tolist()
-    for name in a.arrays:
-        assert np.array_equal(a.arrays[name], b.arrays[name])
-
-
 def test_halving_link_width_never_speeds_a_step(run8b):
     # Exact for the lower bound (it does not use the mesh links). For the engine: links are
     # reserved first come first served in a fixed task order, so a slower link could in
