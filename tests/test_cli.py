@@ -232,7 +232,7 @@ def check_trace(path: Path) -> set[str]:
 def test_run_trace_is_a_chrome_trace(tmp_path):
     path = tmp_path / "t.json"
     ok("run", "--system", "h100", "--model", MODEL, *FAST, "--trace", path, "--json")
-    assert {"hbm", "fixed_latency"} <= check_trace(path)
+    assert {"hbm", "launch"} <= check_trace(path)
 
 
 def test_run_trace_with_tensor_parallel_units(tmp_path):

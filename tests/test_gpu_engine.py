@@ -134,21 +134,22 @@ def test_the_bound_binds_at_batch_1(llama8b, system):
 def test_what_if_gains_follow_the_traces_own_attribution(llama8b):
     """With round numbers the what-if can be predicted from the trace's own events: halving
     every HBM body saves half of the HBM event cycles (whole cycles per kernel), halving the
-    launch saves half of the launch events; on one GPU there is no NVLink or node traffic, so
-    those classes gain exactly nothing, and at batch 1 tensor cores never bound a kernel."""
+    launch saves half of the launch events; on one GPU there is no NVLink or node traffic and
+    no collective latency, so those classes gain exactly nothing, and at batch 1 tensor cores
+    never bound a kernel."""
     sysm = pa.load_system("h100", units=1, overrides=ROUND)
     work = pa.Workload(context=256, tokens=1)
     plc = pa.place(llama8b, sysm, work)
     tr = pa.emulate(llama8b, sysm, plc, work)
     gains = {r.resource: r for r in what_if_gains(llama8b, sysm, plc, work, tr.step_time_s)}
     ev, step = tr.events, int(tr.step_cycles[0])
-    for resource in ("hbm", "fixed_latency"):
+    for resource in ("hbm", "launch"):
         busy = ev["duration"][ev["resource"] == resource]
         saved = int(busy.sum() - np.sum(-(-busy // 2)))  # each kernel rounds up on its own
         want = step / (step - saved)
         assert gains[resource].gain == pytest.approx(want, rel=1e-3), resource
     assert gains["hbm"].gain > 1.5  # batch 1 is HBM-bound
-    for resource in ("tensor_core", "nvlink", "node_link"):
+    for resource in ("tensor_core", "nvlink", "node_link", "fixed_latency"):
         assert gains[resource].gain == 1.0, resource
 
 

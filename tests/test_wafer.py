@@ -41,8 +41,10 @@ def test_golden_qkv_meshgemv_on_a_4x4_region(tmp_path, wse3):
     #   root 1 -> root 3 starts 182, waits for link 2->3 until 212: arrives head 213, tail 244;
     #   root 3 sums: head 214, tail 245; its multicast starts at 214 + 20 = 234 and the last
     #   wavelet reaches PE0 three hops later at 234 + 3 + 31 = 268.
-    # Without start overheads the same run ends at 229, so fixed latency = 268 - 229 = 39 and
-    # mesh links = 229 - 160 = 69.
+    # Without start overheads the same run ends at 229, so mesh_message = 268 - 229 = 39. With
+    # per-hop latency zero as well (hops and stream adds) it ends at 223: the critical path
+    # loses PE2 -> PE3's hop (link 2->3 frees a cycle sooner), root 1 -> root 3's hop, root 3's
+    # add and the multicast's 3 hops, so mesh_hop = 229 - 223 = 6 and mesh_link = 223 - 160 = 63.
     from conftest import TINY_LLAMA, write_config
 
     model = pa.load_model(write_config(tmp_path / "tiny", TINY_LLAMA))
@@ -52,8 +54,9 @@ def test_golden_qkv_meshgemv_on_a_4x4_region(tmp_path, wse3):
     assert cost.parts == (  # memoised costs are read-only: parts a tuple
         ("pe_sram", 128),
         ("fixed_latency", 32),
-        ("fixed_latency", 39),
-        ("mesh_link", 69),
+        ("mesh_message", 39),
+        ("mesh_hop", 6),
+        ("mesh_link", 63),
     )
     assert cost.cycles == 268 and axis == 1 and cost.transfers == 1
 
@@ -63,12 +66,12 @@ def test_llama_8b_wse3_in_published_band(run8b):
     *_, tr = run8b
     assert 900 <= tr.tokens_per_s_per_user <= 4400
     # the wafer's SRAM bandwidth is not what bounds it: the bandwidth roofline is >100x faster,
-    # and mesh links plus per-message latencies take about half of the step (the other half is
-    # the SRAM ports of the one layer region that is active at a time)
+    # and the collectives (wavelets on links, hop latencies, message starts) take most of it
     assert tr.step_time_s > 100 * tr.lower_bound_step_time_s
     rep = pa.Report.from_trace(tr)
     step = tr.step_time_s
-    assert (rep.by_resource["mesh_link"] + rep.by_resource["fixed_latency"]) / step > 0.4
+    mesh = sum(rep.by_resource[r] for r in ("mesh_link", "mesh_hop", "mesh_message"))
+    assert mesh / step > 0.8
 
 
 def test_waferllm_shapes_wse2_in_published_band():
@@ -357,3 +360,16 @@ def test_memoised_op_costs_are_read_only(wse3):
     for vec in cost.busy.values():
         with pytest.raises(ValueError, match="read-only"):
             vec[0] += 1
+
+
+def test_collective_time_is_split_into_links_hops_and_message_starts(run8b, wse3):
+    """A collective's hop latency and message start costs are classes of their own, each with
+    its what-if knob; on llama-3.1-8b the hops dominate, and the headline class (largest
+    occupancy) is the class whose doubling gains most."""
+    model, plc, work, tr = run8b
+    rep = pa.Report.from_trace(tr)
+    assert {"mesh_link", "mesh_hop", "mesh_message"} <= set(rep.by_resource)
+    gains = {r.resource: r.gain for r in rep.what_if}
+    assert {"mesh_link", "mesh_hop", "mesh_message"} <= set(gains)
+    assert rep.bottleneck == rep.what_if[0].resource == "mesh_hop"
+    assert gains["mesh_hop"] > gains["mesh_link"] > 1.0

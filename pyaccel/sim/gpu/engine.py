@@ -16,7 +16,7 @@ from ...model.ops import ACT_BYTES
 from ...units import cycles, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
-RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "fixed_latency")
+RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "fixed_latency")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {
     "hbm": (("hbm_peak_bytes_per_s", "hbm_achievable_bytes_per_s"), 2.0),
@@ -26,7 +26,8 @@ WHAT_IF = {
     ),
     "nvlink": (("nvlink_bytes_per_s",), 2.0),
     "node_link": (("internode_bytes_per_s",), 2.0),
-    "fixed_latency": (("kernel_launch_s", "nvlink_latency_s", "internode_latency_s"), 0.5),
+    "launch": (("kernel_launch_s",), 0.5),
+    "fixed_latency": (("nvlink_latency_s", "internode_latency_s"), 0.5),
 }
 ASSUMPTIONS = (
     "gpu.fusion: residual adds are fused into the next RMSNorm (vLLM fused_add_rms_norm); every "
@@ -221,7 +222,7 @@ def _spans(kernels: list[Kernel], tp: int) -> list[Span]:
         for unit in ranks:
             s = t
             if k.launch:
-                out.append(Span(k.layer, f"{k.op}.launch", k.kind, unit, "fixed_latency", s,
+                out.append(Span(k.layer, f"{k.op}.launch", k.kind, unit, "launch", s,
                                 k.launch))  # fmt: skip
                 s += k.launch
             if k.latency:

@@ -150,14 +150,21 @@ class OpCost:
             self.parts.append(("fixed_latency", task.issue))
 
     def add_comm(self, total: int, no_overhead: int, setup: int, busy=None, axis=None,
-                 messages=0) -> None:  # fmt: skip
-        """Append a simulated collective whose run took ``total`` cycles (``no_overhead`` with
-        zero start overheads) after PE work of ``setup`` cycles already counted."""
+                 messages=0, no_hops: int | None = None) -> None:  # fmt: skip
+        """Append a simulated collective whose run took ``total`` cycles after PE work of
+        ``setup`` cycles already counted. Its time is attributed by re-simulating it: what
+        zero message start costs save (``no_overhead``: the run without them) is
+        ``mesh_message``; what zero per-hop latency (router hops and stream adds) saves on top
+        (``no_hops``: without either) is ``mesh_hop``; the rest, wavelets serialised on the
+        links, is ``mesh_link``."""
         link = max(0, no_overhead - setup)
-        fixed = max(0, total - max(no_overhead, setup))
-        if fixed:
-            self.parts.append(("fixed_latency", fixed))
-        self.parts.append(("mesh_link", link))
+        serial = link if no_hops is None else min(link, max(0, no_hops - setup))
+        message = max(0, total - max(no_overhead, setup))
+        if message:
+            self.parts.append(("mesh_message", message))
+        if link - serial:
+            self.parts.append(("mesh_hop", link - serial))
+        self.parts.append(("mesh_link", serial))
         self.transfers += 1
         self.messages += messages
         if busy is not None:  # keyed by (axis, line length): expert bands are shorter lines
@@ -179,9 +186,10 @@ def allreduce(cost: OpCost, c: Costs, n: int, seg: int, elems: int, task: Local,
         total, busy, msgs = line_allreduce(n, seg, nwav, work + c.overhead, c.overhead, *tail)
         if best is None or total < best[0]:
             bare = line_allreduce(n, seg, nwav, work, 0, *tail)[0]
-            best = (total, bare, busy, msgs)
-    total, bare, busy, msgs = best
-    cost.add_comm(total, bare, work, busy, axis, msgs)
+            no_hops = line_allreduce(n, seg, nwav, work, 0, 0, 0, two_level, broadcast)[0]
+            best = (total, bare, busy, msgs, no_hops)
+    total, bare, busy, msgs, no_hops = best
+    cost.add_comm(total, bare, work, busy, axis, msgs, no_hops)
 
 
 def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int, axis: int,
@@ -191,7 +199,8 @@ def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int,
     nwav = c.wavelets(elems)
     total, busy, msgs = line_multicast(n, root, nwav, setup + c.overhead, c.overhead, c.hop, lead)
     bare = line_multicast(n, root, nwav, setup, 0, c.hop, lead)[0]
-    cost.add_comm(total, bare, setup, busy, axis, msgs)
+    no_hops = line_multicast(n, root, nwav, setup, 0, 0, lead)[0]
+    cost.add_comm(total, bare, setup, busy, axis, msgs, no_hops)
 
 
 class RegionCoster(PeTiles):
@@ -299,7 +308,7 @@ class RegionCoster(PeTiles):
         cost = OpCost()
         cost.add_local(local(c, lane_ops=m * w_pe * flops_per, rd=2 * reads * m * w_pe,
                              wr=2 * m * w_pe, issues=reads))  # fmt: skip
-        cost.parts.append(("fixed_latency", c.overhead))  # the task's activation
+        cost.parts.append(("mesh_message", c.overhead))  # the task's activation: a start cost
         return cost
 
     def _embed(self, op, lens) -> OpCost:
@@ -325,7 +334,8 @@ class RegionCoster(PeTiles):
         return cost
 
     def _gqa_shift(self, h: int, seg: int, group: int, nwav: int):
-        """(cycles, bare cycles, 0, link busy, 1, messages) of the GQA query shift inside each
+        """(cycles, bare cycles, 0, link busy, 1, messages, cycles without start costs or hop
+        latency) of the GQA query shift inside each
         KV head's segment of a ``h``-long B line, or None when no slice moves. It does not
         depend on the context, so it is simulated once per shape and kept."""
         key = ("gqa_shift", h, seg, group, nwav)
@@ -343,7 +353,7 @@ class RegionCoster(PeTiles):
             if flows:
                 total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop)
                 bare = line_flows(h, flows, nwav, 0, c.hop)[0]
-                out = (total, bare, 0, busy, 1, msgs)
+                out = (total, bare, 0, busy, 1, msgs, line_flows(h, flows, nwav, 0, 0)[0])
             self._memo[key] = out
         return self._memo[key]
 

@@ -27,7 +27,15 @@ from ...units import cycles
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .cost import OpCost, RegionCoster, multicast
 
-RESOURCES = ("pe_compute", "pe_sram", "mesh_link", "wafer_io", "fixed_latency")
+RESOURCES = (
+    "pe_compute",
+    "pe_sram",
+    "mesh_link",
+    "mesh_hop",
+    "mesh_message",
+    "wafer_io",
+    "fixed_latency",
+)
 PIPELINE = MICRO_BATCHES
 # Doubling a class's rate: factors keep integer fields integral (x2), except fixed latencies
 # (x0.5), which the engine floors (a 1-cycle add latency becomes 0, 2-cycle issue becomes 1).
@@ -35,16 +43,10 @@ WHAT_IF = {
     "pe_compute": (("fmac_fp16_per_cycle",), 2),
     "pe_sram": (("sram_read_bytes_per_cycle", "sram_write_bytes_per_cycle"), 2),
     "mesh_link": (("link_bytes_per_cycle",), 2),
+    "mesh_hop": (("hop_latency_cycles", "stream_add_latency_cycles"), 0.5),
+    "mesh_message": (("message_overhead_cycles",), 0.5),
     "wafer_io": (("system_io_bytes_per_s",), 2.0),
-    "fixed_latency": (
-        (
-            "message_overhead_cycles",
-            "dsd_issue_cycles",
-            "stream_add_latency_cycles",
-            "system_io_latency_s",
-        ),
-        0.5,
-    ),
+    "fixed_latency": (("dsd_issue_cycles", "system_io_latency_s"), 0.5),
 }
 ASSUMPTIONS = (
     "wafer.meshgemv: weights tiled 2-D over a region; the input slice replicated along one axis, "
