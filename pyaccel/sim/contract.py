@@ -62,7 +62,8 @@ class PassTiming:
 class BoundRates:
     """Peak rates an engine's lower bound uses: memory (bytes/s), each op's compute (a function
     of the op, ops/s, 0 for none) and the link that carries reductions between units (bytes/s),
-    each with the resource class it stands for."""
+    each with the resource class it stands for; and optionally the least latency an op must
+    wait on its placement (``latency_s(op, slot)``, s), in ``latency_resource``."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -70,6 +71,15 @@ class BoundRates:
     compute_resource: str
     link_bytes_per_s: float
     link_resource: str
+    latency_s: Callable[[Any, Any], float] | None = None
+    latency_resource: str = "fixed_latency"
+
+    def latency_floor_s(self, op, slot) -> float:
+        """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
+        :class:`~pyaccel.place.slot.LayerSlot`) places it, e.g. the hops its collective must
+        cross (s); 0 where the engine names none. It bounds one op on the dependent chain, not
+        a resource's throughput."""
+        return self.latency_s(op, slot) if self.latency_s else 0.0
 
 
 @dataclass

@@ -87,9 +87,10 @@ def bound_cycles(seconds, clock_hz: float) -> np.ndarray:
     return np.ceil(cycles * (1.0 - CYCLE_ROUNDING_SLACK)).astype(np.int64)
 
 
-def op_bound(op, n_units: int, rates: BoundRates, hidden: int) -> OpBound:
+def op_bound(op, n_units: int, rates: BoundRates, hidden: int, latency_s: float = 0.0) -> OpBound:
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
-    output must be reduced across units, the share each unit must receive over its link."""
+    output must be reduced across units, the share each unit must receive over its link; and
+    the least latency it waits on where it is placed (``latency_s``, the engine's floor)."""
     times = {
         rates.mem_resource: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
         / (n_units * rates.mem_bytes_per_s)
@@ -100,14 +101,19 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int) -> OpBound:
     if n_units > 1 and op.split in ("row", "experts"):
         out = ACT_BYTES * op.m * hidden if op.split == "experts" else ACT_BYTES * op.m * op.n
         times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
+    if latency_s > 0:
+        times[rates.latency_resource] = times.get(rates.latency_resource, 0.0) + latency_s
     resource = max(times, key=times.get)
     return OpBound(op.name, op.layer, n_units, resource, times[resource], times)
 
 
-def _add_times(acc: dict, units, times: dict, count: int = 1) -> None:
+def _add_times(acc: dict, units, times: dict, count: int = 1, skip: str = "") -> None:
+    """Add ``times`` to each unit's totals; ``skip`` (the latency floor's class) is a term of
+    the dependent chain only, not a throughput a unit's total can be held to."""
     for unit in units:
         for res, t in times.items():
-            acc[(unit, res)] = acc.get((unit, res), 0.0) + count * t
+            if res != skip:
+                acc[(unit, res)] = acc.get((unit, res), 0.0) + count * t
 
 
 def _max_by_resource(per_unit: dict) -> dict[str, float]:
@@ -129,34 +135,38 @@ class StepBounds:
         self.graph = graph
         self.rates = engine_module(system.kind).rates(system.spec, graph.workload)
         self.unit_sets = {s.layer: s.units for s in placement.layers}
+        self.slots = {s.layer: s for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
         self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
         self.fixed_totals: dict = {}
         for op, b in full:
-            _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times)
+            _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times,
+                       skip=self.rates.latency_resource)  # fmt: skip
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
-        self.groups: dict = {}  # (sliding, units) -> attention layers
+        self.groups: dict = {}  # (window, units, latency floor) -> attention layers
         for layer in range(graph.n_layers):
-            key = (graph.attention.is_sliding(layer), self.unit_sets[layer])
+            floor = self.rates.latency_floor_s(graph.attention_op(layer, 0), self.slots[layer])
+            key = (graph.attention_group(layer), self.unit_sets[layer], floor)
             self.groups.setdefault(key, []).append(layer)
 
     def _bound(self, op) -> OpBound:
-        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden)
+        floor = self.rates.latency_floor_s(op, self.slots[op.layer])
+        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden, floor)
 
     def at(self, context: int, with_ops: bool = False) -> Roofline:
         """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only
         when ``with_ops``)."""
         chain, totals, attn_ops = self.one_fixed, dict(self.fixed_totals), []
-        for (_, units), layers in self.groups.items():
+        for (_, units, _), layers in self.groups.items():
             rep = layers[0]
             full = self._bound(self.graph.attention_op(rep, context))
             one = self._bound(self.one.attention_op(rep, context))
             chain += one.seconds * len(layers)
-            _add_times(totals, units, full.times, len(layers))
+            _add_times(totals, units, full.times, len(layers), skip=self.rates.latency_resource)
             if with_ops:
                 attn_ops += [replace(full, op=f"L{i}.attention", layer=i) for i in layers]
         by_res = _max_by_resource(totals)
@@ -177,7 +187,7 @@ class StepBounds:
         totals = {
             key: np.full(ctx.shape, t, dtype=np.float64) for key, t in self.fixed_totals.items()
         }
-        for (_, units), layers in self.groups.items():
+        for (_, units, floor), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
             rate = rates.compute(self.graph.attention_op(rep, int(ctx[0])))
@@ -187,9 +197,13 @@ class StepBounds:
                 times = {mem_res: (w + kv_read + kv_write) / (n * rates.mem_bytes_per_s)}
                 if rate:
                     times[comp_res] = flops / (n * rate)
+                if floor > 0:
+                    times[rates.latency_resource] = np.full(ctx.shape, floor)
                 if is_full:
                     for unit in units:
                         for res, t in times.items():
+                            if res == rates.latency_resource:
+                                continue
                             acc = totals.setdefault((unit, res), np.zeros(ctx.shape))
                             acc += len(layers) * t
                 else:

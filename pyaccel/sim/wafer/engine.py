@@ -16,6 +16,7 @@ What does not depend on the context (every op but attention) is costed once per 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -302,4 +303,29 @@ def rates(spec, work) -> BoundRates:
         return flops if op.op_class in ("matmul", "attention", "router") else 0.0
 
     return BoundRates(mem, "pe_sram", compute, "pe_compute", float(p.system_io_bytes_per_s),
-                      "wafer_io")  # fmt: skip
+                      "wafer_io", _hop_floor(p), "mesh_hop")  # fmt: skip
+
+
+# op classes whose every emulation ends in an all-reduce (with its broadcast) over a whole line
+# of their region: a MeshGEMV, a norm's sum of squares, attention's reductions along A
+_FULL_LINE_ALLREDUCE = ("matmul", "router", "norm", "attention")
+
+
+def _hop_floor(p):
+    """``latency_s(op, slot)`` for the bound: an all-reduce with its broadcast over a line of
+    ``n`` PEs carries the far end's data across ``n - 1`` hops, and every line of a ``w x h``
+    region is at least ``min(w, h)`` long, so such an op waits at least ``min(w, h) - 1`` hop
+    latencies (s). Ops that reduce only inside heads or expert bands, multicast from the middle
+    or reduce without a broadcast are given none (their lines can be shorter)."""
+    hop_s = math.floor(float(p.hop_latency_cycles)) / float(p.clock_hz)
+
+    def latency_s(op, slot) -> float:
+        per_head_norm = op.op_class == "norm" and op.split == "heads"
+        if op.op_class not in _FULL_LINE_ALLREDUCE or op.expert or per_head_norm:
+            return 0.0
+        rect = slot.region.rect if slot.region is not None else None
+        if not rect:
+            return 0.0
+        return (min(rect[2], rect[3]) - 1) * hop_s
+
+    return latency_s
