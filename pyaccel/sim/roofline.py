@@ -3,7 +3,9 @@ beats its dependent chain of op bounds or any one resource's total work at its p
 
 The bound is computed from the graph, the placement and the spec's *peak* rates only, so it is
 independent of how an engine schedules: an op on ``n`` units is credited with a perfect ``1/n``
-split, activations are assumed to stay on chip, and fixed latencies count zero.
+split and activations are assumed to stay on chip. Fixed latencies count zero except the floor
+an engine names for an op where it is placed (``BoundRates.latency_s``: on a wafer, the hops a
+full-line all-reduce must cross), which adds to the op on the dependent chain only.
 """
 
 from __future__ import annotations
