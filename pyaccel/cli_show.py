@@ -96,7 +96,8 @@ def _print_run(rec) -> None:
             f"{fmt_seconds(rec.lower_bound_step_time_s)} (emulated / bound "
             f"{fmt_ratio(rec.emulated_over_lower_bound)})",
         ),
-        ("bottleneck", rec.bottleneck),
+        ("bottleneck (what-if winner)", rec.bottleneck),
+        ("busiest resource (occupancy)", rec.busiest_resource),
         ("energy per token", f"{rec.joules_per_token:.3g} J"),
         ("layout", json.dumps(rec.layout)),
         (
@@ -163,7 +164,8 @@ def _print_report(rep) -> None:
         f"{s.tokens_per_s_per_user:,.1f} tok/s per user, {s.tokens_per_s:,.1f} "
         f"total; step {fmt_seconds(s.step_time_s)}, lower bound "
         f"{fmt_seconds(s.lower_bound_step_time_s)} (x{fmt_ratio(rep.bound_ratio)}); "
-        f"bottleneck [bold]{rep.bottleneck}[/bold] ({rep.bottleneck_share:.0%})"
+        f"bottleneck [bold]{rep.bottleneck}[/bold] (what-if winner); busiest "
+        f"{rep.busiest_resource} ({rep.busiest_share:.0%} occupancy)"
     )
     if rep.meta.get("strategy"):  # wafer layouts are a named assumption: say which one ran
         out.print(
@@ -244,7 +246,7 @@ def _print_compare(records) -> None:
         records[0].model if records else "compare",
         ("system", ">units", ">batch", ">tok/s/user", ">tok/s", ">step", "~bottleneck", ">J/token"),
         caption="tok/s: tokens per second per user and in total; step: time between two tokens "
-        "of a sequence; J/token: energy per generated token",
+        "of a sequence; bottleneck: the what-if winner; J/token: energy per generated token",
     )
     failed = [r for r in records if isinstance(r, ErrorRecord)]
     for r in records:
@@ -264,7 +266,7 @@ def _print_validate(rows) -> None:
         "emulated vs published decode speed",
         ("system", "model", ">emulated", ">published", ">ratio", "~bottleneck"),
         caption="tokens/s per user; ratio: emulated / published (a range is judged against its "
-        "nearer end); bottleneck: the largest occupancy share",
+        "nearer end); bottleneck: the what-if winner",
     )
     for r in rows:
         ok = r.error is None

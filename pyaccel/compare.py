@@ -8,8 +8,7 @@ from dataclasses import replace
 from .errors import PyaccelError
 from .hw.io import preset_names
 from .records import ErrorRecord, RunRecord
-from .report import Report
-from .results import error_record, run, run_record
+from .results import error_record, run_and_record
 from .workload import Workload, resolve_workload
 
 
@@ -39,9 +38,7 @@ def compare(
         for b in sizes:
             work = replace(workload, batch=b)
             try:
-                result = run(model, name, "auto", work)
-                rep = Report.from_trace(result.trace, what_if=False)
-                records.append(run_record(result, rep.bottleneck))
+                records.append(run_and_record(model, name, "auto", work)[2])
             except PyaccelError as exc:
                 # the formats it was tried at, and why, still belong with the error
                 resolved = resolve_workload(work, cfg, specs[name])

@@ -84,6 +84,7 @@ class RunRecord:
     lower_bound_step_time_s: float
     joules_per_token: float
     bottleneck: str
+    busiest_resource: str
     emulated_over_lower_bound: float | None
     layout: dict
     placement_reason: str

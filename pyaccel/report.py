@@ -71,7 +71,10 @@ class KindRow:
 class Report:
     """Bottleneck report of one emulated run (times in seconds): ``by_resource`` maps each
     resource class to the seconds of the step it is busy (union over units), ``by_layer`` each
-    layer key to the same per resource class; ``by_kind`` and ``what_if`` are typed rows."""
+    layer key to the same per resource class; ``by_kind`` and ``what_if`` are typed rows.
+    ``bottleneck`` is the what-if winner (the class whose doubling, re-emulated, gains most; the
+    busiest class when no what-if ran), ``busiest_resource`` the largest occupancy share; the
+    ``_share`` fields are occupancy shares of the step."""
 
     summary: RunSummary
     by_resource: dict[str, float]
@@ -80,6 +83,8 @@ class Report:
     bottleneck: str
     bottleneck_share: float
     bound_ratio: float | None
+    busiest_resource: str = ""
+    busiest_share: float = 0.0
     what_if: list[WhatIfRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
@@ -99,7 +104,9 @@ class Report:
             what_if = ()
         step = int(trace.events["step"][0]) if trace.n_events else 0
         by_res = _union_by(trace, "resource", step)
-        bottleneck = max(by_res, key=by_res.get) if by_res else ""
+        busiest = max(by_res, key=by_res.get) if by_res else ""
+        # the what-if winner (rows come largest gain first); without a what-if, the busiest
+        bottleneck = what_if[0].resource if what_if else busiest
         step_s = trace.step_cycles[step] / trace.clock_hz
         return cls(
             summary=RunSummary.from_trace(trace),
@@ -108,6 +115,8 @@ class Report:
             by_layer=_by_layer(trace, step),
             bottleneck=bottleneck,
             bottleneck_share=by_res.get(bottleneck, 0.0) / step_s if step_s else 0.0,
+            busiest_resource=busiest,
+            busiest_share=by_res.get(busiest, 0.0) / step_s if step_s else 0.0,
             bound_ratio=trace.step_time_s / trace.lower_bound_step_time_s
             if trace.lower_bound_step_time_s
             else None,
@@ -134,6 +143,8 @@ class Report:
             "by_layer_s": self.by_layer,
             "bottleneck": self.bottleneck,
             "bottleneck_share": self.bottleneck_share,
+            "busiest_resource": self.busiest_resource,
+            "busiest_share": self.busiest_share,
             "share_is_occupancy": True,
             "notes": [OCCUPANCY_NOTE],
             "emulated_over_lower_bound": self.bound_ratio,
@@ -153,7 +164,8 @@ class Report:
             f"{s.tokens_per_s:.1f}; step {fmt_seconds(s.step_time_s)} "
             f"(lower bound {fmt_seconds(s.lower_bound_step_time_s)}, ratio "
             f"{fmt_ratio(self.bound_ratio)})",
-            f"- bottleneck: **{self.bottleneck}** ({self.bottleneck_share:.0%} of the step)",
+            f"- bottleneck (what-if winner): **{self.bottleneck}**; busiest resource: "
+            f"{self.busiest_resource} ({self.busiest_share:.0%} occupancy)",
             "",
             "| resource | time | occupancy |",
             "|---|---|---|",

@@ -73,15 +73,17 @@ def run(
     return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace)
 
 
-def run_record(result: Run, bottleneck: str) -> RunRecord:
-    """The ``run --json`` record of a run: SPEC §7 keys plus layout details."""
+def run_record(result: Run, report) -> RunRecord:
+    """The ``run --json`` record of a run: SPEC §7 keys plus layout details; the bottleneck
+    (what-if winner) and busiest resource are ``report``'s (a :class:`~pyaccel.report.Report`)."""
     tr = result.trace
     return RunRecord(
         schema_version=SCHEMA_VERSION,
         pyaccel_version=pyaccel_version(),
         kind=tr.kind,
         **tr.summary(),
-        bottleneck=bottleneck,
+        bottleneck=report.bottleneck,
+        busiest_resource=report.busiest_resource,
         # a bound under one cycle floors to 0 (tiny models on a wafer): no ratio, as in Report
         emulated_over_lower_bound=tr.step_time_s / tr.lower_bound_step_time_s
         if tr.lower_bound_step_time_s
@@ -94,6 +96,18 @@ def run_record(result: Run, bottleneck: str) -> RunRecord:
         warnings=list(result.warnings),
         functional=dict(tr.functional),
     )
+
+
+def run_and_record(model: str, system: str, units, workload, sets=None, etch=False,
+                   progress=None, functional=False, trace_steps="ends"):  # fmt: skip
+    """(run, its report with the what-if ranking, its ``run --json`` record): the bottleneck
+    is measured by re-emulating each resource class twice as fast."""
+    from .report import Report
+    from .what_if import run_what_if
+
+    result = run(model, system, units, workload, sets, etch, progress, functional, trace_steps)
+    rep = Report.from_trace(result.trace, run_what_if(result))
+    return result, rep, run_record(result, rep)
 
 
 def error_record(

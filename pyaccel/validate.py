@@ -125,21 +125,19 @@ def _speed(text: str) -> tuple[float, float]:
 def validate_row(row: PublishedRow) -> ValidationRow:
     """Emulate one row (its batch, context and weights; :data:`VALIDATE_TOKENS` steps) and
     judge it against the nearer end of its published speed."""
-    from .report import Report
-    from .results import run
+    from .results import run_and_record
 
     work_args = dict(batch=row.batch, context=row.context, tokens=VALIDATE_TOKENS)
     try:
-        result = run(row.model, row.system, row.units,
-                     Workload(**work_args, weights=row.weights))  # fmt: skip
+        result, rep, _ = run_and_record(row.model, row.system, row.units,
+                                        Workload(**work_args, weights=row.weights))  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
                              row.defaults)  # fmt: skip
     emulated = result.trace.tokens_per_s_per_user
     published = min((row.low, row.high), key=lambda p: abs(p - emulated))
-    bottleneck = Report.from_trace(result.trace, what_if=False).bottleneck
     return ValidationRow(row.system, row.model, published, emulated, emulated / published,
-                         bottleneck, None, row.defaults)  # fmt: skip
+                         rep.bottleneck, None, row.defaults)  # fmt: skip
 
 
 def validate(path: str | Path | None = None, progress=None) -> list[ValidationRow]:

@@ -10,6 +10,7 @@ import pytest
 from pyaccel.cli_args import parse_batches, parse_systems, parse_units
 from pyaccel.errors import ConfigError
 from pyaccel.records import ErrorRecord, RunRecord
+from pyaccel.report import Report
 from pyaccel.results import error_record, run, run_record
 from pyaccel.workload import Workload
 
@@ -25,7 +26,7 @@ FUNCTIONAL_KEYS = ("top1_agreement", "max_abs_logit_error", "perplexity_ratio")
 @pytest.fixture(scope="module")
 def tiny_record() -> RunRecord:
     result = run("tiny-llama", "h100", 1, Workload(context=128, tokens=2), functional=True)
-    return run_record(result, "hbm")
+    return run_record(result, Report.from_trace(result.trace, what_if=False))
 
 
 def test_run_record_has_the_contract_keys_and_functional_metrics_last(tiny_record):

@@ -74,7 +74,7 @@ def test_report_ranks_what_if_and_explains(run70b):
     assert rep.bound_ratio >= 1.0
     assert sum(rep.by_resource.values()) <= run70b.step_cycles[0] / run70b.clock_hz + 1e-12
     md = rep.to_markdown()
-    assert "bottleneck: **hbm**" in md and "what if" in md
+    assert "bottleneck (what-if winner): **hbm**" in md and "what if" in md
     data = json.loads(rep.to_json())
     assert data["bottleneck"] == "hbm" and data["assumptions"]
 
