@@ -74,6 +74,10 @@ def test_golden_two_hop_c2c_transfer():
     hop = net.stage_hop(1, 2, 7000, False)
     assert hop.cycles == 2200
     assert hop.n_transfers == 2
+    # With zero hop latency: hop 1 arrives at 1,000; hop 2 starts at 46, cannot end before
+    # 1,000, arrives 1,000. So the links' latency adds 2,200 - 1,000 = 1,200 = two hops of 600
+    # (the trace's c2c_latency).
+    assert hop.latency_cycles == 1200
 
 
 def test_golden_link_kernel_two_hops_equal_links():

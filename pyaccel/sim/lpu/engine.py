@@ -23,7 +23,7 @@ from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .net import Network
 from .program import INPUT, ChipModel, Program
 
-RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "fixed_latency")
+RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
 # fields become floats here; the engine floors counts and rounds latencies up.
 WHAT_IF = {
@@ -32,10 +32,8 @@ WHAT_IF = {
     "lpu_vxm": (("vxm_alus_per_lane",), 2.0),
     "lpu_sxm": (("sxm_latency_cycles",), 0.5),
     "c2c_link": (("c2c_bytes_per_s",), 2.0),
-    "fixed_latency": (
-        ("c2c_latency_s", "mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles"),
-        0.5,
-    ),
+    "c2c_latency": (("c2c_latency_s",), 0.5),
+    "fixed_latency": (("mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles"), 0.5),
 }
 ASSUMPTIONS = (
     "lpu.static_order: every functional slice and C2C link executes its instructions in the "
@@ -407,6 +405,6 @@ def _hop_spans(sim: LpuSim, i: int, layer, chips, end: int, sent, links) -> list
                             max(1, hop.send_end[rank] - hop.send_start[rank]),
                             hop.send_bytes[rank]))  # fmt: skip
     lat_s = end + max(hop.send_end)
-    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency", lat_s,
+    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "c2c_latency", lat_s,
                     max(0, end + hop.cycles - lat_s)))  # fmt: skip
     return out

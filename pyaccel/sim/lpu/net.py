@@ -13,7 +13,7 @@ node, the next rack) with an equal share each. Every transfer pays its serialisa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,7 +39,9 @@ class Transfers:
 @dataclass(frozen=True)
 class Collective:
     """A scheduled collective: total cycles, and per sending chip the cycles it starts and stops
-    sending and the bytes it sends (for the trace's c2c_link events)."""
+    sending and the bytes it sends (for the trace's c2c_link events); ``latency_cycles`` is what
+    the links' hop latency adds to the total (the schedule re-run with zero latency is that
+    much shorter: the trace's c2c_latency)."""
 
     kind: str
     cycles: int
@@ -49,6 +51,7 @@ class Collective:
     send_bytes: tuple[int, ...]
     n_transfers: int
     slot_bytes: tuple = ()  # (sending chip, link slot, bytes) of every real transfer
+    latency_cycles: int = 0
 
 
 def _memo(method):
@@ -251,4 +254,8 @@ class Network:
             (c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes, strict=True) if k >= 0
         )
         n = len(tr.link)
-        return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots)
+        no_latency = replace(tr, link_lat=np.zeros_like(tr.link_lat))
+        arrive0 = schedule(no_latency, self.vector_bytes)[2]
+        latency = cycles - (int(arrive0.max()) if len(arrive0) else 0)
+        return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots,
+                          max(0, latency))  # fmt: skip

@@ -320,6 +320,11 @@ class Scheduled:
             self._events = self._op_events()
         return self._events
 
+    def _c2c_latency(self, instructions) -> int:
+        """Cycles the C2C links' hop latency adds to these collective instructions."""
+        colls = self.program.collectives
+        return sum(colls[int(i)].latency_cycles for i in instructions if int(i) in colls)
+
     def _op_events(self):
         prog = self.program
         out = []
@@ -339,6 +344,11 @@ class Scheduled:
                     continue
                 s = int(self.start[k].min())
                 e = int((ready if kind == "c2c" else end)[k].max())
+                if kind == "c2c":  # the links' hop latency first, as its own class
+                    lat = min(e - s, self._c2c_latency(np.nonzero(k)[0]))
+                    if lat:
+                        out.append((o, "c2c_latency", s, lat, 0))
+                    s += lat
                 out.append((o, CLASS_OF_KIND[kind], s, e - s, int(nbytes[k].sum())))
                 busy_end = max(busy_end, e)
             done = int(ready[sel].max())
