@@ -3,7 +3,7 @@
 Weights live in the PEs' SRAM, tiled 2-D over the PE rectangle (region) of their layer (layer
 regions) or of the whole wafer's grid (WaferLLM's interleave). Every op is a per-PE task (FMAC
 lanes, 2x64-bit read + 1x64-bit write SRAM ports, DSD issue) followed by a mesh collective
-simulated link by link (``wafer_mesh``): MeshGEMV all-reduces as WaferLLM's two-level streaming
+simulated link by link (``mesh``): MeshGEMV all-reduces as WaferLLM's two-level streaming
 chains, multicast broadcasts, point-to-point query shifts, each wavelet 32 bits per link per
 cycle, one cycle per hop, a start overhead per message and links reserved first come first served.
 Between regions the hidden vector is handed off over the mesh; between wafers over the system
