@@ -140,15 +140,28 @@ def _run(model, units, work, sets=ROUND):
     return pa.emulate(model, sysm, plc, work)
 
 
-def test_tiny_model_traces_classes_and_bound(tmp_path):
+def test_chips_of_a_stage_run_one_program(tmp_path):
+    """A stage's chips run the same program on their shards (SPMD), so each chip of a stage has
+    the same spans -- op, class, start, duration -- whatever its rank; only the bytes it sends
+    over C2C may differ. Every class of the engine's own list, and every chip, shows up."""
     work = pa.Workload(context=64, tokens=3)
     tr = _run(_tiny(tmp_path), 8, work)
-    assert set(tr.events["resource"].tolist()) <= set(tr.resource_classes)
-    assert {"lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link"} <= set(
-        tr.events["resource"].tolist()
-    )
+    ev = tr.events
+    assert set(ev["resource"].tolist()) <= set(tr.resource_classes)
+    assert {"lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link"} <= set(ev["resource"])
+    assert set(ev["unit"].tolist()) == set(range(8))
+    step0 = ev["step"] == 0
+    spans = {}
+    for unit in range(8):
+        sel = step0 & (ev["unit"] == unit) & (ev["kind"] != "stage_hop")
+        spans[unit] = sorted(zip(ev["op"][sel], ev["resource"][sel], ev["start"][sel].tolist(),
+                                 ev["duration"][sel].tolist(), strict=True))  # fmt: skip
+    plc = pa.place(_tiny(tmp_path), _system(8), work)
+    assert max(len(s.units) for s in plc.layers) > 1  # tensor-parallel stages to compare
+    for s in plc.layers:
+        first = s.units[0]
+        assert all(spans[u] == spans[first] for u in s.units), s.layer
     assert (tr.step_cycles >= tr.lower_bound_cycles).all()
-    assert set(tr.events["unit"].tolist()) == set(range(8))
 
 
 @pytest.mark.parametrize(

@@ -181,13 +181,14 @@ def test_toml_preset_is_not_a_table(tmp_path):
 @pytest.mark.parametrize("key", ["name", "kind", "description", "native_format"])
 def test_toml_preset_field_missing(tmp_path, key):
     path = write_toml(tmp_path, drop_line(base_toml(), f"{key} = "))
-    assert_error(run_system(path), str(path), key)
+    assert_error(run_system(path), str(path), f"[preset] field '{key}' must be a non-empty string")
 
 
 @pytest.mark.parametrize("value", ['""', "7", "true", "[1]"])
 def test_toml_preset_name_not_a_string(tmp_path, value):
+    # the field's own words: this test's folder name already contains "name"
     path = write_toml(tmp_path, set_preset_field(base_toml(), "name", value))
-    assert_error(run_system(path), str(path), "name")
+    assert_error(run_system(path), str(path), "[preset] field 'name' must be a non-empty string")
 
 
 @pytest.mark.parametrize("kind", ['"tpu"', '"GPU"', "3"])
