@@ -1,6 +1,7 @@
 """Wafer engine and placer: a hand-derived op, published-range checks, placement errors and the
 invariants of SPEC §9."""
 
+import copy
 import itertools
 
 import numpy as np
@@ -297,12 +298,22 @@ def test_heatmap_arrays(run8b):
     assert not outside.any()
 
 
-def test_heatmap_png(run8b, tmp_path):
+def test_heatmap_png_draws_the_traces_arrays(run8b, tmp_path):
+    """The picture is the data: the same trace gives the same bytes, and a trace whose link use
+    differs (the region's links busy elsewhere) gives a different picture."""
+    import matplotlib.image as mpimg
+
     from pyaccel.plots import wafer_heatmap
 
     *_, tr = run8b
-    path = wafer_heatmap(tr, tmp_path / "wafer.png")
-    assert path.exists() and path.stat().st_size > 1000
+    a = wafer_heatmap(tr, tmp_path / "a.png").read_bytes()
+    assert wafer_heatmap(tr, tmp_path / "b.png").read_bytes() == a
+    shifted = copy.copy(tr)
+    shifted.arrays = {**tr.arrays, "link_busy_cycles": np.roll(tr.arrays["link_busy_cycles"],
+                                                               200, axis=2)}  # fmt: skip
+    assert wafer_heatmap(shifted, tmp_path / "c.png").read_bytes() != a
+    image = mpimg.imread(tmp_path / "a.png")
+    assert image.ndim == 3 and len(np.unique(image.reshape(-1, image.shape[2]), axis=0)) > 16
 
 
 @pytest.mark.parametrize("name", ["tiny-mixtral", "tiny-deepseek-v3", "tiny-qwen3", "tiny-llama"])
