@@ -115,6 +115,16 @@ def _user_errors():
         raise typer.Exit(2) from None
 
 
+def _check_plot_file(plot: str | None) -> None:
+    """A ``--plot FILE``'s format and folder, checked before emulating: a bad path costs
+    nothing."""
+    from .io_util import plot_format
+
+    if plot is not None:
+        plot_format(plot, "--plot")
+        check_output_file(plot, "--plot")
+
+
 def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode) -> Workload:
     return Workload(
         batch=batch,
@@ -353,14 +363,11 @@ def compare_cmd(
     """Run one model on several systems (units auto) and compare them side by side."""
     from .cli_args import parse_batches, parse_systems
     from .compare import compare
-    from .io_util import plot_format
 
     with _user_errors():
         names = parse_systems(systems)
         base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
-        if plot is not None:  # before emulating: a bad path costs nothing
-            plot_format(plot, "--plot")
-            check_output_file(plot, "--plot")
+        _check_plot_file(plot)
         with _progress(not as_json) as bar:
             sizes = parse_batches(batches, base.batch)
             records = compare(model, names, base, sizes, _labelled(bar, "compare"))
@@ -397,13 +404,10 @@ def validate_cmd(
     as_json: Json = False,
 ) -> None:
     """Emulate every row of a published-speed table: emulated, published, ratio, bottleneck."""
-    from .io_util import plot_format
     from .validate import validate
 
     with _user_errors():
-        if plot is not None:  # before emulating: a bad path costs nothing
-            plot_format(plot, "--plot")
-            check_output_file(plot, "--plot")
+        _check_plot_file(plot)
         with _progress(not as_json) as bar:
             rows = validate(published, _labelled(bar, "validate"))
         if plot is not None:
