@@ -142,6 +142,20 @@ def emulate(
     return trace
 
 
+def step_time_s(graph, system: System, placement) -> float:
+    """Mean step time (s) of ``graph``'s run on ``system`` as ``placement`` lays it out: the
+    step driver alone, with no events, lower bound or trace (what a what-if needs). Equal to
+    :attr:`Trace.step_time_s` of :func:`emulate` with the same inputs; the placement is taken as
+    checked (a what-if changes rates and latencies, never a capacity)."""
+    engine = engine_module(system.kind)
+    try:
+        run = run_steps(engine, graph, system, placement, frozenset())
+    except (OverflowError, CycleRangeError):
+        raise ConfigError(_overflow_message(system)) from None
+    _check_cycles(run.steps, system)
+    return float(np.array(run.steps, dtype=np.int64).mean()) / system.spec.clock_hz
+
+
 def _steps_kept(tokens: int, event_steps, trace_steps: str | None) -> frozenset[int]:
     """The 0-based steps whose events the trace records: ``event_steps`` as given, or
     ``trace_steps`` parsed (default ``ends``); giving both is an error."""

@@ -264,7 +264,6 @@ def _what_if_of(trace) -> list[WhatIfRow]:
     workload); none for a trace without them (e.g. one built by hand)."""
     if trace.inputs is None:
         return []
-    from .what_if import what_if_gains  # re-emulation is orchestration, imported on use
+    from .what_if import trace_what_if  # re-emulation is orchestration, imported on use
 
-    model, system, placement, work = trace.inputs
-    return what_if_gains(model, system, placement, work, trace.step_time_s)
+    return trace_what_if(trace)

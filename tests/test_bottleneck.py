@@ -63,3 +63,39 @@ def test_compare_records_carry_the_same_bottleneck():
         run = _json("run", "--system", row["system"], "--model", "llama-3.1-8b", "--tokens", "4")
         pair = (run["bottleneck"], run["busiest_resource"])
         assert (row["bottleneck"], row["busiest_resource"]) == pair
+
+
+SKIP_CASES = [  # runs that book no time on some classes: one device, one wafer
+    ("h100", "llama-3.1-8b", 1),
+    ("wse3", "llama-3.1-8b", "auto"),
+    ("taalas-hc1", "llama-3.1-8b", "auto"),
+]
+
+
+@pytest.mark.parametrize("system, model, units", SKIP_CASES, ids=[c[0] for c in SKIP_CASES])
+def test_what_if_skips_only_classes_that_cannot_move_the_step(system, model, units):
+    """The fast what-if (no re-emulation of a class no op touches; the driver alone for the
+    rest) gives exactly the rows of re-emulating every class with ``emulate``."""
+    from pyaccel.emulation import engine_module, what_if_system
+    from pyaccel.what_if import touched_classes, trace_what_if
+
+    m, s = pa.load_model(model), pa.load_system(system, units)
+    work = pa.Workload(tokens=3, context=100)
+    placement = pa.place(m, s, work)
+    trace = pa.emulate(m, s, placement, work)
+    untouched = set(engine_module(s.kind).WHAT_IF) - touched_classes(trace)
+    assert untouched, "the case must have a class no op touches"
+    fast = {r.resource: (r.step_time_s, r.gain) for r in trace_what_if(trace)}
+    for resource in engine_module(s.kind).WHAT_IF:
+        full = pa.emulate(m, what_if_system(s, resource), placement, work, event_steps=())
+        assert fast[resource] == (full.step_time_s, trace.step_time_s / full.step_time_s)
+
+
+def test_touched_classes_need_recorded_events():
+    """A trace that recorded no events cannot tell which classes are idle: nothing is skipped."""
+    from pyaccel.what_if import touched_classes
+
+    m, s = pa.load_model("tiny-llama"), pa.load_system("h100", 1)
+    work = pa.Workload(tokens=2)
+    trace = pa.emulate(m, s, pa.place(m, s, work), work, event_steps=())
+    assert touched_classes(trace) is None

@@ -188,6 +188,15 @@ def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur)
 # stages
 
 
+# Compiled op fragments, shared by every LpuSim of a process. A fragment is a pure function of
+# the chip's timing constants, the TP width and the op's plan, and of the network's rates when
+# the plan has a collective; keyed so, a what-if re-compiles only the ops its class touches
+# (C2C rates: the collectives; a chip constant: the chip's ops) and reuses the rest.
+_FRAGMENTS: dict = {}
+_FRAGMENTS_MAX = 16384  # entries; a 70B model on 576 chips compiles a few hundred per system
+_COLLECTIVE_STEPS = ("allreduce", "allgather", "broadcast")
+
+
 def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
     """(chips, layer keys) of every pipeline stage, in order."""
     out: dict[int, tuple] = {}
@@ -212,7 +221,6 @@ class LpuSim:
         self.node_size = int(p.chips_per_node)
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
-        self._frags: dict = {}  # (tp, op plan, first op?) -> compiled Fragment
         self.hops = [self._hop(i) for i in range(len(self.stages))]
         # The fast per-step path (time() without events): every plan but attention's is fixed,
         # so each stage keeps its fixed plans with a hole per attention op, and a step only
@@ -263,10 +271,13 @@ class LpuSim:
         return hit
 
     def _frag(self, tp: int, steps: tuple, first: bool):
-        key = (tp, steps, first)
-        hit = self._frags.get(key)
+        net = self.net.key if any(st[0] in _COLLECTIVE_STEPS for st in steps) else None
+        key = (self.chip, net, tp, steps, first)
+        hit = _FRAGMENTS.get(key)
         if hit is None:
-            hit = self._frags[key] = _fragment(self.chip, self.net, tp, steps, first)
+            if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
+                _FRAGMENTS.clear()
+            hit = _FRAGMENTS[key] = _fragment(self.chip, self.net, tp, steps, first)
         return hit
 
     def _stage_total(self, i: int, sch) -> int:

@@ -144,6 +144,9 @@ class Network:
         self.chips_per_node = node
         self.global_links = int(p.global_links)
         self._memo: dict = {}
+        # what a collective's schedule depends on besides its own arguments
+        self.key = (self.vector_bytes, self.latency, self.local_bpc, self.global_bpc,
+                    self.hop_ports, node, self.global_links)  # fmt: skip
 
     # ---- collectives inside one tensor-parallel group (fully connected chips of a node) ----
 
