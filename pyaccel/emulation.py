@@ -223,10 +223,13 @@ def _check_cycles(steps: list[int], system: System) -> None:
 
 
 def what_if_system(system: System, resource: str) -> System:
-    """``system`` with one resource class twice as fast (rates doubled, latencies halved)."""
+    """``system`` with one resource class twice as fast (rates doubled, latencies halved). An
+    engine's ``WHAT_IF`` entry is ``(names, factor)``, ``factor`` one number for every name or
+    a tuple of one per name (a class made of a rate and a cycle cost moves both ways)."""
     engine = engine_module(system.kind)
     names, factor = engine.WHAT_IF[resource]
+    factors = factor if isinstance(factor, tuple) else (factor,) * len(names)
     params = system.spec.params
-    changes = {n: getattr(params, n) * factor for n in names}
+    changes = {n: getattr(params, n) * f for n, f in zip(names, factors, strict=True)}
     spec = system.spec.with_params(f"what-if: {resource} x2", **changes)
     return replace(system, spec=spec)

@@ -251,7 +251,7 @@ def test_run_trace_with_tensor_parallel_units(tmp_path):
         path,
     )
     res = check_trace(path)
-    assert {"hbm", "fixed_latency", "nvlink"} <= res
+    assert {"hbm", "sync", "nvlink"} <= res
     pids = {e["pid"] for e in read_trace(path)["traceEvents"] if e.get("ph") == "X"}
     assert pids == {0, 1, 2, 3}
 

@@ -149,7 +149,7 @@ def test_what_if_gains_follow_the_traces_own_attribution(llama8b):
         want = step / (step - saved)
         assert gains[resource].gain == pytest.approx(want, rel=1e-3), resource
     assert gains["hbm"].gain > 1.5  # batch 1 is HBM-bound
-    for resource in ("tensor_core", "nvlink", "node_link", "fixed_latency"):
+    for resource in ("tensor_core", "nvlink", "node_link", "sync"):
         assert gains[resource].gain == 1.0, resource
 
 

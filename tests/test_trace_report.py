@@ -52,7 +52,7 @@ def test_perfetto_tracks_do_not_overlap(run70b, tmp_path):
         for e in data["traceEvents"]
         if e["ph"] == "M" and e["name"] == "thread_name"
     }
-    assert {"hbm", "fixed_latency", "nvlink"} <= set(names.values())
+    assert {"hbm", "sync", "nvlink"} <= set(names.values())
     tracks: dict = {}
     for e in data["traceEvents"]:
         if e["ph"] == "X":

@@ -33,6 +33,7 @@ class LpuParams:
     mxm_latency_cycles: int = _i("cycles from an MXM's last input vector to its result leaving")
     vxm_latency_cycles: int = _i("cycles of one pass through a VXM ALU chain")
     sxm_latency_cycles: int = _i("cycles of one SXM shift/transpose pass")
+    sxm_pass_cycles: int = _i("cycles an SXM transpose of one block occupies the SXM")
 
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.relation`)."""

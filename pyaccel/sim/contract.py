@@ -4,7 +4,9 @@ An engine is the package ``pyaccel.sim.<kind>`` and provides
 
 - ``RESOURCES``: the resource classes its spans use (SPEC §5 names);
 - ``WHAT_IF``: for each resource class, the spec parameters that double its rate (or halve its
-  latency) and the factor, so the report can re-emulate "twice as fast";
+  latency) and the factor (one for all, or a tuple of one per parameter), so the report can
+  re-emulate "twice as fast"; every preset assumption that is a rate or a latency is a knob of
+  one class (tests/test_what_if_knobs.py);
 - ``ASSUMPTIONS``: the engine's own named assumptions (strings ``name: reasoning``);
 - ``PIPELINE``: how a batch shares the engine's pipeline stages (:data:`MICRO_BATCHES` or
   :data:`SEQUENCES`, see :mod:`pyaccel.sim.driver`);

@@ -16,7 +16,9 @@ from ...model.ops import ACT_BYTES
 from ...units import cycles, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
-RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "fixed_latency")
+# ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
+# small-message latency: the ranks' flag handshake and the wire), apart from its bytes.
+RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "sync")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {
     "hbm": (("hbm_peak_bytes_per_s", "hbm_achievable_bytes_per_s"), 2.0),
@@ -27,7 +29,7 @@ WHAT_IF = {
     "nvlink": (("nvlink_bytes_per_s",), 2.0),
     "node_link": (("internode_bytes_per_s",), 2.0),
     "launch": (("kernel_launch_s",), 0.5),
-    "fixed_latency": (("nvlink_latency_s", "internode_latency_s"), 0.5),
+    "sync": (("nvlink_latency_s", "internode_latency_s"), 0.5),
 }
 ASSUMPTIONS = (
     "gpu.fusion: residual adds are fused into the next RMSNorm (vLLM fused_add_rms_norm); every "
@@ -226,7 +228,7 @@ def _spans(kernels: list[Kernel], tp: int) -> list[Span]:
                                 k.launch))  # fmt: skip
                 s += k.launch
             if k.latency:
-                out.append(Span(k.layer, f"{k.op}.latency", k.kind, unit, "fixed_latency", s,
+                out.append(Span(k.layer, f"{k.op}.latency", k.kind, unit, "sync", s,
                                 k.latency))  # fmt: skip
                 s += k.latency
             out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,

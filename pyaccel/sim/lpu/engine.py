@@ -30,7 +30,8 @@ WHAT_IF = {
     "lpu_mem": (("weight_install_streams", "streams_per_direction"), 2.0),
     "lpu_mxm": (("mxm_planes",), 2.0),
     "lpu_vxm": (("vxm_alus_per_lane",), 2.0),
-    "lpu_sxm": (("sxm_latency_cycles",), 0.5),
+    # a one-cycle pass cannot halve in whole cycles: the SXM what-if then gains nothing
+    "lpu_sxm": (("sxm_pass_cycles",), 0.5),
     "c2c_link": (("c2c_bytes_per_s",), 2.0),
     "c2c_latency": (("c2c_latency_s",), 0.5),
     "fixed_latency": (("mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles"), 0.5),

@@ -48,6 +48,7 @@ class ChipModel:
     mxm_latency: int
     vxm_latency: int
     sxm_latency: int
+    sxm_pass: int  # cycles one transpose occupies the SXM (at least 1)
     transit: int
     alus: int
     elems_per_vector: int
@@ -86,6 +87,7 @@ class ChipModel:
             mxm_latency=_ceil(float(p.mxm_latency_cycles)),
             vxm_latency=_ceil(float(p.vxm_latency_cycles)),
             sxm_latency=_ceil(float(p.sxm_latency_cycles)),
+            sxm_pass=max(1, _ceil(float(p.sxm_pass_cycles))),
             transit=int(p.mem_slices) // 2 + int(p.superlanes),
             alus=max(1, int(p.vxm_alus_per_lane)),
             elems_per_vector=elems,
@@ -195,7 +197,7 @@ class Program:
         c = self.chip
         cur = self.add(self.r_vxm, "vxm", cycles, c.vxm_latency, [inp])
         for _ in range(c.reduce_rounds):
-            cur = self.add(self.r_sxm, "sxm", 1, c.sxm_latency + c.transit, [cur])
+            cur = self.add(self.r_sxm, "sxm", c.sxm_pass, c.sxm_latency + c.transit, [cur])
             cur = self.add(self.r_vxm, "vxm", 1, c.vxm_latency + c.transit, [cur])
         return cur
 

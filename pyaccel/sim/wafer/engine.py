@@ -35,19 +35,23 @@ RESOURCES = (
     "mesh_hop",
     "mesh_message",
     "wafer_io",
+    "wafer_io_latency",
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
 # Doubling a class's rate: factors keep integer fields integral (x2), except fixed latencies
 # (x0.5), which the engine floors (a 1-cycle add latency becomes 0, 2-cycle issue becomes 1).
 WHAT_IF = {
-    "pe_compute": (("fmac_fp16_per_cycle",), 2),
+    # the exp() polynomial runs on the FMAC datapath (wafer.exp_cost): twice the lanes, half
+    # the cycles per element
+    "pe_compute": (("fmac_fp16_per_cycle", "exp_cycles_per_elem"), (2, 0.5)),
     "pe_sram": (("sram_read_bytes_per_cycle", "sram_write_bytes_per_cycle"), 2),
     "mesh_link": (("link_bytes_per_cycle",), 2),
     "mesh_hop": (("hop_latency_cycles", "stream_add_latency_cycles"), 0.5),
     "mesh_message": (("message_overhead_cycles",), 0.5),
     "wafer_io": (("system_io_bytes_per_s",), 2.0),
-    "fixed_latency": (("dsd_issue_cycles", "system_io_latency_s"), 0.5),
+    "wafer_io_latency": (("system_io_latency_s",), 0.5),
+    "fixed_latency": (("dsd_issue_cycles",), 0.5),
 }
 ASSUMPTIONS = (
     "wafer.meshgemv: weights tiled 2-D over a region; the input slice replicated along one axis, "
@@ -175,11 +179,13 @@ class WaferPass:
         if a.wafer != b.wafer:
             out_hops = int(p.usable_width_pes) - (a.x0 + a.w)
             n_bytes = m * (1 if loopback else self.graph.hidden) * ACT_BYTES
+            # the crossing's latency and its bytes' serialisation, each its own class
+            io_lat = cycles(p.system_io_latency_s, p.clock_hz)
             io = cycles(p.system_io_latency_s + n_bytes / p.system_io_bytes_per_s, p.clock_hz)
             out_cost = OpCost()
             multicast(out_cost, c, 1, 0, elems, 0, 0, lead=max(1, out_hops))
             cost.parts += out_cost.parts
-            cost.parts.append(("wafer_io", io))
+            cost.parts += [("wafer_io_latency", io_lat), ("wafer_io", io - io_lat)]
             lead = max(1, b.x0)
             cost.transfers += 1
         elif a.y0 + a.h == b.y0 or b.y0 + b.h == a.y0:

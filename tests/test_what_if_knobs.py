@@ -1,0 +1,74 @@
+"""Every named rate or latency of a preset can be doubled by the what-if (issue 14, item 1).
+
+A preset assumption whose name says it is a rate (``_per_s``, ``_per_cycle``, ``_hz``) or a time
+(``_s``, ``_cycles``, ``_cycles_per_...``) must be a knob of exactly one resource class in its
+kind's ``WHAT_IF``, or be listed in ``NOT_A_CLASS`` with the reason no single class owns it.
+``--sensitivity`` varies every assumption either way (tests/test_sensitivity.py)."""
+
+import re
+from dataclasses import fields
+
+import pytest
+
+import pyaccel as pa
+from pyaccel.emulation import engine_module, what_if_system
+from pyaccel.hw.io import preset_names
+from pyaccel.hw.spec import PARAMS_BY_KIND
+
+TIMED = re.compile(r"(_per_s|_per_cycle|_hz|_s|_cycles|_cycles_per_\w+)$")
+
+NOT_A_CLASS = {
+    # every cycle-timed class of the machine at once; --sensitivity varies it
+    "clock_hz": "the clock scales every class timed in cycles at once",
+}
+
+
+def _knobs(kind: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for resource, (names, _) in engine_module(kind).WHAT_IF.items():
+        for name in names:
+            out.setdefault(name, []).append(resource)
+    return out
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_every_timed_assumption_is_a_what_if_knob(preset):
+    spec = pa.load_system(preset, 1).spec
+    knobs = _knobs(spec.kind)
+    timed = [a for a in spec.assumptions if TIMED.search(a) and a not in NOT_A_CLASS]
+    missing = [a for a in timed if a not in knobs]
+    assert not missing, f"{preset}: rate/latency assumptions no what-if class doubles: {missing}"
+    shared = {a: knobs[a] for a in timed if len(knobs[a]) > 1}
+    assert not shared, f"{preset}: a knob must belong to one class: {shared}"
+
+
+@pytest.mark.parametrize("kind", sorted(PARAMS_BY_KIND))
+def test_what_if_classes_are_the_engines_classes_and_knobs_exist(kind):
+    engine = engine_module(kind)
+    assert set(engine.WHAT_IF) == set(engine.RESOURCES)
+    params = {f.name for f in fields(PARAMS_BY_KIND[kind])}
+    for resource, (names, factor) in engine.WHAT_IF.items():
+        assert set(names) <= params, resource
+        factors = factor if isinstance(factor, tuple) else (factor,) * len(names)
+        assert len(factors) == len(names), resource
+        for name, f in zip(names, factors):
+            # "twice as fast": a rate doubles, a time or cycle cost halves
+            assert f == (0.5 if TIMED.search(name) and not _is_rate(name) else 2), (resource, name)
+
+
+def _is_rate(name: str) -> bool:
+    return bool(re.search(r"(_per_s|_per_cycle|_hz)$", name)) or name in RATE_COUNTS
+
+
+# knobs that are counts of parallel units (a rate in disguise: twice the units, twice the rate)
+RATE_COUNTS = {"weight_install_streams", "streams_per_direction", "mxm_planes",
+               "vxm_alus_per_lane", "rom_rows_per_cycle", "attn_mac_factor", "kv_sram_port_bytes"}
+
+
+def test_what_if_doubles_the_exp_cost_with_the_lanes():
+    """pe_compute doubles the FMAC lanes and halves the exp() cycles (both run on the FMAC
+    datapath), each parameter by its own factor."""
+    base = pa.load_system("wse3", 1)
+    fast = what_if_system(base, "pe_compute")
+    assert fast.spec.params.fmac_fp16_per_cycle == 2 * base.spec.params.fmac_fp16_per_cycle
+    assert fast.spec.params.exp_cycles_per_elem == base.spec.params.exp_cycles_per_elem / 2
