@@ -297,3 +297,22 @@ def test_stage_cycles_at_any_context_match_a_graph_rebuilt_there(tmp_path):
         want, _ = fresh.stage_cycles(build_graph(model, work, ctx))
         assert at(ctx) == want, ctx
     assert at(60) != at(2000)  # attention did change
+
+
+def test_collective_books_latency_link_and_transit_apart():
+    """A 2-chip all-reduce of 7,000 B in one op: the trace books the links' hop latency
+    (c2c_latency, the schedule re-run without it), the on-chip stream transit to the C2C ports
+    and back (fixed_latency: 2 x 64 cycles) and the rest as link serialisation (c2c_link);
+    together they are the op's whole time."""
+    p = _system().spec.params
+    chip, net = ChipModel.from_params(p), Network(p, 1e9)
+    assert chip.transit == 64
+    coll = net.allreduce(2, 7000, 10)
+    prog = Program(chip)
+    prog.begin_op(None, "ar", "allreduce")
+    prog.collective(coll, None)
+    spans = {res: d for _, res, _, d, _ in prog.schedule().op_events()}
+    assert spans["c2c_latency"] == coll.latency_cycles > 0
+    assert spans["fixed_latency"] == 2 * 64
+    assert spans["c2c_link"] == coll.cycles - coll.latency_cycles
+    assert sum(spans.values()) == coll.cycles + 2 * 64

@@ -419,4 +419,7 @@ def _hop_spans(sim: LpuSim, i: int, layer, chips, end: int, sent, links) -> list
     lat_s = end + max(hop.send_end)
     out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "c2c_latency", lat_s,
                     max(0, end + hop.cycles - lat_s)))  # fmt: skip
+    # the stream transit to the C2C ports and, on the next stage, back to its VXM
+    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency",
+                    end + hop.cycles, 2 * sim.chip.transit))  # fmt: skip
     return out

@@ -327,6 +327,20 @@ class Scheduled:
         colls = self.program.collectives
         return sum(colls[int(i)].latency_cycles for i in instructions if int(i) in colls)
 
+    def _c2c_apart(self, out: list, o: int, s: int, e: int, instructions) -> tuple[int, int]:
+        """Book the parts of an op's collectives that are not link serialisation: the links' hop
+        latency first (``c2c_latency``), the stream transit to and from the chip's C2C ports
+        last (``fixed_latency``, as every other op's transit); returns the link span's ends."""
+        lat = min(e - s, self._c2c_latency(instructions))
+        if lat:
+            out.append((o, "c2c_latency", s, lat, 0))
+        colls = self.program.collectives
+        moving = sum(1 for i in instructions if int(i) in colls and colls[int(i)].cycles)
+        transit = min(e - s - lat, moving * 2 * self.program.chip.transit)
+        if transit:
+            out.append((o, "fixed_latency", e - transit, transit, 0))
+        return s + lat, e - transit
+
     def _op_events(self):
         prog = self.program
         out = []
@@ -346,11 +360,8 @@ class Scheduled:
                     continue
                 s = int(self.start[k].min())
                 e = int((ready if kind == "c2c" else end)[k].max())
-                if kind == "c2c":  # the links' hop latency first, as its own class
-                    lat = min(e - s, self._c2c_latency(np.nonzero(k)[0]))
-                    if lat:
-                        out.append((o, "c2c_latency", s, lat, 0))
-                    s += lat
+                if kind == "c2c":  # the links' hop latency and the on-chip transit apart
+                    s, e = self._c2c_apart(out, o, s, e, np.nonzero(k)[0])
                 out.append((o, CLASS_OF_KIND[kind], s, e - s, int(nbytes[k].sum())))
                 busy_end = max(busy_end, e)
             done = int(ready[sel].max())
