@@ -51,7 +51,7 @@ def test_what_if_classes_are_the_engines_classes_and_knobs_exist(kind):
         assert set(names) <= params, resource
         factors = factor if isinstance(factor, tuple) else (factor,) * len(names)
         assert len(factors) == len(names), resource
-        for name, f in zip(names, factors):
+        for name, f in zip(names, factors, strict=True):
             # "twice as fast": a rate doubles, a time or cycle cost halves
             assert f == (0.5 if TIMED.search(name) and not _is_rate(name) else 2), (resource, name)
 
@@ -61,8 +61,15 @@ def _is_rate(name: str) -> bool:
 
 
 # knobs that are counts of parallel units (a rate in disguise: twice the units, twice the rate)
-RATE_COUNTS = {"weight_install_streams", "streams_per_direction", "mxm_planes",
-               "vxm_alus_per_lane", "rom_rows_per_cycle", "attn_mac_factor", "kv_sram_port_bytes"}
+RATE_COUNTS = {
+    "weight_install_streams",
+    "streams_per_direction",
+    "mxm_planes",
+    "vxm_alus_per_lane",
+    "rom_rows_per_cycle",
+    "attn_mac_factor",
+    "kv_sram_port_bytes",
+}
 
 
 def test_what_if_doubles_the_exp_cost_with_the_lanes():
