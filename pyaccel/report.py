@@ -5,7 +5,6 @@ make it faster (SPEC §5). Built from a :class:`~pyaccel.trace.Trace`.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -14,7 +13,7 @@ import numpy as np
 
 from . import kernels
 from .records import SCHEMA_VERSION, RunSummary, WhatIfRow
-from .units import fmt_seconds
+from .units import cycles, fmt_seconds
 
 OCCUPANCY_NOTE = (
     "resource shares are occupancy: the part of the step each resource class is busy on some "
@@ -210,8 +209,10 @@ def _jsonable(x: Any):
 
 def op_bound_seconds(seconds: float, clock_hz: float) -> float:
     """An op's lower bound in whole cycles of the clock of the unit that runs it (s): an op
-    takes at least one cycle, and its events are whole cycles, so the bound is rounded up."""
-    return math.ceil(seconds * clock_hz) / clock_hz if seconds > 0 else 0.0
+    takes at least one cycle, and its events are whole cycles, so the bound is rounded up (as
+    the engines round a time to cycles, float noise first: a bound of exactly the cycles an op
+    took is not bumped by one)."""
+    return max(1, cycles(seconds, clock_hz)) / clock_hz if seconds > 0 else 0.0
 
 
 def _by_kind(trace, step: int) -> list[KindRow]:

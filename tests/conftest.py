@@ -44,3 +44,18 @@ def llama8b():
 @pytest.fixture(scope="session")
 def h100():
     return pa.load_system("h100", units=1)
+
+
+def bound_ratio(system, model, units="auto", batch=1, context=64, overrides=None):
+    """The smallest emulated / lower-bound step ratio of a two-token run, or None when the
+    model does not fit (nothing to bound)."""
+    import numpy as np
+
+    work = pa.Workload(batch=batch, context=context, tokens=2)
+    sysm, cfg = pa.load_system(system, units, overrides=overrides), pa.load_model(model)
+    try:
+        plc = pa.place(cfg, sysm, work)
+    except pa.PyaccelError:
+        return None
+    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    return float(np.min(tr.step_cycles / tr.lower_bound_cycles))

@@ -36,7 +36,9 @@ def test_pipeline_cycles_counts_every_micro_batch_on_the_busiest_stage():
 
 
 def _ratios_at_least_one(rep):
-    low = [(r.kind, r.ratio) for r in rep.by_kind if r.ratio is not None and r.ratio < 1]
+    # 1e-12: an op whose bound is exactly its emulated cycles (a GPU norm: its launch and one
+    # body cycle) sums the same cycles in another order, in seconds
+    low = [(r.kind, r.ratio) for r in rep.by_kind if r.ratio is not None and r.ratio < 1 - 1e-12]
     assert not low, f"ops below their bound: {low}"
 
 

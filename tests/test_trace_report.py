@@ -103,6 +103,8 @@ def test_roofline_chain_and_resource_terms():
         ("b200", 8, "deepseek-v3", pa.Workload(batch=3, context=50, weights="fp8", tokens=3)),
         ("wse3", 1, "llama-3.1-8b", pa.Workload(context=64, tokens=3)),
         ("taalas-hc1", 1, "llama-3.1-8b", pa.Workload(context=64, tokens=3)),
+        ("groq-tsp", 40, "llama-3.1-8b", pa.Workload(batch=2, context=64, tokens=3)),
+        ("h100", 2, "mixtral-8x7b", pa.Workload(batch=2, context=64, tokens=3)),
     ],
 )
 def test_step_bounds_over_many_contexts_match_one_at_a_time(system, units, model, work):

@@ -2,26 +2,18 @@
 cross (the farthest PE's data over ``min(w, h) - 1`` hops of its region), and every emulated
 step stays at or above it on every wafer preset x model preset that fits."""
 
-import numpy as np
 import pytest
 
-import pyaccel as pa
 from pyaccel.model.config import preset_names
+
+from conftest import bound_ratio
 
 WAFERS = ("wse3", "wse2")
 FAST_MODELS = ("tiny", "llama-2-7b", "llama-3.1-8b", "waferllm")  # the default suite's share
 
 
 def _ratio(system, model, strategy="interleave", batch=1, context=64) -> float | None:
-    work = pa.Workload(batch=batch, context=context, tokens=2)
-    sysm = pa.load_system(system, "auto", overrides=[f"placement_strategy={strategy}"])
-    cfg = pa.load_model(model)
-    try:
-        plc = pa.place(cfg, sysm, work)
-    except pa.PyaccelError:  # does not fit: nothing to bound
-        return None
-    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
-    return float(np.min(tr.step_cycles / tr.lower_bound_cycles))
+    return bound_ratio(system, model, "auto", batch, context, [f"placement_strategy={strategy}"])
 
 
 @pytest.mark.parametrize("system", WAFERS)

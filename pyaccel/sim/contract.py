@@ -65,7 +65,13 @@ class BoundRates:
     """Peak rates an engine's lower bound uses: memory (bytes/s), each op's compute (a function
     of the op, ops/s, 0 for none) and the link that carries reductions between units (bytes/s),
     each with the resource class it stands for; and optionally the least latency an op must
-    wait on its placement (``latency_s(op, slot)``, s), in ``latency_resource``."""
+    wait on its placement (``latency_s(op, slot)``: s, or ``{class: s}`` when its parts are of
+    several classes; a bare number is of class ``latency_resource``).
+
+    ``latency_serial``: the floor cannot overlap the op's own work on its unit (a kernel's
+    launch precedes its body; a pipeline block drains after its busy cycles), so the dependent
+    chain adds it to the op's largest work term; otherwise the chain takes the larger of the
+    two (a wafer all-reduce's hops overlap its reads)."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -73,15 +79,21 @@ class BoundRates:
     compute_resource: str
     link_bytes_per_s: float
     link_resource: str
-    latency_s: Callable[[Any, Any], float] | None = None
+    latency_s: Callable[[Any, Any], float | dict] | None = None
     latency_resource: str = "fixed_latency"
+    latency_serial: bool = False
 
-    def latency_floor_s(self, op, slot) -> float:
+    def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
         :class:`~pyaccel.place.slot.LayerSlot`) places it, e.g. the hops its collective must
-        cross (s); 0 where the engine names none. It bounds one op on the dependent chain, not
-        a resource's throughput."""
-        return self.latency_s(op, slot) if self.latency_s else 0.0
+        cross, as sorted ``(class, s)`` pairs with positive times (hashable; empty where the
+        engine names none). It bounds one op on the dependent chain, not a resource's
+        throughput."""
+        if self.latency_s is None:
+            return ()
+        got = self.latency_s(op, slot)
+        parts = got if isinstance(got, dict) else {self.latency_resource: got}
+        return tuple(sorted((res, float(t)) for res, t in parts.items() if t > 0))
 
 
 @dataclass

@@ -5,7 +5,9 @@ The bound is computed from the graph, the placement and the spec's *peak* rates 
 independent of how an engine schedules: an op on ``n`` units is credited with a perfect ``1/n``
 split and activations are assumed to stay on chip. Fixed latencies count zero except the floor
 an engine names for an op where it is placed (``BoundRates.latency_s``: on a wafer, the hops a
-full-line all-reduce must cross), which adds to the op on the dependent chain only.
+full-line all-reduce must cross; on a GPU, kernel launches and a collective's start-up; on an
+LPU, each instruction's pipeline latency and stream transit; on an ASIC, each block's drain),
+which bounds the op on the dependent chain only, never a resource's throughput.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from .inputs import engine_module, run_graph
 
 @dataclass(frozen=True)
 class OpBound:
-    """One op's bound: the resource that sets it and its time at peak rate (s)."""
+    """One op's bound: the resource that sets it and its time on the dependent chain (s);
+    ``times`` its work at each resource's peak rate (s), ``floor`` its latency floor as
+    ``(class, s)`` pairs."""
 
     op: str
     layer: object
@@ -32,6 +36,7 @@ class OpBound:
     resource: str
     seconds: float
     times: dict
+    floor: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Roofline:
                     "resource": b.resource,
                     "seconds": b.seconds,
                     **b.times,
+                    **{f"floor_{res}": t for res, t in b.floor},
                 }
                 for b in self.ops
             ]
@@ -89,10 +95,18 @@ def bound_cycles(seconds, clock_hz: float) -> np.ndarray:
     return np.ceil(cycles * (1.0 - CYCLE_ROUNDING_SLACK)).astype(np.int64)
 
 
-def op_bound(op, n_units: int, rates: BoundRates, hidden: int, latency_s: float = 0.0) -> OpBound:
+def chain_seconds(work_s, latency_s: float, serial: bool):
+    """An op's time on the dependent chain from its largest work term and its latency floor
+    (s; numbers or arrays): their sum when the floor is serial with the work, else the larger."""
+    return work_s + latency_s if serial else np.maximum(work_s, latency_s)
+
+
+def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()) -> OpBound:
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units, the share each unit must receive over its link; and
-    the least latency it waits on where it is placed (``latency_s``, the engine's floor)."""
+    the least latency it waits on where it is placed (``floor``: ``(class, s)`` pairs, the
+    engine's :meth:`~pyaccel.sim.contract.BoundRates.latency_floor`), added to its largest
+    work term when the engine's floor is serial with the work, else the larger of the two."""
     times = {
         rates.mem_resource: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
         / (n_units * rates.mem_bytes_per_s)
@@ -103,19 +117,21 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, latency_s: float 
     if n_units > 1 and op.split in ("row", "experts"):
         out = ACT_BYTES * op.m * hidden if op.split == "experts" else ACT_BYTES * op.m * op.n
         times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
-    if latency_s > 0:
-        times[rates.latency_resource] = times.get(rates.latency_resource, 0.0) + latency_s
     resource = max(times, key=times.get)
-    return OpBound(op.name, op.layer, n_units, resource, times[resource], times)
+    work_s = times[resource]
+    latency_s = sum(t for _, t in floor)
+    if latency_s > work_s:  # named by its largest part
+        resource = max(floor, key=lambda part: part[1])[0]
+    seconds = float(chain_seconds(work_s, latency_s, rates.latency_serial))
+    return OpBound(op.name, op.layer, n_units, resource, seconds, times, floor)
 
 
-def _add_times(acc: dict, units, times: dict, count: int = 1, skip: str = "") -> None:
-    """Add ``times`` to each unit's totals; ``skip`` (the latency floor's class) is a term of
-    the dependent chain only, not a throughput a unit's total can be held to."""
+def _add_times(acc: dict, units, times: dict, count: int = 1) -> None:
+    """Add ``times`` (an op's work terms; its latency floor is a term of the dependent chain
+    only, not a throughput a unit's total can be held to) to each unit's totals."""
     for unit in units:
         for res, t in times.items():
-            if res != skip:
-                acc[(unit, res)] = acc.get((unit, res), 0.0) + count * t
+            acc[(unit, res)] = acc.get((unit, res), 0.0) + count * t
 
 
 def _max_by_resource(per_unit: dict) -> dict[str, float]:
@@ -144,31 +160,34 @@ class StepBounds:
         self.fixed_ops = [b for _, b in full]
         self.fixed_totals: dict = {}
         for op, b in full:
-            _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times,
-                       skip=self.rates.latency_resource)  # fmt: skip
+            _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times)
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
         self.groups: dict = {}  # (window, units, latency floor) -> attention layers
+        # an attention op's floor is taken at context 0 for every context (a floor that grows
+        # with the context is still a lower bound there, and one floor per group keeps at()
+        # and step_seconds() the same sums)
         for layer in range(graph.n_layers):
-            floor = self.rates.latency_floor_s(graph.attention_op(layer, 0), self.slots[layer])
+            floor = self.rates.latency_floor(graph.attention_op(layer, 0), self.slots[layer])
             key = (graph.attention_group(layer), self.unit_sets[layer], floor)
             self.groups.setdefault(key, []).append(layer)
 
-    def _bound(self, op) -> OpBound:
-        floor = self.rates.latency_floor_s(op, self.slots[op.layer])
+    def _bound(self, op, floor: tuple | None = None) -> OpBound:
+        if floor is None:
+            floor = self.rates.latency_floor(op, self.slots[op.layer])
         return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden, floor)
 
     def at(self, context: int, with_ops: bool = False) -> Roofline:
         """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only
         when ``with_ops``)."""
         chain, totals, attn_ops = self.one_fixed, dict(self.fixed_totals), []
-        for (_, units, _), layers in self.groups.items():
+        for (_, units, floor), layers in self.groups.items():
             rep = layers[0]
-            full = self._bound(self.graph.attention_op(rep, context))
-            one = self._bound(self.one.attention_op(rep, context))
+            full = self._bound(self.graph.attention_op(rep, context), floor)
+            one = self._bound(self.one.attention_op(rep, context), floor)
             chain += one.seconds * len(layers)
-            _add_times(totals, units, full.times, len(layers), skip=self.rates.latency_resource)
+            _add_times(totals, units, full.times, len(layers))
             if with_ops:
                 attn_ops += [replace(full, op=f"L{i}.attention", layer=i) for i in layers]
         by_res = _max_by_resource(totals)
@@ -199,17 +218,16 @@ class StepBounds:
                 times = {mem_res: (w + kv_read + kv_write) / (n * rates.mem_bytes_per_s)}
                 if rate:
                     times[comp_res] = flops / (n * rate)
-                if floor > 0:
-                    times[rates.latency_resource] = np.full(ctx.shape, floor)
                 if is_full:
                     for unit in units:
                         for res, t in times.items():
-                            if res == rates.latency_resource:
-                                continue
                             acc = totals.setdefault((unit, res), np.zeros(ctx.shape))
                             acc += len(layers) * t
                 else:
-                    chain += np.maximum.reduce(list(times.values())) * len(layers)
+                    work_s = np.maximum.reduce(list(times.values()))
+                    latency_s = sum(t for _, t in floor)
+                    op_s = chain_seconds(work_s, latency_s, rates.latency_serial)
+                    chain += op_s * len(layers)
         step = chain
         for t in totals.values():
             step = np.maximum(step, t)

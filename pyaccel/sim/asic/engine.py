@@ -130,8 +130,7 @@ class AsicCost:
 
     def fused(self, op, dies: tuple[int, ...]) -> Stage:
         """A vector op fused into the datapath: 1 cycle busy, pipeline depth (+ a tree)."""
-        width = op.k if op.kind == "sampling" else op.n
-        tree = math.ceil(math.log2(width)) if op.op_class in ("norm", "sampling") else 0
+        tree = _tree_depth(op)
         res = "rom_read" if op.kind == "embed" else "fixed_latency"
         b = self.graph.workload.batch
         n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
@@ -150,7 +149,7 @@ class AsicCost:
         kv_c, mac_c = int(kv_c), int(mac_c)
         rom_c = self.rows if op.params else 0
         res = "kv_sram" if kv_c >= mac_c else "mac_lanes"
-        tree = math.ceil(math.log2(op.k)) if op.k > 1 else 0
+        tree = _tree_depth(op)
         return Stage(
             op.name,
             layer,
@@ -198,6 +197,19 @@ class AsicCost:
             n_bytes,
             0,
         )
+
+
+def _tree_depth(op) -> int:
+    """Levels of the log2 reduction tree a fused op or attention adds to its block's pipeline
+    depth: a norm over its width, sampling's argmax over the vocabulary, attention's softmax
+    over the tokens attended; 0 for ops that do not reduce (cycles)."""
+    if op.op_class == "attention":
+        width = op.k
+    elif op.op_class in ("norm", "sampling"):
+        width = op.k if op.kind == "sampling" else op.n
+    else:
+        return 0
+    return math.ceil(math.log2(width)) if width > 1 else 0
 
 
 def _gather_bytes(op, s: int, hidden: int) -> int:
@@ -328,7 +340,26 @@ def rates(spec, work) -> BoundRates:
         return 2.0 * lanes * p.rom_rows_per_cycle * f * max(1, op.m)
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
-                      "chip_link")  # fmt: skip
+                      "chip_link", _drain_floor(spec), latency_serial=True)  # fmt: skip
+
+
+def _drain_floor(spec):
+    """``latency_s(op, slot)`` for the bound: the latency every token waits after a block's busy
+    cycles (s, class ``fixed_latency``): a GEMV's drain, a fused op's or attention's pipeline
+    depth and reduction tree, and the pipeline register after each block. A block drains after
+    it is busy and the next block starts on the whole output (``asic.op_serial``), so the floor
+    is serial with the op's work (chip-link hops between dies are not graph ops: none here)."""
+    p, clock = spec.params, spec.clock_hz
+    reg = _c(p.stage_register_cycles)
+
+    def latency_s(op, slot) -> float:
+        if op.op_class in design.ROM_CLASSES:
+            depth = _c(p.matmul_latency_cycles)
+        else:
+            depth = _c(p.vector_latency_cycles) + _tree_depth(op)
+        return (depth + reg) / clock
+
+    return latency_s
 
 
 def _spans(stages, starts_u, user: int, n_users: int) -> list[Span]:

@@ -211,7 +211,26 @@ def rates(spec, work) -> BoundRates:
         return kv if op.op_class == "attention" else 0.0
 
     return BoundRates(p.hbm_peak_bytes_per_s, "hbm", compute, "tensor_core",
-                      p.nvlink_bytes_per_s, "nvlink")  # fmt: skip
+                      p.nvlink_bytes_per_s, "nvlink", _launch_floor(p),
+                      latency_serial=True)  # fmt: skip
+
+
+def _launch_floor(p):
+    """``latency_s(op, slot)`` for the bound: the launches and start-ups an op's kernels wait
+    on before their bodies run (s, by class). Every graph op is one kernel (one launch) but the
+    residual add, fused into the next norm (gpu.fusion); with TP > 1 the residual brings the
+    all-reduce of the block's row-split output (a launch and the NVLink start-up, ``sync``) and
+    the LM head the all-gather of its logits. A kernel's launch precedes its body on the rank,
+    so the floor is serial with the op's work (stage transfers are not graph ops: none here)."""
+
+    def latency_s(op, slot) -> dict:
+        tp = len(slot.region.tp_ranks) if slot.region is not None else 1
+        residual = op.kind.endswith("residual")
+        collectives = int(tp > 1 and (residual or op.kind == "lm_head"))
+        launches = (0 if residual else 1) + collectives
+        return {"launch": launches * p.kernel_launch_s, "sync": collectives * p.nvlink_latency_s}
+
+    return latency_s
 
 
 def _spans(kernels: list[Kernel], tp: int) -> list[Span]:

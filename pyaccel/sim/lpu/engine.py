@@ -373,7 +373,57 @@ def rates(spec, work) -> BoundRates:
         return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
 
     link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
-    return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link")
+    return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
+                      _pipeline_floor(spec))  # fmt: skip
+
+
+def _plan_kinds(op, tp: int) -> tuple[str, ...]:
+    """The kinds of :func:`_op_plan`'s steps for ``op`` on a ``tp``-wide group, in order
+    (what the latency floor needs; a test holds it to ``_op_plan`` on whole models)."""
+    if op.kind == "embed":
+        return ("memio", "broadcast")
+    if op.op_class == "norm":
+        return ("reduce", "vector")
+    if op.op_class in ("matmul", "router"):
+        reduce = tp > 1 and op.split in ("row", "experts")
+        return ("gemv", "allreduce") if reduce else ("gemv",)
+    if op.op_class == "attention":
+        mla = ("gemv",) if op.weight_bytes else ()
+        return ("memio", *mla, "gemv", "reduce", "vector", "reduce", "vector", "gemv")
+    if op.kind == "sampling":
+        return ("reduce", "allgather")
+    return ("vector",)
+
+
+def _pipeline_floor(spec):
+    """``latency_s(op, slot)`` for the bound: the cycles an op's result takes to come out after
+    its input arrives on a program with no other work, the sum over its plan's steps (s, class
+    ``fixed_latency``): a GEMV's one MXM cycle, the MXM latency and the stream transit; a VXM
+    pass's cycle, latency and transit; a reduction's VXM pass then per round an SXM transpose
+    and a VXM add, each with its latency and transit; a MEM write's cycle and transit; a
+    collective on a group of two or more chips one C2C hop latency (plus the all-reduce's one
+    VXM cycle) and the transit to the C2C ports and back. Every step of an op waits on the one
+    before (``lpu.layer_order``), and the latencies follow the cycles that issue them, so the
+    floor is serial with the op's slice occupancy; it is taken as the larger of the two only,
+    because weight installs, the op's largest work term, run ahead of the op."""
+    chip = ChipModel.from_params(spec.params)
+    hop = Network(spec.params, spec.clock_hz).latency
+    gemv = 1 + chip.mxm_latency + chip.transit
+    vector = 1 + chip.vxm_latency + chip.transit
+    round_trip = chip.sxm_pass + chip.sxm_latency + 2 * chip.transit + 1 + chip.vxm_latency
+    reduce = 1 + chip.vxm_latency + chip.reduce_rounds * round_trip
+    memio = 1 + chip.transit
+    collective = hop + 2 * chip.transit
+    cycles = {"gemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
+              "allreduce": collective + 1, "allgather": collective,
+              "broadcast": collective}  # fmt: skip
+
+    def latency_s(op, slot) -> float:
+        tp = len(slot.units)
+        total = sum(cycles[k] for k in _plan_kinds(op, tp) if tp > 1 or k not in _COLLECTIVE_STEPS)
+        return total / spec.clock_hz
+
+    return latency_s
 
 
 def _spans(sim: LpuSim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray]:

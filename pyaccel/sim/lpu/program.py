@@ -315,9 +315,10 @@ class Scheduled:
     _events: list | None = None
 
     def op_events(self):
-        """Per (op, resource class): (op index, class, start, duration, bytes) spans, plus a
-        ``fixed_latency`` span from each op's last busy cycle to its result being usable
-        (computed once per schedule)."""
+        """Per (op, resource class): (op index, class, start, duration, bytes) spans, plus
+        ``fixed_latency`` spans over every cycle from the op's first instruction to its result
+        being usable that no span covers: the pipeline latency and stream transit between its
+        steps and after its last (computed once per schedule)."""
         if self._events is None:
             self._events = self._op_events()
         return self._events
@@ -353,7 +354,7 @@ class Scheduled:
             sel = op == o
             if not sel.any():
                 continue
-            busy_end = 0
+            first = len(out)
             for kind in ("install", "mxm", "vxm", "sxm", "memio", "c2c"):
                 k = sel & (kinds == kind)
                 if not k.any():
@@ -363,8 +364,19 @@ class Scheduled:
                 if kind == "c2c":  # the links' hop latency and the on-chip transit apart
                     s, e = self._c2c_apart(out, o, s, e, np.nonzero(k)[0])
                 out.append((o, CLASS_OF_KIND[kind], s, e - s, int(nbytes[k].sum())))
-                busy_end = max(busy_end, e)
-            done = int(ready[sel].max())
-            if done > busy_end:
-                out.append((o, "fixed_latency", busy_end, done - busy_end, 0))
+            covered = sorted((ev[2], ev[2] + ev[3]) for ev in out[first:])
+            out += _uncovered(o, covered, int(self.start[sel].min()), int(ready[sel].max()))
         return out
+
+
+def _uncovered(o: int, covered: list, start: int, done: int) -> list:
+    """``fixed_latency`` spans of op ``o`` over the cycles of [start, done) outside every
+    (sorted) ``covered`` interval."""
+    out, t = [], start
+    for s, e in covered:
+        if s > t:
+            out.append((o, "fixed_latency", t, s - t, 0))
+        t = max(t, e)
+    if done > t:
+        out.append((o, "fixed_latency", t, done - t, 0))
+    return out
