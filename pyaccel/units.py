@@ -11,6 +11,10 @@ TB = 10**12
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30
+BITS_PER_BYTE = 8
+FLOPS_PER_MAC = 2  # a multiply-accumulate counts as two floating-point operations
+UM2_PER_MM2 = 10**6  # square micrometres in a square millimetre
+
 # Cycle counts must stay far inside int64 (timelines add many of them).
 MAX_CYCLES = 2**62
 

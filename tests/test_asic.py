@@ -140,6 +140,7 @@ DIRECTION = {
     "rom_rows_per_bitline": "slower",
     "matmul_latency_cycles": "slower",
     "vector_latency_cycles": "slower",
+    "fused_op_busy_cycles": "slower",
     "kv_sram_port_bytes": "not slower",
     "kv_sram_bank_bytes": "not faster",
     "lane_transistors": "same",

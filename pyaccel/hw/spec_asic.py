@@ -50,6 +50,10 @@ class AsicParams:
         "pipeline depth of a fused vector op (norm, RoPE, SiLU, residual, softmax) (cycles)",
         strict=False,
     )
+    fused_op_busy_cycles: float = _f(
+        "cycles a fused vector op (norm, RoPE, SiLU, residual add, argmax) holds its block per "
+        "token, before its pipeline depth"
+    )
     stage_register_cycles: float = _f(
         "pipeline-register cycles between consecutive blocks (cycles)", strict=False
     )

@@ -34,6 +34,13 @@ class LpuParams:
     vxm_latency_cycles: int = _i("cycles of one pass through a VXM ALU chain")
     sxm_latency_cycles: int = _i("cycles of one SXM shift/transpose pass")
     sxm_pass_cycles: int = _i("cycles an SXM transpose of one block occupies the SXM")
+    hemispheres: int = _i("mirrored halves of the chip, each with its own MEM slices and MXMs")
+    stream_hop_cycles: float = _f("cycles a stream takes per slice hop or superlane of ripple")
+    weight_buffers_per_plane: int = _i("weight blocks one MXM plane holds (install while compute)")
+    norm_vxm_ops_per_elem: int = _i("VXM ALU ops per element of a norm's scaling pass")
+    softmax_exp_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's max-subtract + exp")
+    softmax_scale_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's 1/sum scaling")
+    activation_buffers: int = _i("widest activations a layer keeps per chip (in/out, buffered)")
 
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.relation`)."""

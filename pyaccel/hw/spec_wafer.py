@@ -51,6 +51,13 @@ class WaferParams:
     exp_cycles_per_elem: int = _i(
         "PE cycles per element for exp() in softmax (cycles)", strict=False
     )
+    norm_scale_lane_ops_per_elem: int = _i(
+        "FMAC lane ops per element of a norm's scaling pass (after its sum of squares)"
+    )
+    norm_scale_dsds_per_token: int = _i("DSD instructions a norm's scaling pass issues per token")
+    elementwise_task_messages: int = _i(
+        "message start costs an elementwise op pays to activate its PE task", strict=False
+    )
     system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
     system_io_latency_s: float = _f(
         "latency of one wafer-to-wafer hop through the switch (s)", strict=False

@@ -23,14 +23,15 @@ def tp_candidates(spec) -> list[int]:
     return [t for t in range(node, 0, -1) if node % t == 0]
 
 
-def _buffer_bytes(graph, layer) -> int:
-    """Activation buffers a layer keeps on each chip: the widest activation of its ops, in and
-    out, double-buffered (lpu.activation_buffers)."""
+def _buffer_bytes(graph, spec, layer) -> int:
+    """Activation buffers a layer keeps on each chip: ``activation_buffers`` copies of the
+    widest activation of its ops (in and out, double-buffered: lpu.activation_buffers)."""
     widest = max((max(op.n, op.k) for op in graph.ops_of(layer) if op.kind != "sampling"),
                  default=0)  # fmt: skip
     if layer == "head":
         widest = max(widest, graph.vocab)
-    return 4 * ACT_BYTES * graph.workload.batch * widest
+    copies = max(1, int(spec.params.activation_buffers))
+    return copies * ACT_BYTES * graph.workload.batch * widest
 
 
 def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> LayerSlot:
@@ -47,7 +48,7 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> 
             w[i] += b
         for i, b in enumerate(split_even(op.resident_kv_bytes, tp)):
             kv[i] += b
-    buf = _buffer_bytes(graph, layer)
+    buf = _buffer_bytes(graph, spec, layer)
     need_w, need_kv = graph.resident_bytes(layer)
     slice_bytes = int(spec.params.sram_bytes) // int(spec.params.mem_slices)
     first = used[0] // slice_bytes
@@ -68,7 +69,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     chips left over stay idle)."""
     keys = graph.layer_keys
     n_stages = max(1, min(units // tp, len(keys)))
-    sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, k) for k in keys]
+    sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, spec, k) for k in keys]
     stage_of = contiguous_partition(sizes, n_stages)
     slots, used = [], {}
     for k, s in zip(keys, stage_of, strict=True):
@@ -152,7 +153,7 @@ def no_fit_cause(graph, spec) -> str:
     unit, _, used, have = max(failed.shortfalls(), key=lambda x: x[2] - x[3])
     key = failed.layers_on(unit)[0]
     parts = resident_parts(graph, key)
-    buf = _buffer_bytes(graph, key)
+    buf = _buffer_bytes(graph, spec, key)
     return (
         f"layer {key!r} alone needs {used:,} B ({fmt_bytes(used)}) on chip {unit} of a stage of "
         f"{widest} chips (the widest tensor-parallel group, one node), more than its {have:,} B "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError, PlacementError
+from ...units import BITS_PER_BYTE
 from . import Record, ints, is_bool, is_int, is_str, jfield, list_of
 from . import asic_die as design
 
@@ -58,7 +59,7 @@ def capacity(system, graph=None) -> tuple[dict, dict, dict] | None:
     rom = (
         design.rom_capacity_bytes(graph, p)
         if system.etch
-        else design.etched_budget(p).rom_bits // 8
+        else design.etched_budget(p).rom_bits // BITS_PER_BYTE
     )
     return (
         {"rom": int(rom), "kv_sram": int(design.kv_sram_bytes(p))},

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ...errors import ConfigError
-from ...units import fmt_bytes
+from ...units import BITS_PER_BYTE, UM2_PER_MM2, fmt_bytes
 
 ROM_CLASSES = ("matmul", "router")
 
@@ -55,7 +55,7 @@ def logic_per_lane(p) -> float:
 def layer_cost(graph, layer, p) -> float:
     """Transistors a layer's ROM and lane logic take on a die."""
     ops = graph.ops_of(layer)
-    rom = sum(o.resident_weight_bytes for o in ops) * 8 / p.rom_bits_per_transistor
+    rom = sum(o.resident_weight_bytes for o in ops) * BITS_PER_BYTE / p.rom_bits_per_transistor
     lanes = sum(lanes_of(o, p.rom_rows_per_bitline) for o in ops)
     return rom + lanes * logic_per_lane(p)
 
@@ -90,12 +90,12 @@ class Budget:
 
 def budget(graph, p) -> Budget:
     """Split one die's transistors between ``graph``'s ROM, its lanes and the SRAM left over."""
-    bits = graph.total_resident_weight_bytes * 8
+    bits = graph.total_resident_weight_bytes * BITS_PER_BYTE
     rom = bits / p.rom_bits_per_transistor
     lanes = sum(lanes_of(o, p.rom_rows_per_bitline) for o in graph.ops)
     logic = lanes * logic_per_lane(p)
     sram_t = p.transistors - rom - logic
-    sram = max(0, int(sram_t // (8 * p.sram_transistors_per_bit)))
+    sram = max(0, int(sram_t // (BITS_PER_BYTE * p.sram_transistors_per_bit)))
     return Budget(
         graph.model_name,
         graph.workload.weights,
@@ -106,7 +106,7 @@ def budget(graph, p) -> Budget:
         logic,
         sram_t,
         sram,
-        sram * 8 * p.sram_um2_per_bit / 1e6,
+        sram * BITS_PER_BYTE * p.sram_um2_per_bit / UM2_PER_MM2,
         p.die_area_mm2,
     )
 
@@ -140,7 +140,7 @@ def kv_sram_bytes(p) -> int:
 
 def die_logic_budget(p) -> float:
     """Transistors of one die left for ROM and lane logic once its SRAM is built."""
-    return p.transistors - kv_sram_bytes(p) * 8 * p.sram_transistors_per_bit
+    return p.transistors - kv_sram_bytes(p) * BITS_PER_BYTE * p.sram_transistors_per_bit
 
 
 def rom_capacity_bytes(graph, p) -> int:

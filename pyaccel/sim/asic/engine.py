@@ -25,7 +25,7 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
-from ...units import cycles, transfer_cycles
+from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
 from ..contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
@@ -39,6 +39,7 @@ WHAT_IF = {
             "matmul_latency_cycles",
             "vector_latency_cycles",
             "stage_register_cycles",
+            "fused_op_busy_cycles",
             "chip_link_latency_s",
         ),
         0.5,
@@ -129,13 +130,15 @@ class AsicCost:
         )
 
     def fused(self, op, dies: tuple[int, ...]) -> Stage:
-        """A vector op fused into the datapath: 1 cycle busy, pipeline depth (+ a tree)."""
+        """A vector op fused into the datapath: ``fused_op_busy_cycles`` busy, then its pipeline
+        depth (+ a tree)."""
         tree = _tree_depth(op)
         res = "rom_read" if op.kind == "embed" else "fixed_latency"
         b = self.graph.workload.batch
         n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
+        busy = max(1, _c(self.p.fused_op_busy_cycles))
         return Stage(
-            op.name, op.layer, op.kind, dies, res, 1, self.vec + tree + self.reg, n_bytes, 0
+            op.name, op.layer, op.kind, dies, res, busy, self.vec + tree + self.reg, n_bytes, 0
         )
 
     def attention(self, layer: int, context: int, dies: tuple[int, ...], banks: int) -> Stage:
@@ -167,7 +170,7 @@ class AsicCost:
         split over ``s`` dies (numbers or int64 arrays, one per step)."""
         port = banks * self.p.kv_sram_port_bytes
         lanes = self.mac_lanes(layer, banks)
-        return np.ceil(kv / s / port), np.ceil(flops / 2 / s / lanes)
+        return np.ceil(kv / s / port), np.ceil(flops / FLOPS_PER_MAC / s / lanes)
 
     def mac_lanes(self, layer: int, banks: int) -> float:
         """Attention MAC lanes of a layer per die: KV elements per cycle from its ports x MACs
@@ -178,9 +181,9 @@ class AsicCost:
         graph = self.graph
         a0 = graph.attention_op(layer, 0, self.one).flops
         a1 = graph.attention_op(layer, 1, self.one).flops
-        macs_per_elem = (a1 - a0) / 2 / graph.attention.kv_elems_per_token
+        macs_per_elem = (a1 - a0) / FLOPS_PER_MAC / graph.attention.kv_elems_per_token
         bits = self.one.kv_format.bits_for("kv")
-        elems = banks * self.p.kv_sram_port_bytes * 8 / bits
+        elems = banks * self.p.kv_sram_port_bytes * BITS_PER_BYTE / bits
         self._macs[key] = max(1.0, elems * macs_per_elem * self.p.attn_mac_factor)
         return self._macs[key]
 
@@ -292,11 +295,14 @@ def _attention_column(cost, first: StepShape, layer, dies, banks, n_steps: int) 
     return col
 
 
+AFFINE_CHECK_STEPS = 3  # an affine law is checked at a run's first, second and last step
+
+
 def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     """Attention busy cycles for every step in one go when the op's K/V bytes and FLOPs grow by
     the same amount per cached token over the whole run (checked at its first, second and last
     step against the graph's op), else None. Same arithmetic as :meth:`AsicCost.attention`."""
-    if n_steps < 3:
+    if n_steps < AFFINE_CHECK_STEPS:
         return None
     ops = [cost.graph.attention_op(layer, context + t, cost.one) for t in (0, 1, n_steps - 1)]
     kv = [o.kv_read_bytes + o.kv_write_bytes for o in ops]
@@ -328,7 +334,7 @@ def rates(spec, work) -> BoundRates:
         fmt = fmt or get_format(spec.native_format)
         widest = max(widest, fmt.value_bits, *fmt.role_bits.values())
     lanes_max = design.die_logic_budget(p) * p.lane_logic_share / p.lane_transistors
-    rom_bw = lanes_max * p.rom_rows_per_cycle * (widest + 1) / 8 * f
+    rom_bw = lanes_max * p.rom_rows_per_cycle * (widest + 1) / BITS_PER_BYTE * f
     sram_bw = design.kv_banks(p) * p.kv_sram_port_bytes * f
     rows = int(p.rom_rows_per_bitline)
 
@@ -337,7 +343,7 @@ def rates(spec, work) -> BoundRates:
         if op.op_class not in design.ROM_CLASSES or not one:
             return 0.0
         lanes = math.ceil(one / rows) * copies
-        return 2.0 * lanes * p.rom_rows_per_cycle * f * max(1, op.m)
+        return FLOPS_PER_MAC * lanes * p.rom_rows_per_cycle * f * max(1, op.m)
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
                       "chip_link", _drain_floor(spec), latency_serial=True)  # fmt: skip

@@ -18,6 +18,7 @@ from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
 # ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
 # small-message latency: the ranks' flag handshake and the wire), apart from its bytes.
+RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "sync")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {
@@ -40,8 +41,10 @@ ASSUMPTIONS = (
     "(their FLOPs are negligible)",
     "gpu.low_bit_dequant: formats without a native tensor-core rate on this GPU (e.g. int4, "
     "hc1, fp4 on Hopper) compute at the BF16 rate after dequantisation (W4A16-style)",
-    "gpu.tp_allreduce: one all-reduce of the activations before each residual add when TP > 1; "
-    "the LM head's logits are all-gathered",
+    "gpu.tp_allreduce: one all-reduce of the activations before each residual add when TP > 1, "
+    "one-shot ((t-1) peer buffers) or ring (RING_ALLREDUCE_PHASES = 2: reduce-scatter then "
+    "all-gather, each (t-1)/t of the message), whichever moves less; the LM head's logits are "
+    "all-gathered",
 )
 
 
@@ -127,7 +130,8 @@ class GpuCost:
         or ring (2(t-1)/t of the message), whichever is less, as NCCL and vLLM pick by size;
         ``allgather``: the (t-1)/t of a sharded tensor a rank lacks."""
         p, tp = self.p, self.tp
-        share = min(tp - 1, 2 * (tp - 1) / tp) if kind == "allreduce" else (tp - 1) / tp
+        ring = RING_ALLREDUCE_PHASES * (tp - 1) / tp
+        share = min(tp - 1, ring) if kind == "allreduce" else (tp - 1) / tp
         move = share * n_bytes / p.nvlink_bytes_per_s
         launch = cycles(p.kernel_launch_s, self.clock)
         latency = cycles(p.nvlink_latency_s, self.clock)

@@ -18,10 +18,10 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...place.kinds.lpu import stage_of
-from ...units import largest_share
+from ...units import FLOPS_PER_MAC, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .net import Network
-from .program import INPUT, ChipModel, Program
+from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
@@ -34,17 +34,23 @@ WHAT_IF = {
     "lpu_sxm": (("sxm_pass_cycles",), 0.5),
     "c2c_link": (("c2c_bytes_per_s",), 2.0),
     "c2c_latency": (("c2c_latency_s",), 0.5),
-    "fixed_latency": (("mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles"), 0.5),
+    "fixed_latency": (
+        ("mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles", "stream_hop_cycles"),
+        0.5,
+    ),
 }
 ASSUMPTIONS = (
     "lpu.static_order: every functional slice and C2C link executes its instructions in the "
     "compiler's list order (in-order queues, no back-filling), so times are max-plus in the "
     "durations: a slower part never speeds a step",
-    "lpu.stream_transit: a hand-off between functional slices crosses mem_slices/2 slice hops "
-    "(one per cycle, a hemisphere's MEM between the central VXM and the MXM/SXM at its edge) "
-    "plus one cycle per superlane of instruction ripple",
-    "lpu.double_buffered_weights: each MXM plane holds two weight blocks, so a block may install "
-    "while the one before it computes (LW buffer + IW, mechanisms.md A.1)",
+    "lpu.c2c_transit: a C2C transfer crosses the stream transit TRANSITS_PER_C2C = 2 times (to "
+    "the ports at the chip edge, and from them to the receiving slice), once per end of a stage "
+    "hop",
+    "lpu.memio_rate: activation and KV-cache vectors are written to MEM at one vector per cycle "
+    "per stream of a direction (streams_per_direction vectors per cycle)",
+    "lpu.sampled_token_bytes: the sampled maxima are all-gathered as ARGMAX_PAIR_BYTES = 8 per "
+    "token (fp32 value + int32 index); the sampled token returns to the first stage as "
+    "TOKEN_ID_BYTES = 4 per sequence (int32)",
     "lpu.cross_lane_reduce: norms and softmax reduce across lanes by SXM transposes of "
     "superlane-wide blocks plus VXM adds, each round a stream round trip",
     "lpu.attention_kv_installed: attention installs the shard's K then V cache into the MXM as "
@@ -60,8 +66,12 @@ ASSUMPTIONS = (
 )
 
 
+ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
+TOKEN_ID_BYTES = 4  # an int32 token id (lpu.sampled_token_bytes)
+
 # ---------------------------------------------------------------------------------------------
-# op plans: the integer quantities each op's instructions depend on (hashable, cache keys)
+# op plans: the integer quantities each op's instructions depend on (hashable, cache keys); a
+# VXM pass gives its ALU ops per element as a number or as the name of a preset count
 
 
 def _read_elems(op) -> int:
@@ -81,7 +91,7 @@ def _op_plan(op, graph, tp: int) -> tuple:
         return (("memio", row), ("broadcast", row))
     if op.op_class == "norm":
         w = largest_share(op.n, tp, sharded) * m
-        return (("reduce", w), ("vector", w, 2))
+        return (("reduce", w), ("vector", w, "norm"))
     if op.op_class in ("matmul", "router"):
         steps = [("gemv", largest_share(_read_elems(op), tp, sharded), m)]
         if tp > 1 and op.split in ("row", "experts"):
@@ -91,7 +101,8 @@ def _op_plan(op, graph, tp: int) -> tuple:
     if op.op_class == "attention":
         return _attention_plan(op, graph.attention, tp)
     if op.kind == "sampling":
-        return (("reduce", largest_share(op.k, tp, True) * m), ("allgather", 8 * m))
+        pairs = ARGMAX_PAIR_BYTES * m
+        return (("reduce", largest_share(op.k, tp, True) * m), ("allgather", pairs))
     width = largest_share(op.n, tp, sharded) * m
     per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
     return (("vector", width, per_elem),)
@@ -117,9 +128,9 @@ def _attention_plan(op, att, tp: int) -> tuple:
     steps += [
         ("gemv", -(-kv_elems // 2), group),
         ("reduce", scores),
-        ("vector", scores, 2),
+        ("vector", scores, "softmax_exp"),
         ("reduce", scores),
-        ("vector", scores, 1),
+        ("vector", scores, "softmax_scale"),
         ("gemv", -(-kv_elems // 2), group),
     ]
     return tuple(steps)
@@ -133,7 +144,8 @@ def _canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
         return ("gemv", max(1, -(-st[1] // chip.block_weights)), st[2])
     vecs = max(1, -(-st[1] // chip.elems_per_vector))
     if kind == "vector":
-        return ("vector", max(1, -(-vecs * max(1, st[2]) // chip.alus)))
+        per = st[2] if isinstance(st[2], int) else dict(chip.ops_per_elem)[st[2]]
+        return ("vector", max(1, -(-vecs * max(1, per) // chip.alus)))
     if kind == "reduce":
         return ("reduce", max(1, -(-vecs // chip.alus)))
     if kind == "memio":
@@ -246,7 +258,7 @@ class LpuSim:
         a, b = self.stages[i][0], self.stages[nxt][0]
         same = a[0] // self.node_size == b[0] // self.node_size
         batch = self.graph.workload.batch
-        n_bytes = ACT_BYTES * batch * self.graph.hidden if nxt else 4 * batch
+        n_bytes = ACT_BYTES * batch * self.graph.hidden if nxt else TOKEN_ID_BYTES * batch
         return self.net.stage_hop(len(a), len(b), n_bytes, same)
 
     def stage_plans(self, graph, i: int) -> tuple[tuple, list]:
@@ -285,7 +297,7 @@ class LpuSim:
         hop = self.hops[i]
         # the hop leaves through the C2C ports at the chip edge and lands on the next
         # stage's VXM: stream transit at both ends
-        return sch.cycles + (hop.cycles + 2 * self.chip.transit if hop else 0)
+        return sch.cycles + (hop.cycles + TRANSITS_PER_C2C * self.chip.transit if hop else 0)
 
     def group_key(self, layer: int) -> int:
         """A layer's attention plan depends on its stage's TP width."""
@@ -367,7 +379,7 @@ def rates(spec, work) -> BoundRates:
     clock = spec.clock_hz
     mem = float(p.mem_slices) * float(p.vector_bytes) * clock
     side = float(p.mxm_dim) / max(1.0, float(p.mxm_operand_bytes))
-    mxm = 2.0 * float(p.mxm_planes) * side * side * clock
+    mxm = FLOPS_PER_MAC * float(p.mxm_planes) * side * side * clock
 
     def compute(op) -> float:
         return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
@@ -410,10 +422,11 @@ def _pipeline_floor(spec):
     hop = Network(spec.params, spec.clock_hz).latency
     gemv = 1 + chip.mxm_latency + chip.transit
     vector = 1 + chip.vxm_latency + chip.transit
-    round_trip = chip.sxm_pass + chip.sxm_latency + 2 * chip.transit + 1 + chip.vxm_latency
+    sxm_pass = chip.sxm_pass + chip.sxm_latency + chip.transit
+    round_trip = sxm_pass + 1 + chip.vxm_latency + chip.transit
     reduce = 1 + chip.vxm_latency + chip.reduce_rounds * round_trip
     memio = 1 + chip.transit
-    collective = hop + 2 * chip.transit
+    collective = hop + TRANSITS_PER_C2C * chip.transit
     cycles = {"gemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
               "allreduce": collective + 1, "allgather": collective,
               "broadcast": collective}  # fmt: skip
@@ -471,5 +484,5 @@ def _hop_spans(sim: LpuSim, i: int, layer, chips, end: int, sent, links) -> list
                     max(0, end + hop.cycles - lat_s)))  # fmt: skip
     # the stream transit to the C2C ports and, on the next stage, back to its VXM
     out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency",
-                    end + hop.cycles, 2 * sim.chip.transit))  # fmt: skip
+                    end + hop.cycles, TRANSITS_PER_C2C * sim.chip.transit))  # fmt: skip
     return out

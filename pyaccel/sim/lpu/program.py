@@ -6,15 +6,18 @@ Resources of one chip (each a functional slice with its own in-order instruction
   ``wi`` vectors per cycle (``weight_install_streams``, capped by the streams of a direction
   shared by the hemisphere's planes and by the MEM slices that can read a vector per cycle);
 - ``mxm[p]`` (``lpu_mxm``): the plane computing, one activation vector per cycle; weight-stationary
-  with two weight buffers, so block ``j+2`` may install while block ``j`` computes;
+  with ``weight_buffers_per_plane`` weight buffers (two: block ``j+2`` may install while block
+  ``j`` computes);
 - ``vxm`` (``lpu_vxm``): 16 ALUs per lane, a chain of ``c`` ALU ops on ``v`` vectors occupies
   ceil(v c / 16) cycles;
 - ``sxm`` (``lpu_sxm``): shifts/transposes for cross-lane reductions;
 - ``memio`` (``lpu_mem``): activation and KV-cache vectors written to MEM.
 
 Data handed from one functional slice to another crosses ``transit`` cycles of stream
-(``mem_slices / 2`` slice hops across a hemisphere, one per cycle, plus the ``superlanes``-cycle
-ripple of the instruction down the superlanes). Collectives are pure delays whose length the
+(``mem_slices / hemispheres`` slice hops across a hemisphere plus the ripple of the instruction
+down the ``superlanes``, ``stream_hop_cycles`` each: lpu.stream_transit). A C2C transfer crosses
+it ``TRANSITS_PER_C2C`` times: from the producing slice to the chip-edge ports, and from the
+ports to the receiving slice. Collectives are pure delays whose length the
 network's transfer schedule gives (:mod:`pyaccel.sim.lpu.net`).
 """
 
@@ -29,6 +32,7 @@ from ...kernels import get as get_kernel
 from ...model.ops import ACT_BYTES
 
 INPUT = -2  # a fragment's dependency on the previous op's output, filled in when joined
+TRANSITS_PER_C2C = 2  # to the C2C ports at the chip edge, and from them on the receiving side
 
 CLASS_OF_KIND = {"install": "lpu_mem", "mxm": "lpu_mxm", "vxm": "lpu_vxm", "sxm": "lpu_sxm",
                  "memio": "lpu_mem", "c2c": "c2c_link", "delay": "fixed_latency"}  # fmt: skip
@@ -49,7 +53,9 @@ class ChipModel:
     vxm_latency: int
     sxm_latency: int
     sxm_pass: int  # cycles one transpose occupies the SXM (at least 1)
+    ops_per_elem: tuple  # (pass name, VXM ALU ops per element) of the passes the preset names
     transit: int
+    weight_buffers: int  # weight blocks a plane holds (lpu.double_buffered_weights)
     alus: int
     elems_per_vector: int
     vector_bytes: int
@@ -67,7 +73,9 @@ class ChipModel:
         vec = int(p.vector_bytes)
         # install vectors per cycle per plane: its own streams, a hemisphere's streams shared by
         # its planes, and MEM slices each reading one vector per cycle
-        per_hemi = max(1, planes // 2)
+        hemis = max(1, int(p.hemispheres))
+        per_hemi = max(1, planes // hemis)
+        slices_per_hemi = int(p.mem_slices) // hemis
         wi = min(
             float(p.weight_install_streams),
             float(p.streams_per_direction) / per_hemi,
@@ -88,7 +96,13 @@ class ChipModel:
             vxm_latency=_ceil(float(p.vxm_latency_cycles)),
             sxm_latency=_ceil(float(p.sxm_latency_cycles)),
             sxm_pass=max(1, _ceil(float(p.sxm_pass_cycles))),
-            transit=int(p.mem_slices) // 2 + int(p.superlanes),
+            transit=_ceil(float(p.stream_hop_cycles) * (slices_per_hemi + int(p.superlanes))),
+            weight_buffers=max(1, int(p.weight_buffers_per_plane)),
+            ops_per_elem=(
+                ("norm", max(1, int(p.norm_vxm_ops_per_elem))),
+                ("softmax_exp", max(1, int(p.softmax_exp_vxm_ops_per_elem))),
+                ("softmax_scale", max(1, int(p.softmax_scale_vxm_ops_per_elem))),
+            ),
             alus=max(1, int(p.vxm_alus_per_lane)),
             elems_per_vector=elems,
             vector_bytes=vec,
@@ -179,7 +193,8 @@ class Program:
         blk_bytes = c.block_weights * c.operand_bytes
         for b in range(blocks):
             p = b % c.planes
-            free_buf = computes[b - 2 * c.planes] if b >= 2 * c.planes else -1
+            held = c.weight_buffers * c.planes  # blocks installed before one must be freed
+            free_buf = computes[b - held] if b >= held else -1
             ins = self.add(self.r_install(p), "install", c.install_cycles, 0, [free_buf], blk_bytes)
             comp = self.add(self.r_mxm(p), "mxm", max(1, m_vectors), 0, [ins, inp])
             computes.append(comp)
@@ -212,7 +227,7 @@ class Program:
         """A network collective as a delay of the cycles its transfer schedule takes, plus the
         stream transit from the producing slice to the chip's C2C ports (on the SXM at the
         chip's edge) and from the ports back to the VXM."""
-        lat = coll.cycles + 2 * self.chip.transit if coll.cycles else 0
+        lat = coll.cycles + TRANSITS_PER_C2C * self.chip.transit if coll.cycles else 0
         i = self.add(-1, "c2c", 0, lat, [inp], coll.n_bytes)
         self.collectives[i] = coll
         return i
@@ -337,7 +352,7 @@ class Scheduled:
             out.append((o, "c2c_latency", s, lat, 0))
         colls = self.program.collectives
         moving = sum(1 for i in instructions if int(i) in colls and colls[int(i)].cycles)
-        transit = min(e - s - lat, moving * 2 * self.program.chip.transit)
+        transit = min(e - s - lat, moving * TRANSITS_PER_C2C * self.program.chip.transit)
         if transit:
             out.append((o, "fixed_latency", e - transit, transit, 0))
         return s + lat, e - transit

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ...errors import ConfigError
+from ...model.ops import ACT_BYTES
 from ...place.kinds.wafer_tiles import PeTiles
 from ...units import ceil_div as _ceil
 from .mesh import (
@@ -30,6 +31,7 @@ from .mesh import (
 )
 
 ACC_BYTES = 2  # partial sums kept as 16-bit in SRAM (WaferLLM's @fmach accumulates in FP16)
+ARGMAX_PAIR_ELEMS = 2  # a (value, index) pair of 16-bit elements (arg-max reduction)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class Costs:
     issue: int
     elem_bytes: int
     exp_cycles: int
+    norm_lane_ops: int
+    norm_dsds: int
+    elementwise_messages: int
     two_level: bool
 
     @classmethod
@@ -73,6 +78,9 @@ class Costs:
             issue=i("dsd_issue_cycles"),
             elem_bytes=max(1, i("fabric_bytes_per_elem")),
             exp_cycles=i("exp_cycles_per_elem"),
+            norm_lane_ops=i("norm_scale_lane_ops_per_elem"),
+            norm_dsds=i("norm_scale_dsds_per_token"),
+            elementwise_messages=i("elementwise_task_messages"),
             two_level=colours >= TWO_LEVEL_COLOURS,
         )
 
@@ -278,21 +286,23 @@ class RegionCoster(PeTiles):
             multicast(cost, c, lens[0], 0, batch * _ceil(cfg.hidden, sw), 0, 0)
         allreduce(cost, c, red, red, m_e * n_pe, task, axis)
         if op.kind.endswith("down_proj"):
-            scale = local(c, lane_ops=batch * _ceil(cfg.hidden, sw), rd=2 * batch * sw)
+            scale = local(c, lane_ops=batch * _ceil(cfg.hidden, sw), rd=ACT_BYTES * batch * sw)
             allreduce(cost, c, lens[1], lens[1], batch * _ceil(cfg.hidden, sw), scale, 1)
         return cost
 
     def _norm(self, op, lens, axis) -> OpCost:
         c, m, n = self.c, op.m, lens[axis]
         w_pe = _ceil(op.n, n)
-        pre = local(c, fmacs=m * w_pe, rd=2 * m * w_pe, issues=m)
+        act = ACT_BYTES * m * w_pe  # bytes of the PE's slice of the activations
+        pre = local(c, fmacs=m * w_pe, rd=act, issues=m)
         cost = OpCost()
         segs = 1
         if op.split == "heads":  # per-head norms (qk_norm): one segment per head
             segs = self.att.n_heads + self.att.n_kv_heads
         allreduce(cost, c, n, max(1, n // segs), m, pre, axis)
-        cost.add_local(local(c, lane_ops=2 * m * w_pe, rd=4 * m * w_pe, wr=2 * m * w_pe,
-                             issues=2 * m))  # fmt: skip
+        # the scaling pass (wafer.norm_scale_pass): reads each element and its weight
+        cost.add_local(local(c, lane_ops=c.norm_lane_ops * m * w_pe, rd=act + act, wr=act,
+                             issues=c.norm_dsds * m))  # fmt: skip
         return cost
 
     def _elementwise(self, op, lens, axis) -> OpCost:
@@ -303,12 +313,14 @@ class RegionCoster(PeTiles):
             active = min(self.graph.n_experts, max(1, op.m))
             m = max(1, math.ceil(op.m / active))
         w_pe = _ceil(op.n, n)
-        reads = max(1, op.act_bytes // max(1, 2 * op.m * op.n) - 1)
+        reads = max(1, op.act_bytes // max(1, ACT_BYTES * op.m * op.n) - 1)
         flops_per = op.flops // max(1, op.m * op.n)  # per element (op.m tokens in the graph)
         cost = OpCost()
-        cost.add_local(local(c, lane_ops=m * w_pe * flops_per, rd=2 * reads * m * w_pe,
-                             wr=2 * m * w_pe, issues=reads))  # fmt: skip
-        cost.parts.append(("mesh_message", c.overhead))  # the task's activation: a start cost
+        act = ACT_BYTES * m * w_pe
+        cost.add_local(local(c, lane_ops=m * w_pe * flops_per, rd=reads * act, wr=act,
+                             issues=reads))  # fmt: skip
+        # activating the task: message start costs (wafer.elementwise_activation)
+        cost.parts.append(("mesh_message", c.elementwise_messages * c.overhead))
         return cost
 
     def _embed(self, op, lens) -> OpCost:
@@ -318,7 +330,7 @@ class RegionCoster(PeTiles):
         w, h = lens
         chunk = m * _ceil(op.n, w)
         cost = OpCost()
-        task = local(c, rd=2 * chunk, wr=2 * chunk, issues=m)
+        task = local(c, rd=ACT_BYTES * chunk, wr=ACT_BYTES * chunk, issues=m)
         cost.add_local(task)
         multicast(cost, c, h, h // 2, chunk, 0, 1)
         return cost
@@ -328,9 +340,9 @@ class RegionCoster(PeTiles):
         along the logits' axis (no broadcast back)."""
         c, m, n = self.c, op.m, lens[axis]
         v_pe = _ceil(op.k, n)
-        task = local(c, lane_ops=m * v_pe, rd=2 * m * v_pe, issues=m)
+        task = local(c, lane_ops=m * v_pe, rd=ACT_BYTES * m * v_pe, issues=m)
         cost = OpCost()
-        allreduce(cost, c, n, n, 2 * m, task, axis, broadcast=False)
+        allreduce(cost, c, n, n, ARGMAX_PAIR_ELEMS * m, task, axis, broadcast=False)
         return cost
 
     def _gqa_shift(self, h: int, seg: int, group: int, nwav: int):
@@ -384,10 +396,11 @@ class RegionCoster(PeTiles):
         score = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
                       issues=m * group * d_pe)  # fmt: skip
         allreduce(cost, c, h, seg, m * group * tok_pe, score, 1)
-        soft_max = local(c, lane_ops=m * group * tok_pe, rd=2 * m * group * tok_pe, issues=m)
+        scores = ACT_BYTES * m * group * tok_pe  # bytes of the PE's scores
+        soft_max = local(c, lane_ops=m * group * tok_pe, rd=scores, issues=m)
         allreduce(cost, c, w, w, m * group, soft_max, 0)
         expo = local(c, lane_ops=m * group * tok_pe * (c.exp_cycles * c.lanes),
-                     rd=2 * m * group * tok_pe, wr=2 * m * group * tok_pe, issues=m)  # fmt: skip
+                     rd=scores, wr=scores, issues=m)  # fmt: skip
         allreduce(cost, c, w, w, m * group, expo, 0)
         pv = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
                    issues=m * group * tok_pe)  # fmt: skip

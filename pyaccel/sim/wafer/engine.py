@@ -23,8 +23,8 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...place.kinds.wafer import wafer_of
+from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
-from ...units import cycles
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .cost import OpCost, RegionCoster, multicast
 
@@ -58,15 +58,18 @@ ASSUMPTIONS = (
     "partial sums all-reduced along the other (WaferLLM MeshGEMV); consecutive matmuls "
     "alternate axes so no transposes are needed",
     "wafer.tree_groups: all-reduces use WaferLLM's two-level streaming chains with about "
-    "sqrt(line) groups (its configs: 15 groups at P=240 ... 24 at P=720); one level if fewer "
-    "than 10 colours",
+    "sqrt(line) groups (its configs: 15 groups at P=240 ... 24 at P=720), each group's root at "
+    "its middle; the two-level scheme needs TWO_LEVEL_COLOURS = 10 routable colours per router "
+    "(4 phase-1, 4 phase-2, 2 broadcast: mechanisms.md C.4), a one-level chain "
+    "ONE_LEVEL_COLOURS = 6; a preset with fewer than 6 is refused",
     "wafer.symmetric_lines: every row (column) of a region runs the same collective on its own "
     "links, so the line with the largest tiles is simulated and stands for all (exact for the "
     "slowest line under XY routing)",
     "wafer.ops_in_order: ops of a layer run one after another (no overlap of one op's "
     "collective with the next op's local work)",
-    "wafer.accumulate_fp16: partial sums are 16-bit in SRAM (@fmach), so each FMAC reads the "
-    "weight and the accumulator and writes the accumulator",
+    "wafer.accumulate_fp16: partial sums are 16-bit in SRAM (@fmach, ACC_BYTES = 2), so each "
+    "FMAC reads the weight and the accumulator and writes the accumulator; arg-max reduces "
+    "(value, index) pairs of 16-bit elements (ARGMAX_PAIR_ELEMS = 2)",
     "wafer.gqa_layout: q/k/v rows are ordered by KV group so a group's heads share a segment "
     "of the B axis; query slices are shifted inside it before the scores",
     "wafer.embed_row_middle: the sampled token's embedding row sits, on average, at the middle "
@@ -303,7 +306,7 @@ def rates(spec, work) -> BoundRates:
     p = spec.params
     pes = int(p.usable_width_pes) * int(p.usable_height_pes)
     mem = pes * float(p.sram_read_bytes_per_cycle) * p.clock_hz
-    flops = pes * float(p.fmac_fp16_per_cycle) * 2 * p.clock_hz
+    flops = pes * float(p.fmac_fp16_per_cycle) * FLOPS_PER_MAC * p.clock_hz
 
     def compute(op) -> float:
         return flops if op.op_class in ("matmul", "attention", "router") else 0.0
