@@ -67,6 +67,8 @@ ASSUMPTIONS = (
     "slowest line under XY routing)",
     "wafer.ops_in_order: ops of a layer run one after another (no overlap of one op's "
     "collective with the next op's local work)",
+    "wafer.ramp_latency: a wavelet's step from its last router into the PE is inside that hop's "
+    "latency (RAMP_LATENCY_CYCLES = 0 on the ramp), and the ramp carries one wavelet per cycle",
     "wafer.accumulate_fp16: partial sums are 16-bit in SRAM (@fmach, ACC_BYTES = 2), so each "
     "FMAC reads the weight and the accumulator and writes the accumulator; arg-max reduces "
     "(value, index) pairs of 16-bit elements (ARGMAX_PAIR_ELEMS = 2)",

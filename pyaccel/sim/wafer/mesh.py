@@ -25,6 +25,9 @@ from ... import kernels
 # 4 phase-2, 2 broadcast); a single-level chain all-reduce (one group) needs 6.
 TWO_LEVEL_COLOURS = 10
 ONE_LEVEL_COLOURS = 6
+# A wavelet's step from its last router into the PE is inside that router hop's latency
+# (wafer.ramp_latency): the ramp itself adds none, but carries one wavelet per cycle.
+RAMP_LATENCY_CYCLES = 0
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ class Line:
 
     def __init__(self, n: int, hop: int):
         self.n = n
-        self.link_lat = np.array([hop] * (2 * n) + [0] * n, dtype=np.int64)
+        self.link_lat = np.array([hop] * (2 * n) + [RAMP_LATENCY_CYCLES] * n, dtype=np.int64)
 
     def route(self, a: int, b: int) -> list[int]:
         """Mesh links from PE a to PE b (no ramp)."""
@@ -168,7 +171,7 @@ class Grid:
     def __init__(self, w: int, h: int, hop: int):
         self.w, self.h = w, h
         lat = np.full(5 * w * h, hop, dtype=np.int64)
-        lat[self.RAMP :: 5] = 0
+        lat[self.RAMP :: 5] = RAMP_LATENCY_CYCLES
         self.link_lat = lat
 
     def link(self, x: int, y: int, d: int) -> int:
