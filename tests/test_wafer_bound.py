@@ -4,6 +4,7 @@ step stays at or above it on every wafer preset x model preset that fits."""
 
 import pytest
 
+import pyaccel as pa
 from pyaccel.model.config import preset_names
 
 from conftest import bound_ratio
@@ -35,3 +36,35 @@ def test_emulated_at_or_above_the_bound_everywhere(system, model):
 
 def test_the_bound_binds_on_llama_8b():
     assert _ratio("wse3", "llama-3.1-8b") < 10  # x255 before it counted hops
+
+
+def test_the_bound_binds_on_a_tiny_model():
+    # tiny-llama sits on a 4 x 4 region: its ops are DSD issues, message starts and hops
+    assert _ratio("wse3", "tiny-llama") < 10  # x105 with hops alone
+
+
+def test_each_ops_floor_by_hand():
+    """On tiny-llama's 4 x 4 region: a MeshGEMV issues one DSD at least, starts its
+    all-reduce after one message start cost and carries the far PE's data over 3 hops; an
+    elementwise op pays its issue and its task's activation message; the embedding only its
+    issue (its multicast can start at once)."""
+    from pyaccel.sim.wafer import engine as wafer
+
+    work = pa.Workload(context=64, tokens=2)
+    cfg, sysm = pa.load_model("tiny-llama"), pa.load_system("wse3", 1)
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    p, clock = sysm.spec.params, sysm.spec.clock_hz
+    rates = wafer.rates(sysm.spec, work)
+    slots = {s.layer: s for s in plc.layers}
+
+    def floor_cycles(kind):
+        op = next(o for o in graph.ops if o.kind == kind)
+        assert slots[op.layer].region.rect[2:] == (4, 4)
+        return {res: round(t * clock) for res, t in rates.latency_floor(op, slots[op.layer])}
+
+    issue, message, hop = p.dsd_issue_cycles, p.message_overhead_cycles, p.hop_latency_cycles
+    assert floor_cycles("qkv_proj") == {"fixed_latency": issue, "mesh_message": message,
+                                        "mesh_hop": 3 * hop}  # fmt: skip
+    assert floor_cycles("act") == {"fixed_latency": issue, "mesh_message": message}
+    assert floor_cycles("embed") == {"fixed_latency": issue}

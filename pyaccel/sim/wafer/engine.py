@@ -314,29 +314,43 @@ def rates(spec, work) -> BoundRates:
         return flops if op.op_class in ("matmul", "attention", "router") else 0.0
 
     return BoundRates(mem, "pe_sram", compute, "pe_compute", float(p.system_io_bytes_per_s),
-                      "wafer_io", _hop_floor(p), "mesh_hop")  # fmt: skip
+                      "wafer_io", _latency_floor(p), "mesh_hop")  # fmt: skip
 
 
 # op classes whose every emulation ends in an all-reduce (with its broadcast) over a whole line
 # of their region: a MeshGEMV, a norm's sum of squares, attention's reductions along A
 _FULL_LINE_ALLREDUCE = ("matmul", "router", "norm", "attention")
+# op classes every emulation of which runs at least one all-reduce (or reduce) of some line
+_ANY_ALLREDUCE = (*_FULL_LINE_ALLREDUCE, "sampling")
 
 
-def _hop_floor(p):
-    """``latency_s(op, slot)`` for the bound: an all-reduce with its broadcast over a line of
-    ``n`` PEs carries the far end's data across ``n - 1`` hops, and every line of a ``w x h``
-    region is at least ``min(w, h)`` long, so such an op waits at least ``min(w, h) - 1`` hop
-    latencies (s). Ops that reduce only inside heads or expert bands, multicast from the middle
-    or reduce without a broadcast are given none (their lines can be shorter)."""
-    hop_s = math.floor(float(p.hop_latency_cycles)) / float(p.clock_hz)
+def _latency_floor(p):
+    """``latency_s(op, slot)`` for the bound (s, by class). Every op's PE task issues at least
+    one DSD instruction (``fixed_latency``). An op that all-reduces starts its messages only
+    after one message start cost (``mesh_message``), and an elementwise op pays its task's
+    activation messages (wafer.elementwise_activation). An all-reduce with its broadcast over a
+    line of ``n`` PEs carries the far end's data across ``n - 1`` hops, and every line of a
+    ``w x h`` region is at least ``min(w, h)`` long, so such an op waits at least
+    ``min(w, h) - 1`` hop latencies (``mesh_hop``); ops that reduce only inside heads or expert
+    bands, multicast from the middle or reduce without a broadcast are given no hops (their
+    lines can be shorter). Costs are floored to whole cycles as the engine floors them."""
+    clock = float(p.clock_hz)
+    hop_s = math.floor(float(p.hop_latency_cycles)) / clock
+    issue_s = math.floor(float(p.dsd_issue_cycles)) / clock
+    message_s = math.floor(float(p.message_overhead_cycles)) / clock
+    activation_s = math.floor(float(p.elementwise_task_messages)) * message_s
 
-    def latency_s(op, slot) -> float:
+    def latency_s(op, slot) -> dict:
+        floor = {"fixed_latency": issue_s}
+        if op.op_class in _ANY_ALLREDUCE:
+            floor["mesh_message"] = message_s
+        elif op.op_class not in ("embedding",):
+            floor["mesh_message"] = activation_s
         per_head_norm = op.op_class == "norm" and op.split == "heads"
-        if op.op_class not in _FULL_LINE_ALLREDUCE or op.expert or per_head_norm:
-            return 0.0
         rect = slot.region.rect if slot.region is not None else None
-        if not rect:
-            return 0.0
-        return (min(rect[2], rect[3]) - 1) * hop_s
+        full_line = op.op_class in _FULL_LINE_ALLREDUCE and not (op.expert or per_head_norm)
+        if full_line and rect:
+            floor["mesh_hop"] = (min(rect[2], rect[3]) - 1) * hop_s
+        return floor
 
     return latency_s
