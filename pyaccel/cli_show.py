@@ -143,15 +143,18 @@ def _print_alternatives(alts) -> None:
 
 
 def _print_sensitivity(rows, pct: float) -> None:
-    def cell(change):
-        return "cannot run" if change is None else f"{change:+.1%}"
+    def cell(change, value, ranged):
+        moved = "cannot run" if change is None else f"{change:+.1%}"
+        return f"{moved} at {value:g}" if ranged else moved
 
     t = _table(
-        f"step time with each named assumption -{pct:g} % / +{pct:g} % (re-emulated)",
-        ("assumption", ">value", f">-{pct:g} %", f">+{pct:g} %", "~note"),
+        f"step time with each named assumption at the ends of its preset's range, else "
+        f"-{pct:g} % / +{pct:g} % (re-emulated)",
+        ("assumption", ">value", f">low (-{pct:g} %)", f">high (+{pct:g} %)", "~note"),
     )
     for r in rows:
-        t.add_row(r.param, f"{r.value:g}", cell(r.low_change), cell(r.high_change), r.error)
+        t.add_row(r.param, f"{r.value:g}", cell(r.low_change, r.low_value, r.ranged),
+                  cell(r.high_change, r.high_value, r.ranged), r.error)  # fmt: skip
     out.print(t)
 
 

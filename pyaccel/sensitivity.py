@@ -2,11 +2,13 @@
 
 A published speed can only check a model whose unknowns are named; this says which of them the
 answer rests on. Each numeric parameter that the preset marks as an *assumption* (not a sourced
-number) is scaled by ``1 - frac`` and ``1 + frac`` in turn, the case is placed again on the same
-number of units and re-emulated (no interpolation, nothing fitted), and the mean step times are
-compared with the unchanged run. ``power_w`` (energy only) and parameters whose preset value is
-0 ("derive it") or that are not numbers are skipped; integer parameters are rounded (at least
-1), so a small integer may not move on one side (its change is then 0).
+number) is set to both ends of the range its preset gives (``low``/``high``: what its sources
+allow) or, without one, scaled by ``1 - frac`` and ``1 + frac`` in turn; the case is placed
+again on the same number of units and re-emulated (no interpolation, nothing fitted), and the
+mean step times are compared with the unchanged run. ``power_w`` (energy only) and parameters
+that are not numbers, or whose preset value is 0 ("derive it") and that give no range, are
+skipped; scaled integer parameters are rounded (at least 1), so a small integer may not move on
+one side (its change is then 0).
 
 A text assumption with a fixed set of choices (the wafer's ``placement_strategy``) cannot be
 scaled; :func:`choice_alternatives` re-emulates the case with each of its other choices instead.
@@ -36,6 +38,7 @@ class Sensitivity:
     low_step_s: float | None
     high_step_s: float | None
     error: str = ""
+    ranged: bool = False  # low/high are the preset's sourced range, not -/+ a percentage
 
     @property
     def low_change(self) -> float | None:
@@ -57,7 +60,8 @@ class Sensitivity:
         return {
             "param": self.param,
             "value": self.value,
-            "percent": percent,
+            "percent": None if self.ranged else percent,
+            "ranged": self.ranged,
             "low_value": self.low_value,
             "high_value": self.high_value,
             "low_step_time_s": self.low_step_s,
@@ -73,6 +77,18 @@ def _scaled(value, frac: float, sign: int, is_int: bool):
     return max(1, round(new)) if is_int else new
 
 
+def _ends(value, span, frac: float, is_int: bool) -> list | None:
+    """The two values an assumption is re-emulated at: its preset's range, else -/+ ``frac``;
+    ``None`` for what cannot be varied (not a number, or 0 = "derive it" with no range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if span is not None:
+        return list(span)
+    if value == 0:
+        return None
+    return [_scaled(value, frac, sign, is_int) for sign in (-1, 1)]
+
+
 def assumption_sensitivity(
     model: str,
     system: str,
@@ -85,10 +101,11 @@ def assumption_sensitivity(
     base=None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Sensitivity]:
-    """±``frac`` sensitivity of the step time to each named assumption of ``system`` (or to
-    ``params``), largest first. The unit count is the one the unchanged case places on;
-    ``base`` is that case's :class:`~pyaccel.results.Run` when the caller already has it;
-    ``progress(done, total)`` is called after each assumption."""
+    """Sensitivity of the step time to each named assumption of ``system`` (or to ``params``)
+    at the ends of its preset's range, else at -/+ ``frac``, largest first. The unit count is
+    the one the unchanged case places on; ``base`` is that case's
+    :class:`~pyaccel.results.Run` when the caller already has it; ``progress(done, total)`` is
+    called after each assumption."""
     if not 0.0 < frac < 1.0:
         raise ValueError(f"frac must be in (0, 1), got {frac}")
     if base is None:
@@ -103,10 +120,10 @@ def assumption_sensitivity(
         value = getattr(spec.params, name)
         if name == "power_w":  # energy only: the step time cannot depend on it
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
+        span = spec.ranges.get(name)
+        values = _ends(value, span, frac, kinds[name] in (int, "int"))
+        if values is None:
             continue
-        is_int = kinds[name] in (int, "int")
-        values = [_scaled(value, frac, sign, is_int) for sign in (-1, 1)]
         steps, error = [], ""
         for new in values:
             if new == value:  # an integer too small to move by this fraction
@@ -128,6 +145,7 @@ def assumption_sensitivity(
                 steps[0],
                 steps[1],
                 error,
+                span is not None,
             )
         )
     return sorted(out, key=lambda s: -s.spread)

@@ -16,14 +16,44 @@ WORK = Workload(batch=1, context=64, tokens=2)
 
 
 def test_clock_moves_a_wafer_step_exactly_inversely():
-    # one wafer, no system I/O: every cost is in cycles, so the step time is cycles / clock
+    # one wafer, no system I/O: every cost is in cycles, so the step time is cycles / clock;
+    # the preset gives the clock's sourced range, so the two runs are at its ends
     (row,) = assumption_sensitivity("tiny-llama", "wse3", 1, WORK, params=["clock_hz"])
-    clock = pa.load_system("wse3").spec.params.clock_hz
-    assert row.low_value == pytest.approx(0.5 * clock) and row.high_value == pytest.approx(
-        1.5 * clock
+    low, high = pa.load_system("wse3").spec.ranges["clock_hz"]
+    assert row.ranged and (row.low_value, row.high_value) == (low, high)
+    assert row.low_change == pytest.approx(row.value / low - 1.0, abs=1e-12)
+    assert row.high_change == pytest.approx(row.value / high - 1.0, rel=1e-12)
+    assert row.to_dict(50)["percent"] is None
+
+
+def test_a_parameter_without_a_range_moves_by_the_percentage():
+    (row,) = assumption_sensitivity(
+        "tiny-llama", "wse3", 1, WORK, frac=0.5, params=["message_overhead_cycles"]
     )
-    assert row.low_change == pytest.approx(1.0, rel=1e-12)
-    assert row.high_change == pytest.approx(-1.0 / 3.0, rel=1e-12)
+    value = pa.load_system("wse3").spec.params.message_overhead_cycles
+    assert not row.ranged and (row.low_value, row.high_value) == (value * 0.5, value * 1.5)
+    assert row.to_dict(50)["percent"] == 50
+
+
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        ("{ value = 0.85e9, low = 0.9e9, high = 1.1e9, assumption = 'x: y' }", "hold its value"),
+        ("{ value = 0.85e9, low = 1.1e9, high = 0.8e9, assumption = 'x: y' }", "be ordered"),
+        ("{ value = 0.85e9, low = 0.8e9, assumption = 'x: y' }", "needs both 'low' and 'high'"),
+        ("{ value = 0.85e9, low = 0, high = 1.1e9, assumption = 'x: y' }", "must be > 0"),
+    ],
+)
+def test_a_preset_range_must_hold_its_value(entry, needle):
+    from importlib import resources
+
+    from pyaccel.errors import ConfigError
+    from pyaccel.hw.io import spec_from_toml
+
+    text = (resources.files("pyaccel.hw") / "presets" / "wse3.toml").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("clock_hz ="))
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        spec_from_toml(text.replace(line, f"clock_hz = {entry}"), "wse3.toml")
 
 
 def test_rows_cover_numeric_assumptions_and_are_ranked():
@@ -61,8 +91,10 @@ def test_report_cli_sensitivity_json_and_bad_percent():
     rows = data["sensitivity"]
     assert {a["choice"] for a in data["alternatives"]} == {"auto", "layer_regions",
                                                            "layer_groups"}  # fmt: skip
-    clock = [r for r in rows if r["param"] == "clock_hz"][0]
-    assert clock["percent"] == 50 and clock["low_change"] == pytest.approx(1.0)
+    by = {r["param"]: r for r in rows}
+    clock, msg = by["clock_hz"], by["message_overhead_cycles"]
+    assert clock["ranged"] and clock["percent"] is None and clock["high_value"] == 1.1e9
+    assert not msg["ranged"] and msg["percent"] == 50 and msg["high_change"] > 0
     bad = runner.invoke(app, [*args[:-1], "150"])
     assert bad.exit_code == 2 and "--sensitivity 150" in bad.output
 
@@ -78,7 +110,7 @@ def test_auto_units_are_pinned_to_the_unchanged_placement(monkeypatch):
         return real(model, system, units, *args, **kw)
 
     monkeypatch.setattr(sens, "run", spy)
-    assumption_sensitivity("tiny-llama", "wse3", "auto", WORK, params=["clock_hz"])
+    assumption_sensitivity("tiny-llama", "wse3", "auto", WORK, params=["dsd_issue_cycles"])
     assert seen[0] == "auto" and seen[1:] == [1, 1]
 
 

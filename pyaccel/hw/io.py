@@ -53,8 +53,28 @@ def _coerce(kind: str, name: str, value: Any, meta: dict, where: str) -> Any:
     return value
 
 
-def _parse_params(kind: str, table: Any, where: str) -> tuple[Any, dict, dict]:
-    """Params dataclass, sources and assumptions from the ``[params]`` table."""
+def _parse_range(name: str, entry: dict, value: Any, meta: dict, where: str):
+    """A parameter's optional ``low``/``high`` (the range its sources allow), checked like its
+    value; ``None`` when the entry gives neither."""
+    if "low" not in entry and "high" not in entry:
+        return None
+    if "low" not in entry or "high" not in entry or meta.get("text"):
+        raise ConfigError(
+            f"{where}: parameter '{name}' needs both 'low' and 'high' for a range (numbers only)"
+        )
+    low = _coerce("", f"{name}.low", entry["low"], meta, where)
+    high = _coerce("", f"{name}.high", entry["high"], meta, where)
+    # a value of 0 means "derive it": its range documents what the derivation may give
+    if not low <= high or (value != 0 and not low <= value <= high):
+        raise ConfigError(
+            f"{where}: parameter '{name}': its range low = {low!r} .. high = {high!r} must be "
+            f"ordered and hold its value {value!r}"
+        )
+    return (low, high)
+
+
+def _parse_params(kind: str, table: Any, where: str) -> tuple[Any, dict, dict, dict]:
+    """Params dataclass, sources, assumptions and ranges from the ``[params]`` table."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: missing table [params]")
     cls = PARAMS_BY_KIND[kind]
@@ -65,7 +85,7 @@ def _parse_params(kind: str, table: Any, where: str) -> tuple[Any, dict, dict]:
             f"{where}: unknown parameter '{unknown[0]}' for kind '{kind}'; known: "
             f"{', '.join(known)}"
         )
-    values, sources, assumptions = {}, {}, {}
+    values, sources, assumptions, ranges = {}, {}, {}, {}
     for name, fld in known.items():
         entry = table.get(name)
         if entry is None:
@@ -82,10 +102,13 @@ def _parse_params(kind: str, table: Any, where: str) -> tuple[Any, dict, dict]:
                 f"{where}: parameter '{name}' needs exactly one of 'source' or 'assumption'"
             )
         values[name] = _coerce(kind, name, entry["value"], fld.metadata, where)
+        span = _parse_range(name, entry, values[name], fld.metadata, where)
+        if span is not None:
+            ranges[name] = span
         (sources if has_src else assumptions)[name] = str(
             entry.get("source") or entry["assumption"]
         )
-    return cls(**values), sources, assumptions
+    return cls(**values), sources, assumptions, ranges
 
 
 def spec_from_toml(text: str, where: str) -> HardwareSpec:
@@ -108,11 +131,10 @@ def spec_from_toml(text: str, where: str) -> HardwareSpec:
             f"{where}: [preset] kind '{kind}' is not one of {', '.join(kind_names())}"
         )
     native = get_format(head["native_format"], f"{where}: native_format").name
-    params, sources, assumptions = _parse_params(kind, data.get("params"), where)
+    params, sources, assumptions, ranges = _parse_params(kind, data.get("params"), where)
     check_relations(params, lambda names: where)
-    return HardwareSpec(
-        head["name"], kind, head["description"], native, params, sources, assumptions, origin=where
-    )
+    return HardwareSpec(head["name"], kind, head["description"], native, params, sources,
+                        assumptions, origin=where, ranges=ranges)  # fmt: skip
 
 
 def check_relations(params: Any, where: Callable[[tuple[str, ...]], str]) -> None:

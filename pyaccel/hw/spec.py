@@ -8,7 +8,7 @@ any ``--set`` overrides; ``System`` is a spec plus a unit count.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .kinds import MACHINE_KINDS
@@ -48,6 +48,9 @@ class HardwareSpec:
     assumptions: Mapping[str, str]
     overrides: tuple[str, ...] = ()
     origin: str = ""
+    # (low, high) a parameter's sources allow, where its preset gives one (--sensitivity runs
+    # both ends instead of a fixed percentage)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def clock_hz(self) -> float:
