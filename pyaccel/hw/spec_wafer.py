@@ -58,6 +58,12 @@ class WaferParams:
     elementwise_task_messages: int = _i(
         "message start costs an elementwise op pays to activate its PE task", strict=False
     )
+    host_io_latency_s: float = _f("fixed cost of one host <-> wafer transfer (s)", strict=False)
+    host_io_bytes_per_s: float = _f("host <-> wafer rate of the channel a token uses (bytes/s)")
+    host_transfers_per_step: int = _i(
+        "host <-> wafer transfers a decode pass waits on (sampled token out, next token in)",
+        strict=False,
+    )
     system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
     system_io_latency_s: float = _f(
         "latency of one wafer-to-wafer hop through the switch (s)", strict=False

@@ -11,6 +11,8 @@ from ..formats import Format
 ACT_BYTES = 2
 # Norm weights, biases, routers, embeddings and sinks stay 16-bit (SPEC §6).
 SMALL_PARAM_BYTES = 2
+# A sampled token id travels as an int32 (between pipeline stages, to and from a host).
+TOKEN_ID_BYTES = 4
 
 SPLITS = ("col", "row", "heads", "experts", "vocab", "replicate")
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...model.ops import ACT_BYTES
+from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
 from ...units import FLOPS_PER_MAC, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
@@ -67,7 +67,6 @@ ASSUMPTIONS = (
 
 
 ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
-TOKEN_ID_BYTES = 4  # an int32 token id (lpu.sampled_token_bytes)
 
 # ---------------------------------------------------------------------------------------------
 # op plans: the integer quantities each op's instructions depend on (hashable, cache keys); a

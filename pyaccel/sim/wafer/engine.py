@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...model.ops import ACT_BYTES
+from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.wafer import wafer_of
 from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
@@ -36,6 +36,7 @@ RESOURCES = (
     "mesh_message",
     "wafer_io",
     "wafer_io_latency",
+    "host_io",
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
@@ -51,6 +52,7 @@ WHAT_IF = {
     "mesh_message": (("message_overhead_cycles",), 0.5),
     "wafer_io": (("system_io_bytes_per_s",), 2.0),
     "wafer_io_latency": (("system_io_latency_s",), 0.5),
+    "host_io": (("host_io_latency_s", "host_io_bytes_per_s"), (0.5, 2.0)),
     "fixed_latency": (("dsd_issue_cycles",), 0.5),
 }
 ASSUMPTIONS = (
@@ -145,6 +147,7 @@ class WaferPass:
     def _build(self):
         graph, entries, attn = self.graph, [], {}
         keys = graph.layer_keys
+        entries += self._host_io(keys[0])
         entries += self._handoff(keys[-1], keys[0], loopback=True)
         for i, key in enumerate(keys):
             reg, axis = self.regions[key], 0
@@ -169,6 +172,21 @@ class WaferPass:
             if i + 1 < len(keys):
                 entries += self._handoff(key, keys[i + 1])
         return entries, attn
+
+    def _host_io(self, first_key) -> list[Entry]:
+        """The host transfers a pass waits on before its first op (wafer.host_io_async): each
+        one SDK transaction's fixed cost plus the micro-batch's token ids over one channel."""
+        p = self.spec.params
+        n = int(p.host_transfers_per_step)
+        if n <= 0:
+            return []
+        n_bytes = TOKEN_ID_BYTES * self.graph.workload.batch
+        one = cycles(p.host_io_latency_s + n_bytes / p.host_io_bytes_per_s, p.clock_hz)
+        cost = OpCost()
+        cost.parts.append(("host_io", n * one))
+        reg = self.regions[first_key]
+        return [Entry(first_key, "host_io", "host_io", reg.wafer, self.stage_of[first_key],
+                      cost, n * n_bytes, 0, reg)]  # fmt: skip
 
     def _handoff(self, src_key, dst_key, loopback: bool = False) -> list[Entry]:
         """The hidden vector (or, looping back, the sampled token) from one region to the next."""

@@ -1,0 +1,50 @@
+"""Host <-> wafer transfers a decode pass waits on (issue 15, item 1): off by default (the
+vendor runs wafer I/O asynchronously from compute), ranged 0..2 for --sensitivity, and when
+on, each costs one SDK transaction's fixed cost plus the token ids over one channel."""
+
+import math
+
+import pytest
+
+import pyaccel as pa
+from pyaccel.sensitivity import assumption_sensitivity
+
+WORK = pa.Workload(batch=8, context=64, tokens=2)
+
+
+def _trace(sets=()):
+    model, sysm = pa.load_model("tiny-llama"), pa.load_system("wse3", 1, overrides=list(sets))
+    return pa.emulate(model, sysm, pa.place(model, sysm, WORK), WORK)
+
+
+def test_two_transfers_cost_two_transactions_by_hand():
+    p = pa.load_system("wse3").spec.params
+    base, host = _trace(), _trace(["host_transfers_per_step=2"])
+    # 8 int32 token ids = 32 B over one 7 Gb/s channel, after the 200 us TCP transaction
+    one = math.ceil((200e-6 + 32 / 0.875e9) * p.clock_hz)
+    assert (p.host_io_latency_s, p.host_io_bytes_per_s) == (200e-6, 0.875e9)
+    passes = base.meta.get("micro_batches", 1)
+    assert (host.step_cycles - base.step_cycles == 2 * one * passes).all()
+    ev = host.events
+    sel = (ev["step"] == ev["step"][0]) & (ev["resource"] == "host_io")
+    assert int(ev["duration"][sel].sum()) == 2 * one * passes
+    assert pa.Report.from_trace(host).bottleneck == "host_io"
+
+
+def test_off_by_default_and_ranged_for_sensitivity():
+    spec = pa.load_system("wse3").spec
+    assert spec.params.host_transfers_per_step == 0
+    assert spec.ranges["host_transfers_per_step"] == (0, 2)
+    assert "host_io" not in set(_trace().events["resource"].tolist())
+    (row,) = assumption_sensitivity(
+        "tiny-llama", "wse3", 1, WORK, params=["host_transfers_per_step"]
+    )
+    assert row.ranged and row.low_change == 0.0
+    assert row.high_step_s - row.base_step_s == pytest.approx(2 * 200e-6, rel=1e-3)
+
+
+def test_what_if_halves_the_transaction_cost():
+    # the transactions are ~90 % of the step: halving their cost gains most of x2
+    host = _trace(["host_transfers_per_step=2"])
+    gains = {r.resource: r.gain for r in pa.Report.from_trace(host).what_if}
+    assert gains["host_io"] > 1.5 and gains["host_io"] == max(gains.values())
