@@ -16,9 +16,9 @@ from ...model.ops import ACT_BYTES
 from ...units import cycles, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 
+RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 # ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
 # small-message latency: the ranks' flag handshake and the wire), apart from its bytes.
-RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "sync")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {

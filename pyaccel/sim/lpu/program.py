@@ -191,9 +191,9 @@ class Program:
         computes: list[int] = []
         last = [-1] * c.planes
         blk_bytes = c.block_weights * c.operand_bytes
+        held = c.weight_buffers * c.planes  # blocks installed before one must be freed
         for b in range(blocks):
             p = b % c.planes
-            held = c.weight_buffers * c.planes  # blocks installed before one must be freed
             free_buf = computes[b - held] if b >= held else -1
             ins = self.add(self.r_install(p), "install", c.install_cycles, 0, [free_buf], blk_bytes)
             comp = self.add(self.r_mxm(p), "mxm", max(1, m_vectors), 0, [ins, inp])

@@ -362,7 +362,7 @@ def _latency_floor(p):
         floor = {"fixed_latency": issue_s}
         if op.op_class in _ANY_ALLREDUCE:
             floor["mesh_message"] = message_s
-        elif op.op_class not in ("embedding",):
+        elif op.op_class != "embedding":
             floor["mesh_message"] = activation_s
         per_head_norm = op.op_class == "norm" and op.split == "heads"
         rect = slot.region.rect if slot.region is not None else None
