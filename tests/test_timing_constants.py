@@ -66,6 +66,8 @@ STRUCTURAL = {
         "flow pairs; a group's root at its middle (wafer.tree_groups)",
     ),
     ("sim/wafer/mesh.py", 5): (3, "router ports E, W, N, S and the ramp: port ids"),
+    ("sim/wafer/grid.py", 5): (3, "five links per PE in the grid's link ids (4 ports, the ramp)"),
+    ("sim/wafer/grid.py", 3): (2, "a line's three links per PE in its link ids (2 ways, ramp)"),
     ("place/asic.py", 2): (2, "binary-search midpoints"),
     ("place/common.py", 2): (2, "binary-search midpoints"),
     ("place/common.py", 4096): (4, "a 4096 x 4096 tensor to compare formats' bytes per weight"),

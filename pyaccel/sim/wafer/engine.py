@@ -66,9 +66,13 @@ ASSUMPTIONS = (
     "ONE_LEVEL_COLOURS = 6; a preset with fewer than 6 is refused",
     "wafer.symmetric_lines: every row (column) of a region runs the same collective on its own "
     "links, so the line with the largest tiles is simulated and stands for all (exact for the "
-    "slowest line under XY routing)",
-    "wafer.ops_in_order: ops of a layer run one after another (no overlap of one op's "
-    "collective with the next op's local work)",
+    "slowest line under XY routing: the whole-grid simulation, grid.grid_sequence, finds every "
+    "PE's result at the line-profile sum, tests/test_wafer_grid.py)",
+    "wafer.ops_in_order: ops of a layer run one after another; a PE could start an op as soon "
+    "as it holds the previous op's result, but each all-reduce's broadcast reaches the line "
+    "ends last and the next all-reduce's chains start there, so the whole-grid simulation of "
+    "that dataflow overlap saves at most 2 cycles per op (tests/test_wafer_grid.py), which "
+    "the step leaves out",
     "wafer.ramp_latency: a wavelet's step from its last router into the PE is inside that hop's "
     "latency (RAMP_LATENCY_CYCLES = 0 on the ramp), and the ramp carries one wavelet per cycle",
     "wafer.accumulate_fp16: partial sums are 16-bit in SRAM (@fmach, ACC_BYTES = 2), so each "

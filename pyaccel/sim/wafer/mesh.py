@@ -127,19 +127,28 @@ class Template:
     link_lat: np.ndarray
     n_pes: int
     n_messages: int
+    arrive: np.ndarray | None = None  # per PE: the task after which it holds the result
 
     @classmethod
-    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int) -> Template:
-        """Freeze a task list built with the slot values."""
+    def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int, arrive=None) -> Template:
+        """Freeze a task list built with the slot values (``arrive``: per PE, the id of the
+        task whose tail is when that PE holds the collective's result)."""
         arrays = MappingProxyType({k: frozen(v) for k, v in tk.arrays().items()})
-        return cls(arrays, frozen(np.array(link_lat, dtype=np.int64)), n_pes, tk.n_messages)
+        done = None if arrive is None else frozen(np.array(arrive, dtype=np.int64))
+        lat = frozen(np.array(link_lat, dtype=np.int64))
+        return cls(arrays, lat, n_pes, tk.n_messages, done)
 
-    def run(self, setup: int, overhead: int, nwav: int, pass_lat: int, backend=None):
-        """Simulate the list with its slots filled (cycles as in :meth:`Tasks.run`)."""
+    def filled(self, setup: int, overhead: int, nwav: int) -> dict:
+        """The kernel arrays with the slots filled (new arrays; the template is unchanged)."""
         a = dict(self.arrays)
         st = a["setup"]
         a["setup"] = np.where(st == SETUP_SLOT, setup, np.where(st == OVERHEAD_SLOT, overhead, st))
         a["nwav"] = np.where(a["nwav"] == NWAV_SLOT, nwav, a["nwav"])
+        return a
+
+    def run(self, setup: int, overhead: int, nwav: int, pass_lat: int, backend=None):
+        """Simulate the list with its slots filled (cycles as in :meth:`Tasks.run`)."""
+        a = self.filled(setup, overhead, nwav)
         return _run_arrays(a, self.link_lat, self.n_pes, pass_lat, backend)
 
 
@@ -206,15 +215,16 @@ def tree_groups(n: int) -> int:
 
 
 def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, overhead: int,
-              groups: int, broadcast: bool = True) -> None:  # fmt: skip
+              groups: int, broadcast: bool = True) -> dict[int, int]:  # fmt: skip
     """WaferLLM's ``two_tree_allreduce`` over PEs ``lo..hi-1`` of ``line``: ``groups`` groups,
     two streaming chains into each group's middle PE, two chains of group roots into the middle
     root, then (``broadcast``) a multicast of the sum back over the segment. Every PE first runs
-    ``setup`` cycles (its local compute and the task start)."""
+    ``setup`` cycles (its local compute and the task start). Returns, per PE, the id of the task
+    after which it is done: holding the sum (broadcast) or having sent its share (reduce)."""
     size = hi - lo
     if size == 1:
-        tk.add(lo, setup)
-        return
+        return {lo: tk.add(lo, setup)}
+    done: dict[int, int] = {}
     g = max(1, min(groups, size))
     bounds = [lo + (size * k) // g for k in range(g + 1)]
     roots, into = [], []
@@ -227,6 +237,7 @@ def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, ov
                 step = 1 if j < r else -1
                 prev = tk.add(j, setup, True, nwav, [] if prev is None else [prev],
                               line.path(j, j + step))  # fmt: skip
+                done[j] = prev
             if prev is not None:
                 deps.append(prev)
         roots.append(r)
@@ -239,33 +250,40 @@ def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, ov
             nxt = k + 1 if k < c else k - 1
             deps = into[k] + ([] if prev is None else [prev])
             prev = tk.add(roots[k], setup, True, nwav, deps, line.path(roots[k], roots[nxt]))
+            done[roots[k]] = prev
         if prev is not None:
             final_deps.append(prev)
     final = tk.add(roots[c], setup, True, 0, final_deps)
+    done[roots[c]] = final
     if broadcast:
-        multicast(tk, line, roots[c], lo, hi, nwav, overhead, [final])
+        done.update(multicast(tk, line, roots[c], lo, hi, nwav, overhead, [final]))
+    return done
 
 
 def multicast(tk: Tasks, line: Line, root: int, lo: int, hi: int, nwav: int, setup: int,
-              deps=()) -> None:  # fmt: skip
+              deps=()) -> dict[int, int]:  # fmt: skip
     """``root`` sends ``nwav`` wavelets once; routers copy them to their PE and onward in both
-    directions until ``lo`` and ``hi - 1`` (a multicast route: tx = {RAMP, onward})."""
+    directions until ``lo`` and ``hi - 1`` (a multicast route: tx = {RAMP, onward}). Returns,
+    per PE, the id of the task whose tail is the data's arrival there."""
     send = tk.add(root, setup, True, 0, deps)
+    done = {root: send}
     for stop, step in ((lo, -1), (hi - 1, 1)):
         prev, j = send, root
         while j != stop:
             prev = tk.add(-1, 0, False, nwav, [prev], line.route(j, j + step))
             j += step
+            done[j] = prev
+    return done
 
 
 @lru_cache(maxsize=512)
 def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: bool):
-    line, tk = Line(n, hop), Tasks()
+    line, tk, done = Line(n, hop), Tasks(), {}
     for lo in range(0, n, seg):
         hi = min(n, lo + seg)
         g = tree_groups(hi - lo) if two_level else 1
-        allreduce(tk, line, lo, hi, NWAV_SLOT, SETUP_SLOT, OVERHEAD_SLOT, g, broadcast)
-    return Template.of(tk, line.link_lat, n)
+        done.update(allreduce(tk, line, lo, hi, NWAV_SLOT, SETUP_SLOT, OVERHEAD_SLOT, g, broadcast))
+    return Template.of(tk, line.link_lat, n, [done[j] for j in range(n)])
 
 
 @lru_cache(maxsize=4096)
