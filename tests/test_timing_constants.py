@@ -61,13 +61,15 @@ STRUCTURAL = {
     ),
     ("sim/wafer/cost.py", 1e-9): (1, "a guard against dividing by zero"),
     ("sim/wafer/mesh.py", 2): (
-        10,
+        12,
         "link ids (a line's two directed links per edge, 2i and 2i+1; ramps after them); "
-        "flow pairs; a group's root at its middle (wafer.tree_groups)",
+        "flow pairs; a group's root at its middle (wafer.tree_groups); a flow's path has its "
+        "two ramps besides its hops",
     ),
-    ("sim/wafer/mesh.py", 5): (3, "router ports E, W, N, S and the ramp: port ids"),
-    ("sim/wafer/grid.py", 5): (3, "five links per PE in the grid's link ids (4 ports, the ramp)"),
-    ("sim/wafer/grid.py", 3): (2, "a line's three links per PE in its link ids (2 ways, ramp)"),
+    ("sim/wafer/mesh.py", 3): (2, "link ids: a line's ramps out come after 3n other links"),
+    ("sim/wafer/mesh.py", 6): (1, "router ports E, W, N, S, ramp in, ramp out: port ids"),
+    ("sim/wafer/grid.py", 4): (1, "a line's four links per PE in its link ids (2 ways, 2 ramps)"),
+    ("sim/wafer/grid.py", 3): (1, "link ids: a line's ramps out come after 3n other links"),
     ("place/asic.py", 2): (2, "binary-search midpoints"),
     ("place/common.py", 2): (2, "binary-search midpoints"),
     ("place/common.py", 4096): (4, "a 4096 x 4096 tensor to compare formats' bytes per weight"),

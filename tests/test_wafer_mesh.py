@@ -210,3 +210,24 @@ def test_flow_arrays_are_the_task_list_of_the_flows():
     assert cycles == res.cycles and msgs == tk.n_messages == len(flows)
     with pytest.raises(ValueError, match="at least one wavelet"):
         flow_arrays(n, flows, 0, 7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ramp_latency_by_hand(backend):
+    # Line of 3 PEs, hop 1, ramps of 2 cycles each way, add latency 1, 1 wavelet.
+    # PE0 sends at 0: out of PE0 +2, hop +1, into PE1 +2: arrives at 5.
+    # PE1 streams (adds its own, forwards): starts at 5 + 1 = 6; out +2, hop +1, in +2: 11.
+    # A chain stage costs 2 ramps + a hop + the add: 6 cycles (Luczynski et al.'s 2 T_R + 1,
+    # plus the add latency this model keeps apart).
+    line, tk = Line(3, hop=1, ramp=2), Tasks()
+    first = tk.add(0, 0, True, 1, [], line.path(0, 1))
+    tk.add(1, 0, True, 1, [first], line.path(1, 2))
+    res = tk.run(line.link_lat, 3, 1, backend)
+    assert res.head.tolist() == [5, 11]
+    # A multicast from PE1 (2 wavelets, setup 3): out of PE1 head 5 (last 6); router copies
+    # each way, one hop to PE0's and PE2's routers (head 6), then into the PEs: head 8, last 9.
+    tk = Tasks()
+    done = multicast(tk, line, 1, 0, 3, 2, 3)
+    res = tk.run(line.link_lat, 3, 1, backend)
+    assert [int(res.tail[done[j]]) for j in (0, 2)] == [9, 9]
+    assert int(res.tail[done[1]]) == 3  # the root is free once it has started sending

@@ -35,6 +35,9 @@ class WaferParams:
     sram_write_bytes_per_cycle: int = _i("SRAM write bandwidth per PE (bytes/cycle)")
     link_bytes_per_cycle: int = _i("fabric link width per direction (bytes/cycle)")
     hop_latency_cycles: int = _i("cycles for a wavelet to cross one router hop")
+    ramp_latency_cycles: int = _i(
+        "cycles for a wavelet to cross a ramp between a PE and its router (each way)", strict=False
+    )
     message_overhead_cycles: int = _i("cycles to start a message / activate a task", strict=False)
     colours: int = _i("routable virtual channels (colours) per router")
     stream_add_latency_cycles: int = _i(

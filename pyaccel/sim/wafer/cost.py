@@ -44,6 +44,7 @@ class Costs:
     wr_bw: int
     link_bytes: int
     hop: int
+    ramp: int
     overhead: int
     pass_lat: int
     issue: int
@@ -73,6 +74,7 @@ class Costs:
             wr_bw=max(1, i("sram_write_bytes_per_cycle")),
             link_bytes=max(1, i("link_bytes_per_cycle")),
             hop=i("hop_latency_cycles"),
+            ramp=i("ramp_latency_cycles"),
             overhead=i("message_overhead_cycles"),
             pass_lat=i("stream_add_latency_cycles"),
             issue=i("dsd_issue_cycles"),
@@ -190,11 +192,11 @@ def allreduce(cost: OpCost, c: Costs, n: int, seg: int, elems: int, task: Local,
     nwav, work, seg = c.wavelets(elems), task.cycles, max(1, seg)
     best = None
     for two_level in (True, False) if c.two_level else (False,):
-        tail = (c.hop, c.pass_lat, two_level, broadcast)
+        tail = (c.hop, c.pass_lat, two_level, broadcast, c.ramp)
         total, busy, msgs = line_allreduce(n, seg, nwav, work + c.overhead, c.overhead, *tail)
         if best is None or total < best[0]:
             bare = line_allreduce(n, seg, nwav, work, 0, *tail)[0]
-            no_hops = line_allreduce(n, seg, nwav, work, 0, 0, 0, two_level, broadcast)[0]
+            no_hops = line_allreduce(n, seg, nwav, work, 0, 0, 0, two_level, broadcast, 0)[0]
             best = (total, bare, busy, msgs, no_hops)
     total, bare, busy, msgs, no_hops = best
     cost.add_comm(total, bare, work, busy, axis, msgs, no_hops)
@@ -205,9 +207,10 @@ def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int,
     """A multicast of ``elems`` per PE from ``root`` over a line of ``n`` (after ``lead`` hops
     from a neighbouring region or the wafer edge)."""
     nwav = c.wavelets(elems)
-    total, busy, msgs = line_multicast(n, root, nwav, setup + c.overhead, c.overhead, c.hop, lead)
-    bare = line_multicast(n, root, nwav, setup, 0, c.hop, lead)[0]
-    no_hops = line_multicast(n, root, nwav, setup, 0, 0, lead)[0]
+    total, busy, msgs = line_multicast(n, root, nwav, setup + c.overhead, c.overhead, c.hop, lead,
+                                       c.ramp)  # fmt: skip
+    bare = line_multicast(n, root, nwav, setup, 0, c.hop, lead, c.ramp)[0]
+    no_hops = line_multicast(n, root, nwav, setup, 0, 0, lead, 0)[0]
     cost.add_comm(total, bare, setup, busy, axis, msgs, no_hops)
 
 
@@ -363,9 +366,9 @@ class RegionCoster(PeTiles):
             )
             out = None
             if flows:
-                total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop)
-                bare = line_flows(h, flows, nwav, 0, c.hop)[0]
-                out = (total, bare, 0, busy, 1, msgs, line_flows(h, flows, nwav, 0, 0)[0])
+                total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop, c.ramp)
+                bare = line_flows(h, flows, nwav, 0, c.hop, c.ramp)[0]
+                out = (total, bare, 0, busy, 1, msgs, line_flows(h, flows, nwav, 0, 0, 0)[0])
             self._memo[key] = out
         return self._memo[key]
 

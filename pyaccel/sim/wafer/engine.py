@@ -48,7 +48,7 @@ WHAT_IF = {
     "pe_compute": (("fmac_fp16_per_cycle", "exp_cycles_per_elem"), (2, 0.5)),
     "pe_sram": (("sram_read_bytes_per_cycle", "sram_write_bytes_per_cycle"), 2),
     "mesh_link": (("link_bytes_per_cycle",), 2),
-    "mesh_hop": (("hop_latency_cycles", "stream_add_latency_cycles"), 0.5),
+    "mesh_hop": (("hop_latency_cycles", "ramp_latency_cycles", "stream_add_latency_cycles"), 0.5),
     "mesh_message": (("message_overhead_cycles",), 0.5),
     "wafer_io": (("system_io_bytes_per_s",), 2.0),
     "wafer_io_latency": (("system_io_latency_s",), 0.5),
@@ -73,8 +73,10 @@ ASSUMPTIONS = (
     "ends last and the next all-reduce's chains start there, so the whole-grid simulation of "
     "that dataflow overlap saves at most 2 cycles per op (tests/test_wafer_grid.py), which "
     "the step leaves out",
-    "wafer.ramp_latency: a wavelet's step from its last router into the PE is inside that hop's "
-    "latency (RAMP_LATENCY_CYCLES = 0 on the ramp), and the ramp carries one wavelet per cycle",
+    "wafer.ramp_rate: a PE's ramps in from and out to its router are separate links, each one "
+    "wavelet per cycle (a PE takes in one wavelet and sends one per cycle, the contention term "
+    "of Luczynski et al.'s model); a multicast's root sends once and routers copy the "
+    "wavelets into their PEs, each copy crossing that PE's ramp",
     "wafer.accumulate_fp16: partial sums are 16-bit in SRAM (@fmach, ACC_BYTES = 2), so each "
     "FMAC reads the weight and the accumulator and writes the accumulator; arg-max reduces "
     "(value, index) pairs of 16-bit elements (ARGMAX_PAIR_ELEMS = 2)",

@@ -45,7 +45,8 @@ class GridOp:
 def line_maps(w: int, h: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
     """Grid PE ids ``[line, position]`` and grid link ids ``[line, line-link]`` of the lines
     along ``axis`` (a :class:`~.mesh.Line`'s links ``2i`` i->i+1, ``2i+1`` i+1->i, ``2n+i``
-    ramp into i), for :class:`~.mesh.Grid` numbering (``(y * w + x) * 5 + direction``)."""
+    ramp into i, ``3n+i`` ramp out of i), for :class:`~.mesh.Grid` numbering (``(y * w + x) *
+    Grid.LINKS + port``)."""
     n, lines = (w, h) if axis == 0 else (h, w)
     pos, idx = np.arange(n), np.arange(lines)[:, None]
     if axis == 0:
@@ -55,10 +56,12 @@ def line_maps(w: int, h: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
         pe = pos * w + idx
         fwd, back = Grid.S, Grid.N
     nxt = np.concatenate((pe[:, 1:], pe[:, -1:]), axis=1)  # the last PE has no onward link
-    links = np.empty((lines, 3 * n), dtype=np.int64)
-    links[:, 0 : 2 * n : 2] = pe * 5 + fwd
-    links[:, 1 : 2 * n : 2] = nxt * 5 + back
-    links[:, 2 * n :] = pe * 5 + Grid.RAMP
+    k = Grid.LINKS
+    links = np.empty((lines, 4 * n), dtype=np.int64)
+    links[:, 0 : 2 * n : 2] = pe * k + fwd
+    links[:, 1 : 2 * n : 2] = nxt * k + back
+    links[:, 2 * n : 3 * n] = pe * k + Grid.RAMP
+    links[:, 3 * n :] = pe * k + Grid.RAMP_OUT
     return pe.astype(np.int64), links
 
 
@@ -129,10 +132,11 @@ class GridRun:
         return int(self.done[-1].max()) if len(self.done) else 0
 
 
-def grid_sequence(w: int, h: int, ops: list[GridOp], hop: int, pass_lat: int,
+def grid_sequence(w: int, h: int, ops: list[GridOp], hop: int, pass_lat: int, ramp: int = 0,
                   backend=None) -> GridRun:  # fmt: skip
-    """Simulate ``ops`` one after another on every line of a ``w x h`` grid, each PE starting
-    op k+1 once it holds op k's result."""
+    """Simulate ``ops`` one after another on every line of a ``w x h`` grid (links of ``hop``
+    cycles, ramps of ``ramp``: the ops' templates must be built with the same), each PE
+    starting op k+1 once it holds op k's result."""
     blocks, base, after, arrive_ids = [], 0, None, []
     for op in ops:
         pe_map, link_map = line_maps(w, h, op.axis)
@@ -152,7 +156,7 @@ def grid_sequence(w: int, h: int, ops: list[GridOp], hop: int, pass_lat: int,
         base += len(a["pe"]) * pe_map.shape[0]
     if not blocks:
         return GridRun(np.zeros((0, h, w), dtype=np.int64), MeshResult(*(np.zeros(0),) * 3))
-    res = _run_arrays(_concat(blocks), Grid(w, h, hop).link_lat, w * h, pass_lat, backend)
+    res = _run_arrays(_concat(blocks), Grid(w, h, hop, ramp).link_lat, w * h, pass_lat, backend)
     done = np.stack([res.tail[ids].reshape(h, w) for ids in arrive_ids])
     return GridRun(done, res)
 

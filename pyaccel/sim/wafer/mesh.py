@@ -25,9 +25,6 @@ from ... import kernels
 # 4 phase-2, 2 broadcast); a single-level chain all-reduce (one group) needs 6.
 TWO_LEVEL_COLOURS = 10
 ONE_LEVEL_COLOURS = 6
-# A wavelet's step from its last router into the PE is inside that router hop's latency
-# (wafer.ramp_latency): the ramp itself adds none, but carries one wavelet per cycle.
-RAMP_LATENCY_CYCLES = 0
 
 
 @dataclass(frozen=True)
@@ -57,12 +54,15 @@ class Tasks:
         self.nwav: list[int] = []
         self.deps: list[list[int]] = []
         self.paths: list[list[int]] = []
+        self.ramp_only = 0  # tasks that only cross a ramp (not counted as messages)
 
     def __len__(self) -> int:
         return len(self.pe)
 
-    def add(self, pe, setup=0, stream=False, nwav=0, deps=(), path=()) -> int:
-        """Append one task; returns its id."""
+    def add(self, pe, setup=0, stream=False, nwav=0, deps=(), path=(), ramp_only=False) -> int:
+        """Append one task; returns its id (``ramp_only``: its path is a ramp, a PE handing
+        wavelets to its router or a router to its PE, which is not a message of its own)."""
+        self.ramp_only += bool(ramp_only)
         if path and nwav < 1 and nwav != NWAV_SLOT:
             raise ValueError("a message needs at least one wavelet")
         self.pe.append(int(pe))
@@ -75,8 +75,8 @@ class Tasks:
 
     @property
     def n_messages(self) -> int:
-        """Tasks that move data over at least one link (message hops, router forwards)."""
-        return sum(1 for p in self.paths if p)
+        """Tasks that move data over at least one mesh link (message hops, router forwards)."""
+        return sum(1 for p in self.paths if p) - self.ramp_only
 
     def arrays(self) -> dict:
         """The list as the kernel's flat int64 arrays (CSR for dependencies and paths)."""
@@ -153,39 +153,53 @@ class Template:
 
 
 class Line:
-    """``n`` PEs in a row: link ``2i`` goes i -> i+1, ``2i+1`` goes i+1 -> i (hop latency each),
-    link ``2n + i`` is the ramp from the router into PE i (no latency, one wavelet per cycle)."""
+    """``n`` PEs in a row: link ``2i`` goes i -> i+1, ``2i+1`` goes i+1 -> i (``hop`` cycles
+    each); link ``2n + i`` is the ramp from the router into PE i, ``3n + i`` the ramp from PE i
+    out to its router (``ramp`` cycles each: wafer.ramp_latency). Every link carries one
+    wavelet per cycle, so a PE takes in one wavelet and sends one per cycle
+    (wafer.ramp_rate)."""
 
-    def __init__(self, n: int, hop: int):
+    def __init__(self, n: int, hop: int, ramp: int = 0):
         self.n = n
-        self.link_lat = np.array([hop] * (2 * n) + [RAMP_LATENCY_CYCLES] * n, dtype=np.int64)
+        self.link_lat = np.array([hop] * (2 * n) + [ramp] * (2 * n), dtype=np.int64)
+
+    def ramp_in(self, i: int) -> int:
+        """The ramp from PE i's router into the PE."""
+        return 2 * self.n + i
+
+    def ramp_out(self, i: int) -> int:
+        """The ramp from PE i out to its router."""
+        return 3 * self.n + i
 
     def route(self, a: int, b: int) -> list[int]:
-        """Mesh links from PE a to PE b (no ramp)."""
+        """Mesh links from PE a's router to PE b's (no ramps)."""
         if b >= a:
             return [2 * i for i in range(a, b)]
         return [2 * i + 1 for i in range(a - 1, b - 1, -1)]
 
     def path(self, a: int, b: int) -> list[int]:
-        """Links from PE a into PE b, ramp included."""
-        return self.route(a, b) + [2 * self.n + b]
+        """Links from PE a into PE b: out of a, across the mesh, into b."""
+        return [self.ramp_out(a)] + self.route(a, b) + [self.ramp_in(b)]
 
 
 class Grid:
-    """A ``w x h`` mesh with XY routing: each PE has links east, west, north, south (to its
-    neighbour, hop latency) and a ramp in (no latency); PE id = y * w + x."""
+    """A ``w x h`` mesh with XY routing: each PE's router has links east, west, north, south
+    (to its neighbour, ``hop`` cycles), a ramp into the PE and one out of it (``ramp`` cycles
+    each); PE id = y * w + x, link id = PE id * LINKS + port."""
 
-    E, W, N, S, RAMP = range(5)
+    E, W, N, S, RAMP, RAMP_OUT = range(6)
+    LINKS = RAMP_OUT + 1
 
-    def __init__(self, w: int, h: int, hop: int):
+    def __init__(self, w: int, h: int, hop: int, ramp: int = 0):
         self.w, self.h = w, h
-        lat = np.full(5 * w * h, hop, dtype=np.int64)
-        lat[self.RAMP :: 5] = RAMP_LATENCY_CYCLES
+        lat = np.full(self.LINKS * w * h, hop, dtype=np.int64)
+        lat[self.RAMP :: self.LINKS] = ramp
+        lat[self.RAMP_OUT :: self.LINKS] = ramp
         self.link_lat = lat
 
     def link(self, x: int, y: int, d: int) -> int:
-        """The link leaving PE (x, y) in direction ``d`` (or its ramp)."""
-        return (y * self.w + x) * 5 + d
+        """The link leaving PE (x, y)'s router in direction ``d`` (or one of its ramps)."""
+        return (y * self.w + x) * self.LINKS + d
 
     def pe(self, x: int, y: int) -> int:
         """PE id of (x, y)."""
@@ -204,8 +218,9 @@ class Grid:
         return out
 
     def path(self, src, dst) -> list[int]:
-        """XY route from ``src`` into the PE at ``dst`` (ramp included)."""
-        return self.route(src, dst) + [self.link(dst[0], dst[1], self.RAMP)]
+        """From the PE at ``src`` (its ramp out), the XY route, into the PE at ``dst``."""
+        out = [self.link(src[0], src[1], self.RAMP_OUT)]
+        return out + self.route(src, dst) + [self.link(dst[0], dst[1], self.RAMP)]
 
 
 def tree_groups(n: int) -> int:
@@ -262,23 +277,25 @@ def allreduce(tk: Tasks, line: Line, lo: int, hi: int, nwav: int, setup: int, ov
 
 def multicast(tk: Tasks, line: Line, root: int, lo: int, hi: int, nwav: int, setup: int,
               deps=()) -> dict[int, int]:  # fmt: skip
-    """``root`` sends ``nwav`` wavelets once; routers copy them to their PE and onward in both
-    directions until ``lo`` and ``hi - 1`` (a multicast route: tx = {RAMP, onward}). Returns,
-    per PE, the id of the task whose tail is the data's arrival there."""
-    send = tk.add(root, setup, True, 0, deps)
-    done = {root: send}
+    """``root`` sends ``nwav`` wavelets once, out to its router; routers copy them into their
+    PE and onward in both directions until ``lo`` and ``hi - 1`` (a multicast route: tx =
+    {RAMP, onward}). Returns, per PE, the id of the task whose tail is when the PE holds the
+    data and is free for its next task (the root: once it has started the send)."""
+    send = tk.add(root, setup, True, nwav, deps, [line.ramp_out(root)], ramp_only=True)
+    done = {root: tk.add(root)}  # starts when the root's PE is free again: at the send's start
     for stop, step in ((lo, -1), (hi - 1, 1)):
         prev, j = send, root
         while j != stop:
             prev = tk.add(-1, 0, False, nwav, [prev], line.route(j, j + step))
             j += step
-            done[j] = prev
+            done[j] = tk.add(-1, 0, False, nwav, [prev], [line.ramp_in(j)], ramp_only=True)
     return done
 
 
 @lru_cache(maxsize=512)
-def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: bool):
-    line, tk, done = Line(n, hop), Tasks(), {}
+def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: bool,
+                        ramp: int = 0):  # fmt: skip
+    line, tk, done = Line(n, hop, ramp), Tasks(), {}
     for lo in range(0, n, seg):
         hi = min(n, lo + seg)
         g = tree_groups(hi - lo) if two_level else 1
@@ -288,23 +305,24 @@ def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: 
 
 @lru_cache(maxsize=4096)
 def line_allreduce(n: int, seg: int, nwav: int, setup: int, overhead: int, hop: int,
-                   pass_lat: int, two_level: bool, broadcast: bool = True):  # fmt: skip
+                   pass_lat: int, two_level: bool, broadcast: bool = True,
+                   ramp: int = 0):  # fmt: skip
     """Cycles and per-link busy cycles of an all-reduce (or reduce) over a line of ``n`` PEs cut
     into independent segments of ``seg`` PEs (heads of an attention op, or one segment); the
     busy cycles are read-only (cached and shared)."""
-    tpl = _allreduce_template(n, seg, hop, two_level, broadcast)
+    tpl = _allreduce_template(n, seg, hop, two_level, broadcast, ramp)
     res = tpl.run(setup, overhead, nwav, pass_lat)
     return res.cycles, frozen(_line_busy(res.link_busy, n)), tpl.n_messages
 
 
 @lru_cache(maxsize=4096)
 def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop: int,
-                   lead: int = 0):  # fmt: skip
+                   lead: int = 0, ramp: int = 0):  # fmt: skip
     """Cycles of a multicast from PE ``root`` over a line of ``n`` PEs. With ``lead`` > 0 the
     data first comes from a sender ``lead`` hops before PE 0 of the line (a hand-off from a
     neighbouring region or the wafer edge) into the root, which then multicasts it. Busy
     cycles per position are read-only (cached and shared)."""
-    line, tk = Line(n + lead, hop), Tasks()
+    line, tk = Line(n + lead, hop, ramp), Tasks()
     deps, first = [], setup
     if lead:
         deps = [tk.add(0, setup, False, nwav, [], line.path(0, lead + root))]
@@ -315,28 +333,32 @@ def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop:
 
 
 @lru_cache(maxsize=4096)
-def line_flows(n: int, flows: tuple[tuple[int, int], ...], nwav: int, setup: int, hop: int):
+def line_flows(n: int, flows: tuple[tuple[int, int], ...], nwav: int, setup: int, hop: int,
+               ramp: int = 0):  # fmt: skip
     """Cycles of point-to-point messages ``(src, dst)`` of ``nwav`` wavelets on a line of ``n``
-    PEs, all sent after ``setup`` cycles, sharing links first come first served (busy cycles
-    read-only, as cached and shared)."""
-    line = Line(n, hop)
+    PEs, all sent after ``setup`` cycles, sharing links (and each PE's ramps) first come first
+    served (busy cycles read-only, as cached and shared)."""
+    line = Line(n, hop, ramp)
     res = _run_arrays(flow_arrays(n, flows, nwav, setup), line.link_lat, n, 0)
     return res.cycles, frozen(_line_busy(res.link_busy, n)), len(flows)
 
 
 def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
     """The kernel arrays of ``Tasks`` holding one independent message per flow ``(src, dst)``
-    on a :class:`Line` of ``n`` (``Line.path``: the mesh links from src towards dst, then dst's
-    ramp), built with NumPy: a GQA shift on a long line has tens of thousands of flows."""
+    on a :class:`Line` of ``n`` (``Line.path``: src's ramp out, the mesh links from src towards
+    dst, dst's ramp in), built with NumPy: a GQA shift on a long line has tens of thousands of
+    flows."""
     if nwav < 1:
         raise ValueError("a message needs at least one wavelet")
     pair = np.array(flows, dtype=np.int64).reshape(-1, 2)
     src, dst = pair[:, 0], pair[:, 1]
     hops = np.abs(dst - src)
-    path_ptr = np.concatenate(([0], np.cumsum(hops + 1))).astype(np.int64)
-    at = np.arange(path_ptr[-1], dtype=np.int64) - np.repeat(path_ptr[:-1], hops + 1)
-    s, d, h = (np.repeat(a, hops + 1) for a in (src, dst, hops))
+    per = hops + 2  # ramp out, the hops, ramp in
+    path_ptr = np.concatenate(([0], np.cumsum(per))).astype(np.int64)
+    at = np.arange(path_ptr[-1], dtype=np.int64) - np.repeat(path_ptr[:-1], per) - 1
+    s, d, h = (np.repeat(a, per) for a in (src, dst, hops))
     links = np.where(d >= s, 2 * (s + at), 2 * (s - 1 - at) + 1)  # i -> i+1 is 2i, back 2i+1
+    links = np.where(at < 0, 3 * n + s, links)
     k = len(src)
     return {
         "pe": src.copy(),
@@ -352,9 +374,10 @@ def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
 
 def _line_busy(busy: np.ndarray, n: int) -> np.ndarray:
     """Busy cycles per PE position of a line: both directions of the link leaving it, plus its
-    ramp."""
+    ramps in and out."""
     out = np.zeros(n, dtype=np.int64)
     out += busy[0 : 2 * n : 2][:n]
     out += busy[1 : 2 * n : 2][:n]
     out += busy[2 * n : 3 * n]
+    out += busy[3 * n : 4 * n]
     return out
