@@ -40,6 +40,11 @@ class WaferParams:
     )
     message_overhead_cycles: int = _i("cycles to start a message / activate a task", strict=False)
     colours: int = _i("routable virtual channels (colours) per router")
+    reserved_colours: int = _i(
+        "colours the SDK's runtime (memcpy) keeps, not available to collectives", strict=False
+    )
+    fabric_queues: int = _i("fabric transfers a PE can have in flight (queues, microthreads)")
+    reserved_queues: int = _i("fabric queues the SDK's runtime (memcpy) keeps", strict=False)
     stream_add_latency_cycles: int = _i(
         "cycles a PE adds to a streaming reduction (receive, add own element, forward)",
         strict=False,
@@ -84,6 +89,10 @@ class WaferParams:
                     "a program cannot use more PE columns than the fabric has"),
             at_most(self, ("usable_height_pes",), "fabric_height_pes",
                     "a program cannot use more PE rows than the fabric has"),
+            at_most(self, ("reserved_colours",), "colours",
+                    "the runtime cannot keep more colours than a router has"),
+            at_most(self, ("reserved_queues",), "fabric_queues",
+                    "the runtime must leave a PE a fabric queue", strict=True),
             at_most(self, ("pe_code_bytes", "pe_buffer_bytes"), "pe_sram_bytes",
                     "code and buffers must leave PE SRAM for weights and KV", strict=True),
             in_range(self, "fabric_bytes_per_elem", "a 16-bit element takes at least 2 link bytes",

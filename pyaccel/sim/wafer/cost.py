@@ -54,20 +54,23 @@ class Costs:
     norm_dsds: int
     elementwise_messages: int
     two_level: bool
+    shifts_at_once: int
 
     @classmethod
     def of(cls, params) -> Costs:
-        """Costs from a WaferParams (colours decide the all-reduce scheme)."""
+        """Costs from a WaferParams: the colours the runtime leaves decide the all-reduce
+        scheme; those and the fabric queues it leaves bound the shifts in flight at once."""
 
         def i(name: str) -> int:
             return int(math.floor(getattr(params, name)))
 
-        colours = i("colours")
+        colours = i("colours") - i("reserved_colours")
         if colours < ONE_LEVEL_COLOURS:
             raise ConfigError(
-                f"colours = {colours}: the mesh collectives need at least {ONE_LEVEL_COLOURS} "
-                "routable colours per router"
+                f"colours - reserved_colours = {colours}: the mesh collectives need at least "
+                f"{ONE_LEVEL_COLOURS} routable colours per router"
             )
+        queues = i("fabric_queues") - i("reserved_queues")
         return cls(
             lanes=max(1, i("fmac_fp16_per_cycle")),
             rd_bw=max(1, i("sram_read_bytes_per_cycle")),
@@ -84,6 +87,9 @@ class Costs:
             norm_dsds=i("norm_scale_dsds_per_token"),
             elementwise_messages=i("elementwise_task_messages"),
             two_level=colours >= TWO_LEVEL_COLOURS,
+            # wafer.shift_rounds: each concurrent shift needs its own colour and a fabric queue
+            # at every sender and receiver
+            shifts_at_once=max(1, min(colours, queues)),
         )
 
     def wavelets(self, elems: int) -> int:
@@ -350,25 +356,28 @@ class RegionCoster(PeTiles):
 
     def _gqa_shift(self, h: int, seg: int, group: int, nwav: int):
         """(cycles, bare cycles, 0, link busy, 1, messages, cycles without start costs or hop
-        latency) of the GQA query shift inside each
-        KV head's segment of a ``h``-long B line, or None when no slice moves. It does not
+        latency) of the GQA query shift inside each KV head's segment of a ``h``-long B line,
+        or None when no slice moves. Each PE sends its slice to the ``group - 1`` other heads'
+        PEs, one shift distance at a time per colour and queue: at most ``shifts_at_once``
+        distances are in flight, in rounds one after another (wafer.shift_rounds). It does not
         depend on the context, so it is simulated once per shape and kept."""
         key = ("gqa_shift", h, seg, group, nwav)
         if key not in self._memo:
             c = self.c
             step = max(1, seg // group)
-            flows = tuple(
-                (lo + j, lo + (j + s * step) % (min(h, lo + seg) - lo))
-                for lo in range(0, h, seg)
-                for j in range(min(h, lo + seg) - lo)
-                for s in range(1, group)
-                if (j + s * step) % (min(h, lo + seg) - lo) != j
-            )
+            shifts = list(range(1, group))
+            rounds = [shifts[i : i + c.shifts_at_once]
+                      for i in range(0, len(shifts), c.shifts_at_once)]  # fmt: skip
             out = None
-            if flows:
+            for part in rounds:
+                flows = _shift_flows(h, seg, step, part)
+                if not flows:
+                    continue
                 total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop, c.ramp)
                 bare = line_flows(h, flows, nwav, 0, c.hop, c.ramp)[0]
-                out = (total, bare, 0, busy, 1, msgs, line_flows(h, flows, nwav, 0, 0, 0)[0])
+                no_hops = line_flows(h, flows, nwav, 0, 0, 0)[0]
+                one = (total, bare, 0, busy, 1, msgs, no_hops)
+                out = one if out is None else _add_rounds(out, one)
             self._memo[key] = out
         return self._memo[key]
 
@@ -409,3 +418,24 @@ class RegionCoster(PeTiles):
                    issues=m * group * tok_pe)  # fmt: skip
         allreduce(cost, c, w, w, m * group * d_pe, pv, 0)
         return cost
+
+
+def _shift_flows(h: int, seg: int, step: int, shifts) -> tuple:
+    """The (src, dst) flows of the GQA shifts by ``s * step`` (s in ``shifts``) inside each
+    segment of ``seg`` PEs of a line of ``h`` (wrapping around in the segment)."""
+    flows = []
+    for lo in range(0, h, seg):
+        size = min(h, lo + seg) - lo
+        for j in range(size):
+            for s in shifts:
+                dst = (j + s * step) % size
+                if dst != j:
+                    flows.append((lo + j, lo + dst))
+    return tuple(flows)
+
+
+def _add_rounds(a: tuple, b: tuple) -> tuple:
+    """Two rounds of shifts one after the other: cycles (total, bare, no-hops) and busy cycles
+    and messages add up."""
+    total, bare, _, busy, axis, msgs, no_hops = a
+    return (total + b[0], bare + b[1], 0, busy + b[3], axis, msgs + b[5], no_hops + b[6])

@@ -63,7 +63,12 @@ ASSUMPTIONS = (
     "sqrt(line) groups (its configs: 15 groups at P=240 ... 24 at P=720), each group's root at "
     "its middle; the two-level scheme needs TWO_LEVEL_COLOURS = 10 routable colours per router "
     "(4 phase-1, 4 phase-2, 2 broadcast: mechanisms.md C.4), a one-level chain "
-    "ONE_LEVEL_COLOURS = 6; a preset with fewer than 6 is refused",
+    "ONE_LEVEL_COLOURS = 6, counted against the colours the runtime leaves (colours - "
+    "reserved_colours); a preset leaving fewer than 6 is refused",
+    "wafer.shift_rounds: a GQA query shift sends each PE's slice over group - 1 distances; each "
+    "distance in flight needs its own colour and a fabric queue at every sender and receiver, "
+    "so at most min(colours - reserved_colours, fabric_queues - reserved_queues) run at once "
+    "and the rest follow in rounds, one round after the other",
     "wafer.symmetric_lines: every row (column) of a region runs the same collective on its own "
     "links, so the line with the largest tiles is simulated and stands for all (exact for the "
     "slowest line under XY routing: the whole-grid simulation, grid.grid_sequence, finds every "
