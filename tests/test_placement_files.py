@@ -400,7 +400,7 @@ def test_dense_model_is_not_told_about_expert_weights(system, batch):
 
 def test_wafer_weight_hint_names_weights_for_a_dense_model():
     line = error_line(invoke("place", "--system", "wse3", "--model", "llama-3.1-405b",
-                             "--weights", "fp32", "--set", "pe_sram_bytes=24576"))  # fmt: skip
+                             "--weights", "fp32", "--set", "pe_sram_bytes=16384"))  # fmt: skip
     assert "--expert-weights" not in line
     assert "linear weights" in line and "--weights int4 would fit on --units" in line
 
