@@ -48,3 +48,23 @@ def test_what_if_halves_the_transaction_cost():
     host = _trace(["host_transfers_per_step=2"])
     gains = {r.resource: r.gain for r in pa.Report.from_trace(host).what_if}
     assert gains["host_io"] > 1.5 and gains["host_io"] == max(gains.values())
+
+
+def test_host_sampling_sends_the_logits_out_by_hand():
+    p = pa.load_system("wse3").spec.params
+    base = _trace(["host_transfers_per_step=2"])
+    host = _trace(["host_transfers_per_step=2", "host_sampling=1"])
+    # tiny-llama: 256-entry vocabulary, 8 sequences: 256 x 2 B x 8 = 4,096 B of logits out
+    # instead of 32 B of token ids, then 50 us of sampling on the host
+    out = math.ceil((200e-6 + 4096 / 0.875e9) * p.clock_hz)
+    ids = math.ceil((200e-6 + 32 / 0.875e9) * p.clock_hz)
+    sample = math.ceil(50e-6 * p.clock_hz)
+    passes = base.meta.get("micro_batches", 1)
+    assert (host.step_cycles - base.step_cycles == (out + sample - ids) * passes).all()
+
+
+def test_host_sampling_needs_a_transfer_out():
+    with pytest.raises(pa.ConfigError, match="host_sampling"):
+        pa.load_system("wse3", overrides=["host_sampling=1"])
+    with pytest.raises(pa.ConfigError, match="host_sampling"):
+        pa.load_system("wse3", overrides=["host_sampling=2", "host_transfers_per_step=2"])

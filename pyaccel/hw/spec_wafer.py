@@ -72,6 +72,10 @@ class WaferParams:
         "host <-> wafer transfers a decode pass waits on (sampled token out, next token in)",
         strict=False,
     )
+    host_sampling: int = _i(
+        "1: the logits go to the host, which samples them; 0: arg-max on the wafer", strict=False
+    )
+    host_sample_s: float = _f("host CPU time to sample one step from the logits (s)", strict=False)
     system_io_bytes_per_s: float = _f("I/O bandwidth of one system (bytes/s per direction)")
     system_io_latency_s: float = _f(
         "latency of one wafer-to-wafer hop through the switch (s)", strict=False
@@ -93,6 +97,9 @@ class WaferParams:
                     "the runtime cannot keep more colours than a router has"),
             at_most(self, ("reserved_queues",), "fabric_queues",
                     "the runtime must leave a PE a fabric queue", strict=True),
+            at_most(self, ("host_sampling",), "host_transfers_per_step",
+                    "the logits reach the host only in a transfer the pass waits on"),
+            in_range(self, "host_sampling", "0 (on the wafer) or 1 (on the host)", high=1),
             at_most(self, ("pe_code_bytes", "pe_buffer_bytes"), "pe_sram_bytes",
                     "code and buffers must leave PE SRAM for weights and KV", strict=True),
             in_range(self, "fabric_bytes_per_elem", "a 16-bit element takes at least 2 link bytes",

@@ -52,7 +52,7 @@ WHAT_IF = {
     "mesh_message": (("message_overhead_cycles",), 0.5),
     "wafer_io": (("system_io_bytes_per_s",), 2.0),
     "wafer_io_latency": (("system_io_latency_s",), 0.5),
-    "host_io": (("host_io_latency_s", "host_io_bytes_per_s"), (0.5, 2.0)),
+    "host_io": (("host_io_latency_s", "host_io_bytes_per_s", "host_sample_s"), (0.5, 2.0, 0.5)),
     "fixed_latency": (("dsd_issue_cycles",), 0.5),
 }
 ASSUMPTIONS = (
@@ -186,18 +186,26 @@ class WaferPass:
 
     def _host_io(self, first_key) -> list[Entry]:
         """The host transfers a pass waits on before its first op (wafer.host_io_async): each
-        one SDK transaction's fixed cost plus the micro-batch's token ids over one channel."""
+        one SDK transaction's fixed cost plus the micro-batch's token ids over one channel;
+        with host sampling (wafer.host_sampling) the transfer out carries the logits instead
+        and the host's sampling time follows it."""
         p = self.spec.params
         n = int(p.host_transfers_per_step)
         if n <= 0:
             return []
-        n_bytes = TOKEN_ID_BYTES * self.graph.workload.batch
-        one = cycles(p.host_io_latency_s + n_bytes / p.host_io_bytes_per_s, p.clock_hz)
+        batch = self.graph.workload.batch
+        sizes = [TOKEN_ID_BYTES * batch] * n
+        host_s = 0.0
+        if int(p.host_sampling):
+            sizes[0] = ACT_BYTES * self.graph.vocab * batch
+            host_s = float(p.host_sample_s)
+        rate, clock = p.host_io_bytes_per_s, p.clock_hz
+        each = [cycles(p.host_io_latency_s + b / rate, clock) for b in sizes]
         cost = OpCost()
-        cost.parts.append(("host_io", n * one))
+        cost.parts.append(("host_io", sum(each) + cycles(host_s, clock)))
         reg = self.regions[first_key]
         return [Entry(first_key, "host_io", "host_io", reg.wafer, self.stage_of[first_key],
-                      cost, n * n_bytes, 0, reg)]  # fmt: skip
+                      cost, sum(sizes), 0, reg)]  # fmt: skip
 
     def _handoff(self, src_key, dst_key, loopback: bool = False) -> list[Entry]:
         """The hidden vector (or, looping back, the sampled token) from one region to the next."""
