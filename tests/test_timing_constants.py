@@ -34,6 +34,8 @@ SCANNED = ("sim", "place")
 
 # module-level names whose numbers set no time, and why
 NOT_TIMING = {
+    "SCHEDULE_ROUNDS_PER_MICRO_BATCH": "rounds a simulated pipeline runs to settle (checked)",
+    "SCHEDULE_EXTRA_ROUNDS": "rounds a simulated pipeline runs to settle (checked)",
     "AFFINE_CHECK_STEPS": "steps at which a shortcut checks an affine law before using it",
     "_FRAGMENTS_MAX": "entries of a process-wide cache of compiled LPU op fragments",
     "INPUT": "a sentinel dependency index in an LPU fragment",

@@ -52,12 +52,16 @@ class Span(NamedTuple):
 class PassTiming:
     """One pass at one context: the cycles each pipeline stage spends on it, its spans (when
     the driver asked for events), per-unit heatmap ``arrays`` and layout ``notes`` for the
-    trace's meta (with the spans)."""
+    trace's meta (with the spans). An engine whose stages hand over on links of their own
+    gives ``links``: per stage, ``(busy, latency)`` cycles of the crossing into it (into stage
+    0: the loop back from the last), which ``stage_cycles`` then leave out; the driver then
+    simulates the micro-batches' schedule (:func:`~.pipeline.pipeline_schedule`)."""
 
     stage_cycles: tuple[int, ...] | list[int]
     spans: tuple[Span, ...] | list[Span] = ()
     arrays: dict = field(default_factory=dict)
     notes: dict = field(default_factory=dict)
+    links: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

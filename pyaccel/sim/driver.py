@@ -10,7 +10,10 @@ k+1 tokens a step, prefill at a prompt's length.
 Two pipeline disciplines:
 
 - ``MICRO_BATCHES`` (wafer, LPU, GPU): the batch is split into micro-batches over the stages
-  (:func:`micro_batch_sizes`); a step's time is the pipeline interval (:func:`pipeline_cycles`).
+  (:func:`micro_batch_sizes`); a step's time is the pipeline interval (:func:`pipeline_cycles`),
+  or, for an engine whose stages hand over on links of their own (the wafer's system I/O), the
+  interval of the micro-batches' simulated schedule over stages and links
+  (:func:`pipeline_schedule`).
 - ``SEQUENCES`` (ASIC): every sequence flows through the stages on its own, one token at a
   time; a stage serves the next sequence as soon as it is free (the ``asic_pipeline`` kernel);
   a step's time is the mean over sequences of the time between their consecutive tokens.
@@ -25,7 +28,7 @@ import numpy as np
 
 from ..trace import EventLog
 from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape, attention_layout
-from .pipeline import micro_batch_sizes, pipeline_cycles
+from .pipeline import micro_batch_sizes, pipeline_cycles, pipeline_schedule
 
 
 @dataclass
@@ -69,19 +72,30 @@ class MicroBatchPasses:
         }
         self.layouts = {s: attention_layout(m.graph, m.group_key) for s, m in self.models.items()}
         self.first = self.sizes[0]  # events lay out the first (largest) micro-batch's pass
+        self._last_schedule: tuple = (None, 0)
 
     def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
         """(cycles of the step at ``context``, the first micro-batch's timing); ``index`` is
         the step's place in the run."""
-        stage_c, first = {}, None
+        stage_c, links, first = {}, {}, None
         for size, model in self.models.items():
             shape = StepShape(model.graph, context, model.group_key, index,
                               self.layouts[size])  # fmt: skip
             timing = model.time(shape, events and size == self.first)
-            stage_c[size] = timing.stage_cycles
+            stage_c[size], links[size] = timing.stage_cycles, timing.links
             if size == self.first:
                 first = timing
-        return int(pipeline_cycles(stage_c, self.sizes)), first
+        if first.links is None:
+            return int(pipeline_cycles(stage_c, self.sizes)), first
+        return self._schedule(stage_c, links), first
+
+    def _schedule(self, stage_c: dict, links: dict) -> int:
+        """The simulated schedule's interval, kept per distinct set of stage and link cycles
+        (most steps repeat the last one's: only attention changes with the context)."""
+        key = tuple((s, tuple(stage_c[s]), tuple(links[s])) for s in sorted(stage_c))
+        if key != self._last_schedule[0]:
+            self._last_schedule = (key, pipeline_schedule(stage_c, links, self.sizes))
+        return self._last_schedule[1]
 
     def notes(self) -> dict:
         """The micro-batch split, as the trace's meta reports it."""

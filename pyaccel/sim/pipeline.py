@@ -35,3 +35,56 @@ def pipeline_cycles(stage_cycles_of: Mapping[int, Sequence[int]], sizes: Sequenc
         (sum(int(stage_cycles_of[s][i]) for s in sizes) for i in range(n_stages)), default=0
     )
     return max(longest_pass, busiest)
+
+
+# Rounds the simulated schedule runs, per micro-batch and on top, before its interval is read:
+# a first-come-first-served pipeline settles into its period within a round per micro-batch
+# (tests/test_pipeline_schedule.py checks more rounds change nothing).
+SCHEDULE_ROUNDS_PER_MICRO_BATCH = 2
+SCHEDULE_EXTRA_ROUNDS = 2
+
+
+def pipeline_schedule(
+    stage_cycles_of: Mapping[int, Sequence[int]],
+    links_of: Mapping[int, Sequence[tuple[int, int]]],
+    sizes: Sequence[int],
+    rounds: int | None = None,
+) -> int:
+    """Time between two tokens of one sequence, from a simulated schedule of micro-batches of
+    ``sizes`` through the stages and the links between them (cycles).
+
+    ``links_of[size][s]`` is ``(busy, latency)`` of the crossing *into* stage ``s``: the link
+    carries one micro-batch at a time for ``busy`` cycles, which then arrives ``latency``
+    cycles later; the crossing into stage 0 is the loop back from the last stage (the sampled
+    token), taken from the second round on. A stage serves micro-batches first come first
+    served in (round, micro-batch) order and works on the next while a link carries the last.
+    Each micro-batch's next token enters as soon as its token has come back. The schedule is
+    run for ``rounds`` rounds (by default enough to settle), and the interval is the last
+    round's mean time between a micro-batch's two last tokens. With no links and equal sizes
+    it equals :func:`pipeline_cycles`.
+    """
+    if not sizes:
+        return 0
+    n_stages = len(stage_cycles_of[sizes[0]])
+    stage_free, link_free = [0] * n_stages, [0] * n_stages
+    ready = [0] * len(sizes)
+    if rounds is None:
+        rounds = SCHEDULE_ROUNDS_PER_MICRO_BATCH * len(sizes) + SCHEDULE_EXTRA_ROUNDS
+    last = prev = [0] * len(sizes)
+    for r in range(rounds):  # a few dozen stages and micro-batches: plain Python is enough
+        finish = []
+        for m, size in enumerate(sizes):
+            t, stages, links = ready[m], stage_cycles_of[size], links_of[size]
+            for s in range(n_stages):
+                if s or r:  # into stage 0 only when looping back (from the second round on)
+                    busy, lat = links[s]
+                    start = max(t, link_free[s])
+                    link_free[s] = start + busy
+                    t = start + busy + lat
+                start = max(t, stage_free[s])
+                stage_free[s] = start + int(stages[s])
+                t = stage_free[s]
+            finish.append(t)
+            ready[m] = t
+        prev, last = last, finish
+    return -(-sum(b - a for a, b in zip(prev, last, strict=True)) // len(sizes))

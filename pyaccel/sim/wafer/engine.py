@@ -7,8 +7,9 @@ simulated link by link (``mesh``): MeshGEMV all-reduces as WaferLLM's two-level 
 chains, multicast broadcasts, point-to-point query shifts, each wavelet 32 bits per link per
 cycle, one cycle per hop, a start overhead per message and links reserved first come first served.
 Between regions the hidden vector is handed off over the mesh; between wafers over the system
-I/O. A pass's stage cycles are the regions' times; the step driver turns them into a step's time
-(the pass, or with several micro-batches in flight the pipeline interval).
+I/O. A pass's stage cycles are the regions' times and its links the system I/O crossings between
+wafers; the step driver simulates the micro-batches' schedule over both (the pass itself when one
+micro-batch is in flight).
 
 What does not depend on the context (every op but attention) is costed once per distinct
 (op shape, region shape); attention is re-costed per step only when its tokens per PE change.
@@ -92,6 +93,9 @@ ASSUMPTIONS = (
     "wafer.moe_expert_regions: each routed expert owns a band of its layer's region; the step's "
     "active experts (the graph's expected distinct count, tokens spread evenly over them) run "
     "at once on their bands, then the top-k outputs are combined by an all-reduce along B",
+    "wafer.io_crossings: each wafer-to-wafer crossing (and the loop back from the last wafer to "
+    "the first) is a link of its own that carries one micro-batch at a time; a wafer works on "
+    "the next micro-batch while its last output crosses (the driver's simulated schedule)",
     "wafer.region_handoff: the hidden vector moves between regions as one hop (vertical "
     "neighbours) or one region width (side by side) and is then multicast along B; between "
     "wafers it crosses the system I/O after the hops to and from the wafer edge",
@@ -148,7 +152,7 @@ class WaferPass:
         self.strategy = placement.layout.strategy if placement.layout else None
         # attention regions' widths: a step's tokens per PE on each (see time())
         self.widths = sorted({self.entries[i].region.w for i, _ in self.attention_at.values()})
-        self._last: tuple = (None, ())
+        self._last: tuple = (None, (), ())
 
     @property
     def n_stages(self) -> int:
@@ -254,12 +258,20 @@ class WaferPass:
                 out[idx] = replace(out[idx], cost=cost, n_bytes=g.op.mem_bytes, flops=g.op.flops)
         return out
 
-    def stage_cycles(self, entries: list[Entry]) -> list[int]:
-        """Cycles each stage spends on one micro-batch."""
-        out = [0] * self.n_stages
+    def stage_cycles(self, entries: list[Entry]) -> tuple[list[int], list[tuple[int, int]]]:
+        """Cycles each stage spends on one micro-batch, and ``(busy, latency)`` cycles of the
+        system I/O crossing into each stage (into stage 0: the loop back), which the stage's
+        wafer does not spend: it may work on the next micro-batch meanwhile."""
+        out, busy, lat = [0] * self.n_stages, [0] * self.n_stages, [0] * self.n_stages
         for e in entries:
-            out[e.stage] += e.cost.cycles
-        return out
+            for resource, n in e.cost.parts:
+                if resource == "wafer_io":
+                    busy[e.stage] += n
+                elif resource == "wafer_io_latency":
+                    lat[e.stage] += n
+                else:
+                    out[e.stage] += n
+        return out, list(zip(busy, lat, strict=True))
 
     def time(self, step: StepShape, events: bool) -> PassTiming:
         """Stage cycles at ``step``; spans, heatmaps and transfer counts when ``events``.
@@ -267,19 +279,20 @@ class WaferPass:
         (``ceil((context + 1) / width)``), so other steps reuse the last stage cycles."""
         key = tuple(-(-(step.context + 1) // w) for w in self.widths)
         if not events and key == self._last[0]:
-            return PassTiming(self._last[1])
+            return PassTiming(self._last[1], links=self._last[2])
         entries = self.at_step(step)
-        stage_c = tuple(self.stage_cycles(entries))
-        self._last = (key, stage_c)
+        stage_c, links = self.stage_cycles(entries)
+        stage_c, links = tuple(stage_c), tuple(links)
+        self._last = (key, stage_c, links)
         if not events:
-            return PassTiming(stage_c)
+            return PassTiming(stage_c, links=links)
         transfers = {
             "step": step.index,
             "collectives": sum(e.cost.transfers for e in entries),
             "messages": sum(e.cost.messages for e in entries),
         }
         arrays = _arrays(self, entries, self.n_units, self.spec.params)
-        return PassTiming(stage_c, _spans(entries), arrays, {"transfers": transfers})
+        return PassTiming(stage_c, _spans(entries), arrays, {"transfers": transfers}, links)
 
     def notes(self) -> dict:
         """The layout strategy and the regions the pass visits."""
