@@ -67,9 +67,10 @@ def test_golden_qkv_meshgemv_on_a_4x4_region(tmp_path, wse3):
 
 
 def test_llama_8b_wse3_in_published_band(run8b):
-    # published 1,800-2,200 tok/s; x2 band 900-4,400 (never an input)
+    # published 1,800 (launch) to 2,200 tok/s (later software): within x1.5 of the nearer end,
+    # 1,200-3,300 (never an input)
     *_, tr = run8b
-    assert 900 <= tr.tokens_per_s_per_user <= 4400
+    assert 1200 <= tr.tokens_per_s_per_user <= 3300
     # the collectives (wavelets on links, hop latencies, message starts) take most of the step;
     # the bound counts the hops each all-reduce must cross, so it binds within x10 (it was x255
     # when it counted only SRAM bytes and FMACs) and hop latency sets most ops' bound
@@ -82,11 +83,14 @@ def test_llama_8b_wse3_in_published_band(run8b):
     assert mesh / step > 0.8
 
 
-def test_waferllm_shapes_wse2_in_published_band():
+@pytest.mark.parametrize("sets", [[], ["clock_hz=1.1e9"]], ids=["preset-clock", "paper-clock"])
+def test_waferllm_shapes_wse2_in_published_band(sets):
+    # WaferLLM's 2,700 tok/s converts its cycles at 1.1 GHz; like for like (the paper's clock)
+    # and at the preset's 0.85 GHz, within x1.5: 1,800-4,050 (never an input)
     model, work = pa.load_model("waferllm-8b-shapes"), pa.Workload(tokens=2)
-    sysm = pa.load_system("wse2", units=1)
+    sysm = pa.load_system("wse2", units=1, overrides=sets)
     tr = pa.emulate(model, sysm, pa.place(model, sysm, work), work)
-    assert 1350 <= tr.tokens_per_s_per_user <= 5400  # 2,700 x/ 2
+    assert 1800 <= tr.tokens_per_s_per_user <= 4050
 
 
 def test_70b_auto_wafers_and_speed():
@@ -99,6 +103,21 @@ def test_70b_auto_wafers_and_speed():
     tr = pa.emulate(model, sysm, plc, work)
     assert 300 <= tr.tokens_per_s_per_user <= 2100
     assert "wafer_io" in set(tr.events["resource"].tolist())
+
+
+def test_70b_on_the_published_four_wafers_misses_as_documented():
+    # The published deployment (4 CS-3, 450 tok/s at launch) does not fit at the preset's
+    # per-PE reservation (8,322 B of code, the vendor matvec's bound, + 1,229 B of buffers):
+    # the row misses (issue 15). At the low end of the code's sourced range (2,048 B, the
+    # runtime alone) it fits on 4 and runs faster than launch software did (x1.6 of 450 when
+    # this was written; x1.5 of the 8B launch figure too: launch software was slower on both).
+    model, work = pa.load_model("llama-3.1-70b"), pa.Workload(tokens=2)
+    with pytest.raises(pa.PlacementError, match="short of 1.04 GB in sram of wafer 1"):
+        pa.place(model, pa.load_system("wse3", units=4), work)
+    low = pa.load_system("wse3", units=4, overrides=["pe_code_bytes=2048"])
+    assert low.spec.ranges["pe_code_bytes"][0] == 2048
+    tr = pa.emulate(model, low, pa.place(model, low, work), work)
+    assert tr.tokens_per_s_per_user > 450
 
 
 def test_70b_on_one_wafer_names_the_wafer_and_bytes():
