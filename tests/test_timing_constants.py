@@ -40,6 +40,7 @@ NOT_TIMING = {
     "_FRAGMENTS_MAX": "entries of a process-wide cache of compiled LPU op fragments",
     "INPUT": "a sentinel dependency index in an LPU fragment",
     "CYCLE_ROUNDING_SLACK": "float slack when rounding a bound up to whole cycles",
+    "WHOLE_SLACK": "float slack under which a latency counts as a whole number of ticks",
     "SETUP_SLOT": "a slot id in the mesh kernels' parameter vector",
     "OVERHEAD_SLOT": "a slot id in the mesh kernels' parameter vector",
     "NWAV_SLOT": "a slot id in the mesh kernels' parameter vector",

@@ -36,8 +36,10 @@ ARGMAX_PAIR_ELEMS = 2  # a (value, index) pair of 16-bit elements (arg-max reduc
 
 @dataclass(frozen=True)
 class Costs:
-    """The spec's wafer parameters as integer cycles and bytes (what-if factors may leave
-    halves: they are floored explicitly, so a halved 1-cycle latency becomes 0)."""
+    """The spec's wafer parameters as integer cycles and bytes. The mesh's latencies (``hop``,
+    ``ramp``, ``pass_lat``) are in *ticks* of ``1 / tick`` cycle, so that a what-if that
+    halves a 1-cycle latency runs it at half a cycle, not at zero (wafer.half_cycle_ticks);
+    other fractional values are floored explicitly."""
 
     lanes: int
     rd_bw: int
@@ -47,6 +49,7 @@ class Costs:
     ramp: int
     overhead: int
     pass_lat: int
+    tick: int
     issue: int
     elem_bytes: int
     exp_cycles: int
@@ -71,15 +74,20 @@ class Costs:
                 f"{ONE_LEVEL_COLOURS} routable colours per router"
             )
         queues = i("fabric_queues") - i("reserved_queues")
+        mesh = [float(getattr(params, n)) for n in MESH_LATENCIES]
+        tick = next((t for t in TICKS_PER_CYCLE if all(_whole(v * t) for v in mesh)),
+                    TICKS_PER_CYCLE[-1])  # fmt: skip
+        hop, ramp, pass_lat = (int(math.floor(v * tick + WHOLE_SLACK)) for v in mesh)
         return cls(
             lanes=max(1, i("fmac_fp16_per_cycle")),
             rd_bw=max(1, i("sram_read_bytes_per_cycle")),
             wr_bw=max(1, i("sram_write_bytes_per_cycle")),
             link_bytes=max(1, i("link_bytes_per_cycle")),
-            hop=i("hop_latency_cycles"),
-            ramp=i("ramp_latency_cycles"),
+            hop=hop,
+            ramp=ramp,
             overhead=i("message_overhead_cycles"),
-            pass_lat=i("stream_add_latency_cycles"),
+            pass_lat=pass_lat,
+            tick=tick,
             issue=i("dsd_issue_cycles"),
             elem_bytes=max(1, i("fabric_bytes_per_elem")),
             exp_cycles=i("exp_cycles_per_elem"),
@@ -95,6 +103,28 @@ class Costs:
     def wavelets(self, elems: int) -> int:
         """Wavelets (link cycles) to carry ``elems`` 16-bit elements over one link."""
         return max(1, _ceil(elems * self.elem_bytes, self.link_bytes))
+
+    def cycles(self, ticks: int) -> int:
+        """Whole cycles of a mesh simulation's ``ticks``. In ticks a wavelet is ``tick``
+        one-tick pieces, so a message's last piece lands one tick after its last wavelet
+        began to: rounding down gives the wavelet's arrival rounded up to a cycle."""
+        return int(ticks) // self.tick
+
+    def busy_cycles(self, busy):
+        """A simulation's per-position busy ticks as cycles (whole wavelets: exact; the cached
+        array itself when a tick is a cycle)."""
+        return busy if self.tick == 1 else busy // self.tick
+
+
+# The mesh latencies kept exact in ticks (wafer.half_cycle_ticks), the ticks per cycle tried,
+# and the float slack under which a value counts as whole.
+MESH_LATENCIES = ("hop_latency_cycles", "ramp_latency_cycles", "stream_add_latency_cycles")
+TICKS_PER_CYCLE = (1, 2, 4)
+WHOLE_SLACK = 1e-9
+
+
+def _whole(x: float) -> bool:
+    return abs(x - round(x)) < WHOLE_SLACK
 
 
 @dataclass
@@ -195,29 +225,32 @@ def allreduce(cost: OpCost, c: Costs, n: int, seg: int, elems: int, task: Local,
     PE starts its send after its task plus the message start overhead. With colours for both,
     the faster of the two-level and the one-level chain scheme is used (as a compiler picks)."""
     cost.add_local(task)
-    nwav, work, seg = c.wavelets(elems), task.cycles, max(1, seg)
+    t, seg = c.tick, max(1, seg)  # the simulations run in ticks
+    nwav, work, over = t * c.wavelets(elems), t * task.cycles, t * c.overhead
     best = None
     for two_level in (True, False) if c.two_level else (False,):
         tail = (c.hop, c.pass_lat, two_level, broadcast, c.ramp)
-        total, busy, msgs = line_allreduce(n, seg, nwav, work + c.overhead, c.overhead, *tail)
+        total, busy, msgs = line_allreduce(n, seg, nwav, work + over, over, *tail)
         if best is None or total < best[0]:
             bare = line_allreduce(n, seg, nwav, work, 0, *tail)[0]
             no_hops = line_allreduce(n, seg, nwav, work, 0, 0, 0, two_level, broadcast, 0)[0]
             best = (total, bare, busy, msgs, no_hops)
     total, bare, busy, msgs, no_hops = best
-    cost.add_comm(total, bare, work, busy, axis, msgs, no_hops)
+    cost.add_comm(c.cycles(total), c.cycles(bare), task.cycles, c.busy_cycles(busy), axis, msgs,
+                  c.cycles(no_hops))  # fmt: skip
 
 
 def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int, axis: int,
               lead: int = 0) -> None:  # fmt: skip
     """A multicast of ``elems`` per PE from ``root`` over a line of ``n`` (after ``lead`` hops
     from a neighbouring region or the wafer edge)."""
-    nwav = c.wavelets(elems)
-    total, busy, msgs = line_multicast(n, root, nwav, setup + c.overhead, c.overhead, c.hop, lead,
-                                       c.ramp)  # fmt: skip
-    bare = line_multicast(n, root, nwav, setup, 0, c.hop, lead, c.ramp)[0]
-    no_hops = line_multicast(n, root, nwav, setup, 0, 0, lead, 0)[0]
-    cost.add_comm(total, bare, setup, busy, axis, msgs, no_hops)
+    t = c.tick  # the simulations run in ticks
+    nwav, work, over = t * c.wavelets(elems), t * setup, t * c.overhead
+    total, busy, msgs = line_multicast(n, root, nwav, work + over, over, c.hop, lead, c.ramp)
+    bare = line_multicast(n, root, nwav, work, 0, c.hop, lead, c.ramp)[0]
+    no_hops = line_multicast(n, root, nwav, work, 0, 0, lead, 0)[0]
+    cost.add_comm(c.cycles(total), c.cycles(bare), setup, c.busy_cycles(busy), axis, msgs,
+                  c.cycles(no_hops))  # fmt: skip
 
 
 class RegionCoster(PeTiles):
@@ -373,10 +406,12 @@ class RegionCoster(PeTiles):
                 flows = _shift_flows(h, seg, step, part)
                 if not flows:
                     continue
-                total, busy, msgs = line_flows(h, flows, nwav, c.overhead, c.hop, c.ramp)
-                bare = line_flows(h, flows, nwav, 0, c.hop, c.ramp)[0]
-                no_hops = line_flows(h, flows, nwav, 0, 0, 0)[0]
-                one = (total, bare, 0, busy, 1, msgs, no_hops)
+                t = c.tick  # the simulations run in ticks
+                total, busy, msgs = line_flows(h, flows, t * nwav, t * c.overhead, c.hop, c.ramp)
+                bare = line_flows(h, flows, t * nwav, 0, c.hop, c.ramp)[0]
+                no_hops = line_flows(h, flows, t * nwav, 0, 0, 0)[0]
+                one = (c.cycles(total), c.cycles(bare), 0, c.busy_cycles(busy), 1, msgs,
+                       c.cycles(no_hops))  # fmt: skip
                 out = one if out is None else _add_rounds(out, one)
             self._memo[key] = out
         return self._memo[key]

@@ -41,8 +41,9 @@ RESOURCES = (
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
-# Doubling a class's rate: factors keep integer fields integral (x2), except fixed latencies
-# (x0.5), which the engine floors (a 1-cycle add latency becomes 0, 2-cycle issue becomes 1).
+# Doubling a class's rate: factors keep integer fields integral (x2), except latencies (x0.5):
+# the mesh's (hop, ramp, add) are simulated in half-cycle ticks (wafer.half_cycle_ticks), so a
+# 1-cycle hop becomes half a cycle; the DSD issue cost is floored (2 cycles become 1).
 WHAT_IF = {
     # the exp() polynomial runs on the FMAC datapath (wafer.exp_cost): twice the lanes, half
     # the cycles per element
@@ -93,6 +94,11 @@ ASSUMPTIONS = (
     "wafer.moe_expert_regions: each routed expert owns a band of its layer's region; the step's "
     "active experts (the graph's expected distinct count, tokens spread evenly over them) run "
     "at once on their bands, then the top-k outputs are combined by an all-reduce along B",
+    "wafer.half_cycle_ticks: when a mesh latency (hop, ramp, add) is a fraction of a cycle, "
+    "as the what-if's halving makes a 1-cycle one, the mesh is simulated in ticks of 1/2 (or "
+    "1/4: TICKS_PER_CYCLE = (1, 2, 4), the first that makes them whole, else floored at 1/4) "
+    "cycle with every wavelet taking a whole cycle, and a wavelet's arrival is rounded up to "
+    "a cycle",
     "wafer.io_crossings: each wafer-to-wafer crossing (and the loop back from the last wafer to "
     "the first) is a link of its own that carries one micro-batch at a time; a wafer works on "
     "the next micro-batch while its last output crosses (the driver's simulated schedule)",
