@@ -5,8 +5,11 @@ twin checked against the whole grid."""
 import numpy as np
 import pytest
 
+import pyaccel as pa
 from pyaccel import kernels
+from pyaccel.model.graph import build_graph
 from pyaccel.sim.wafer import grid, mesh
+from pyaccel.sim.wafer.cost import RegionCoster
 from pyaccel.sim.wafer.mesh import Grid, Tasks
 
 BACKENDS = kernels.available_backends()
@@ -125,3 +128,43 @@ def test_whole_grid_backends_agree(backend):
 def test_a_template_of_the_wrong_length_is_refused():
     with pytest.raises(ValueError, match="lines of 4"):
         grid.grid_sequence(7, 4, [_op(1, 7, 1, 1)], 1, 1)
+
+
+def test_a_layer_as_the_engine_costs_it_matches_the_whole_grid(tmp_path):
+    # A tiny llama layer (no GQA shift: as many KV heads as query heads) costed by the engine op
+    # by op, each all-reduce on one line, then its all-reduces rebuilt on every line of the
+    # 12 x 8 grid with each PE starting the next one once it holds the last result: the
+    # engine's serial sum is the whole grid's time, less a cycle or two per all-reduce that
+    # the dataflow overlap saves.
+    from conftest import TINY_LLAMA, write_config
+
+    cfg = {**TINY_LLAMA, "num_key_value_heads": TINY_LLAMA["num_attention_heads"]}
+    model = pa.load_model(write_config(tmp_path / "mha", cfg))
+    graph = build_graph(model, pa.Workload(context=40, tokens=1).resolved("bf16"))
+    spec = pa.load_system("wse3").spec
+    coster, w, h = RegionCoster(spec, graph), 12, 8
+    c = coster.c
+    serial, pending, ops, axis = 0, 0, [], 0
+    for op in graph.ops_of(graph.layer_keys[1]):
+        cost, axis_after = coster.op_cost(op, w, h, axis)
+        serial += cost.cycles
+        starts = dict(cost.collectives)
+        k = 0
+        while k < len(cost.parts):
+            if k not in starts:
+                pending += cost.parts[k][1]
+                k += 1
+                continue
+            line = starts[k]
+            assert line is not None  # only all-reduces in this layer
+            while cost.parts[k][0] != "mesh_link":
+                k += 1
+            k += 1
+            tpl = mesh._allreduce_template(line.n, line.seg, c.hop, line.two_level,
+                                           line.broadcast, c.ramp)  # fmt: skip
+            ops.append(grid.GridOp(line.axis, tpl, pending + c.overhead, c.overhead, line.nwav))
+            pending = 0
+        axis = axis_after
+    assert len(ops) >= 9  # two norms, QKV, four in attention, O, gate/up, down
+    whole = grid.grid_sequence(w, h, ops, c.hop, c.pass_lat, c.ramp).cycles + pending
+    assert serial - 2 * len(ops) <= whole <= serial

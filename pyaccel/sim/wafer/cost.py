@@ -165,6 +165,20 @@ def local(c: Costs, fmacs=0, lane_ops=0, rd=0, wr=0, issues=0) -> Local:
     )
 
 
+@dataclass(frozen=True)
+class LineAllReduce:
+    """What an op's all-reduce simulated: every line along ``axis`` (``n`` PEs in segments of
+    ``seg``) reducing ``nwav`` wavelets per PE, two-level or one-level, with or without the
+    broadcast back (the whole-grid simulation rebuilds it from this, tests/test_wafer_grid.py)."""
+
+    axis: int
+    n: int
+    seg: int
+    nwav: int
+    two_level: bool
+    broadcast: bool
+
+
 @dataclass
 class OpCost:
     """An op on one region: cycles per resource class in the order they happen, the collectives
@@ -174,6 +188,8 @@ class OpCost:
     transfers: int = 0
     messages: int = 0
     busy: dict = field(default_factory=dict)  # (axis, length) -> busy cycles per position
+    # per simulated collective: (index of its first part, its line all-reduce or None)
+    collectives: list = field(default_factory=list)
 
     @property
     def cycles(self) -> int:
@@ -186,6 +202,7 @@ class OpCost:
         for vec in self.busy.values():
             vec.setflags(write=False)
         self.parts, self.busy = tuple(self.parts), MappingProxyType(self.busy)
+        self.collectives = tuple(self.collectives)
         return self
 
     def add_local(self, task: Local) -> None:
@@ -206,6 +223,7 @@ class OpCost:
         link = max(0, no_overhead - setup)
         serial = link if no_hops is None else min(link, max(0, no_hops - setup))
         message = max(0, total - max(no_overhead, setup))
+        self.collectives.append((len(self.parts), None))
         if message:
             self.parts.append(("mesh_message", message))
         if link - serial:
@@ -234,10 +252,12 @@ def allreduce(cost: OpCost, c: Costs, n: int, seg: int, elems: int, task: Local,
         if best is None or total < best[0]:
             bare = line_allreduce(n, seg, nwav, work, 0, *tail)[0]
             no_hops = line_allreduce(n, seg, nwav, work, 0, 0, 0, two_level, broadcast, 0)[0]
-            best = (total, bare, busy, msgs, no_hops)
-    total, bare, busy, msgs, no_hops = best
+            best = (total, bare, busy, msgs, no_hops, two_level)
+    total, bare, busy, msgs, no_hops, two_level = best
     cost.add_comm(c.cycles(total), c.cycles(bare), task.cycles, c.busy_cycles(busy), axis, msgs,
                   c.cycles(no_hops))  # fmt: skip
+    line = LineAllReduce(axis, n, seg, c.wavelets(elems), two_level, broadcast)
+    cost.collectives[-1] = (cost.collectives[-1][0], line)
 
 
 def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int, axis: int,
