@@ -142,3 +142,16 @@ def gemv_packed(packed, bits, lut, bscale, block, rscale, x) -> None:
         raise ValueError(f"block = {block} is out of range (must be >= 0; 0: no block scales)")
     if block and np.shape(bscale) != (rows, -(-cols // block)):
         raise ValueError("bscale must be rows x ceil(cols / block)")
+
+
+def micro_batch_rounds(occ, busy, lat, rounds) -> None:
+    """``occ``, ``busy`` and ``lat`` all micro-batches x stages, none negative; rounds >= 0."""
+    if np.ndim(occ) != 2:
+        raise ValueError(f"occ has shape {np.shape(occ)}; expected (micro-batches, stages)")
+    for name, arr in (("busy", busy), ("lat", lat)):
+        if np.shape(arr) != np.shape(occ):
+            raise ValueError(f"{name} has shape {np.shape(arr)}; expected {np.shape(occ)}")
+    for name, arr in (("occ", occ), ("busy", busy), ("lat", lat)):
+        ids_in(name, np.asarray(arr).ravel(), 0, None)
+    if int(rounds) < 0:
+        raise ValueError(f"rounds = {rounds} is out of range (must be >= 0)")

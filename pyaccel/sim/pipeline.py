@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 
 def micro_batch_sizes(batch: int, stages: int) -> list[int]:
     """Sequences in each micro-batch for ``batch`` over ``stages``, largest first.
@@ -37,11 +39,12 @@ def pipeline_cycles(stage_cycles_of: Mapping[int, Sequence[int]], sizes: Sequenc
     return max(longest_pass, busiest)
 
 
-# Rounds the simulated schedule runs, per micro-batch and on top, before its interval is read:
-# a first-come-first-served pipeline settles into its period within a round per micro-batch
-# (tests/test_pipeline_schedule.py checks more rounds change nothing).
-SCHEDULE_ROUNDS_PER_MICRO_BATCH = 2
-SCHEDULE_EXTRA_ROUNDS = 2
+# Rounds the simulated schedule runs (per micro-batch, and on top) before its interval is read
+# as the mean over its last round per micro-batch: uneven micro-batches can drift for a dozen
+# rounds before a first-come-first-served pipeline settles (tests/test_pipeline_schedule.py
+# checks four times as many rounds change nothing).
+SCHEDULE_ROUNDS_PER_MICRO_BATCH = 16
+SCHEDULE_EXTRA_ROUNDS = 16
 
 
 def pipeline_schedule(
@@ -51,40 +54,31 @@ def pipeline_schedule(
     rounds: int | None = None,
 ) -> int:
     """Time between two tokens of one sequence, from a simulated schedule of micro-batches of
-    ``sizes`` through the stages and the links between them (cycles).
+    ``sizes`` through the stages and the links between them (cycles; the
+    ``micro_batch_rounds`` kernel).
 
     ``links_of[size][s]`` is ``(busy, latency)`` of the crossing *into* stage ``s``: the link
     carries one micro-batch at a time for ``busy`` cycles, which then arrives ``latency``
     cycles later; the crossing into stage 0 is the loop back from the last stage (the sampled
     token), taken from the second round on. A stage serves micro-batches first come first
     served in (round, micro-batch) order and works on the next while a link carries the last.
-    Each micro-batch's next token enters as soon as its token has come back. The schedule is
-    run for ``rounds`` rounds (by default enough to settle), and the interval is the last
-    round's mean time between a micro-batch's two last tokens. With no links and equal sizes
+    Each micro-batch's next token enters as soon as its token has come back. The schedule runs
+    ``rounds`` rounds (by default enough to settle) and the interval is the mean time between
+    a micro-batch's tokens over the last ``len(sizes)`` rounds. With no links and equal sizes
     it equals :func:`pipeline_cycles`.
     """
     if not sizes:
         return 0
-    n_stages = len(stage_cycles_of[sizes[0]])
-    stage_free, link_free = [0] * n_stages, [0] * n_stages
-    ready = [0] * len(sizes)
+    from ..kernels import get
+
+    n = len(sizes)
     if rounds is None:
-        rounds = SCHEDULE_ROUNDS_PER_MICRO_BATCH * len(sizes) + SCHEDULE_EXTRA_ROUNDS
-    last = prev = [0] * len(sizes)
-    for r in range(rounds):  # a few dozen stages and micro-batches: plain Python is enough
-        finish = []
-        for m, size in enumerate(sizes):
-            t, stages, links = ready[m], stage_cycles_of[size], links_of[size]
-            for s in range(n_stages):
-                if s or r:  # into stage 0 only when looping back (from the second round on)
-                    busy, lat = links[s]
-                    start = max(t, link_free[s])
-                    link_free[s] = start + busy
-                    t = start + busy + lat
-                start = max(t, stage_free[s])
-                stage_free[s] = start + int(stages[s])
-                t = stage_free[s]
-            finish.append(t)
-            ready[m] = t
-        prev, last = last, finish
-    return -(-sum(b - a for a, b in zip(prev, last, strict=True)) // len(sizes))
+        rounds = SCHEDULE_ROUNDS_PER_MICRO_BATCH * n + SCHEDULE_EXTRA_ROUNDS
+    occ = np.array([list(stage_cycles_of[s]) for s in sizes], dtype=np.int64)
+    link = np.array([list(links_of[s]) for s in sizes], dtype=np.int64).reshape(n, -1, 2)
+    finish = get("micro_batch_rounds")(occ, link[:, :, 0], link[:, :, 1], int(rounds))
+    span = min(n, int(rounds) - 1)
+    if span < 1:
+        return int(finish[-1].max()) if len(finish) else 0
+    gaps = int((finish[-1] - finish[-1 - span]).sum())
+    return -(-gaps // (span * n))
