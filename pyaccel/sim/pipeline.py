@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .. import kernels
+
 
 def micro_batch_sizes(batch: int, stages: int) -> list[int]:
     """Sequences in each micro-batch for ``batch`` over ``stages``, largest first.
@@ -69,14 +71,12 @@ def pipeline_schedule(
     """
     if not sizes:
         return 0
-    from ..kernels import get
-
     n = len(sizes)
     if rounds is None:
         rounds = SCHEDULE_ROUNDS_PER_MICRO_BATCH * n + SCHEDULE_EXTRA_ROUNDS
     occ = np.array([list(stage_cycles_of[s]) for s in sizes], dtype=np.int64)
     link = np.array([list(links_of[s]) for s in sizes], dtype=np.int64).reshape(n, -1, 2)
-    finish = get("micro_batch_rounds")(occ, link[:, :, 0], link[:, :, 1], int(rounds))
+    finish = kernels.get("micro_batch_rounds")(occ, link[:, :, 0], link[:, :, 1], int(rounds))
     span = min(n, int(rounds) - 1)
     if span < 1:
         return int(finish[-1].max()) if len(finish) else 0

@@ -213,17 +213,17 @@ class OpCost:
             self.parts.append(("fixed_latency", task.issue))
 
     def add_comm(self, total: int, no_overhead: int, setup: int, busy=None, axis=None,
-                 messages=0, no_hops: int | None = None) -> None:  # fmt: skip
+                 messages=0, no_hops: int | None = None, line=None) -> None:  # fmt: skip
         """Append a simulated collective whose run took ``total`` cycles after PE work of
         ``setup`` cycles already counted. Its time is attributed by re-simulating it: what
         zero message start costs save (``no_overhead``: the run without them) is
         ``mesh_message``; what zero per-hop latency (router hops and stream adds) saves on top
         (``no_hops``: without either) is ``mesh_hop``; the rest, wavelets serialised on the
-        links, is ``mesh_link``."""
+        links, is ``mesh_link``. ``line``: the :class:`LineAllReduce` it was, if one."""
         link = max(0, no_overhead - setup)
         serial = link if no_hops is None else min(link, max(0, no_hops - setup))
         message = max(0, total - max(no_overhead, setup))
-        self.collectives.append((len(self.parts), None))
+        self.collectives.append((len(self.parts), line))
         if message:
             self.parts.append(("mesh_message", message))
         if link - serial:
@@ -254,10 +254,9 @@ def allreduce(cost: OpCost, c: Costs, n: int, seg: int, elems: int, task: Local,
             no_hops = line_allreduce(n, seg, nwav, work, 0, 0, 0, two_level, broadcast, 0)[0]
             best = (total, bare, busy, msgs, no_hops, two_level)
     total, bare, busy, msgs, no_hops, two_level = best
-    cost.add_comm(c.cycles(total), c.cycles(bare), task.cycles, c.busy_cycles(busy), axis, msgs,
-                  c.cycles(no_hops))  # fmt: skip
     line = LineAllReduce(axis, n, seg, c.wavelets(elems), two_level, broadcast)
-    cost.collectives[-1] = (cost.collectives[-1][0], line)
+    cost.add_comm(c.cycles(total), c.cycles(bare), task.cycles, c.busy_cycles(busy), axis, msgs,
+                  c.cycles(no_hops), line)  # fmt: skip
 
 
 def multicast(cost: OpCost, c: Costs, n: int, root: int, elems: int, setup: int, axis: int,
