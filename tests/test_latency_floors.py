@@ -13,6 +13,7 @@ from pyaccel.sim import roofline
 from pyaccel.sim.asic import engine as asic
 from pyaccel.sim.gpu import engine as gpu
 from pyaccel.sim.lpu import engine as lpu
+from pyaccel.sim.lpu import plans
 from pyaccel.sim.lpu.net import Network
 from pyaccel.sim.lpu.program import ChipModel
 
@@ -92,10 +93,13 @@ def test_lpu_plan_kinds_follow_the_compiled_plan():
     for model in ("tiny-llama", "tiny-mixtral", "tiny-deepseek-v3"):
         cfg = pa.load_model(model)
         graph = pa.build_graph(cfg, pa.Workload(batch=2, context=64), native_format="int8")
-        for tp in (1, 2, 8):
+        for tp in (1, 2, 8, 16):
             for op in graph.ops:
-                plan = lpu._op_plan(op, graph, tp)
-                assert lpu._plan_kinds(op, tp) == tuple(st[0] for st in plan), (op.name, tp)
+                plan = plans.op_plan(op, graph, tp)
+                kinds = plans.plan_kinds(op, tp, graph.attention)
+                assert kinds == tuple(st[0] for st in plan), (op.name, tp)
+                # without the attention the floor drops only the sequence split's all-reduce
+                assert plans.plan_kinds(op, tp) == tuple(k for k in kinds if k != "seqreduce")
 
 
 def test_lpu_floor_is_the_length_of_a_minimal_op_alone():
@@ -110,7 +114,7 @@ def test_lpu_floor_is_the_length_of_a_minimal_op_alone():
     for tp in (1, 2):
         slot = type("Slot", (), {"units": tuple(range(tp))})()
         for op in graph.ops:
-            plan = tuple(lpu._canonical(chip, tp, st) for st in lpu._op_plan(op, graph, tp))
+            plan = tuple(plans.canonical(chip, tp, st) for st in plans.op_plan(op, graph, tp))
             alone = lpu._compile(chip, net, tp, (plan,)).schedule().cycles
             want = round(floor(op, slot) * spec.clock_hz)
             if plan[0][0] == "gemv":  # alone, its first block's install is on the chain

@@ -41,6 +41,9 @@ class LpuParams:
     softmax_exp_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's max-subtract + exp")
     softmax_scale_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's 1/sum scaling")
     activation_buffers: int = _i("widest activations a layer keeps per chip (in/out, buffered)")
+    deskew_cycles: int = _i(
+        "cycles a collective spanning nodes waits to realign to global time", strict=False
+    )
 
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.relation`)."""

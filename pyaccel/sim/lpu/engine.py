@@ -18,9 +18,10 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
-from ...units import FLOPS_PER_MAC, largest_share
+from ...units import FLOPS_PER_MAC
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .net import Network
+from .plans import attention_plan, canonical, op_plan, plan_kinds
 from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
@@ -35,7 +36,13 @@ WHAT_IF = {
     "c2c_link": (("c2c_bytes_per_s",), 2.0),
     "c2c_latency": (("c2c_latency_s",), 0.5),
     "fixed_latency": (
-        ("mxm_latency_cycles", "vxm_latency_cycles", "sxm_latency_cycles", "stream_hop_cycles"),
+        (
+            "mxm_latency_cycles",
+            "vxm_latency_cycles",
+            "sxm_latency_cycles",
+            "stream_hop_cycles",
+            "deskew_cycles",
+        ),
         0.5,
     ),
 }
@@ -63,93 +70,13 @@ ASSUMPTIONS = (
     "ports shared over its rack peers) and are relayed to the stage's chips cut-through; the "
     "sampled token returns to the first stage the same way",
     "lpu.layer_order: ops run in graph order; only weight installs run ahead of their op",
+    "lpu.attention_sequence_split: on a tensor-parallel group wider than the KV heads, each KV "
+    "head's tp / n_kv_heads chips split its cached tokens and combine their partial outputs "
+    "and softmax (max, sum) pairs with one all-reduce (flash-decoding's split-K)",
+    "lpu.wide_tp: a group wider than a node is whole nodes of one rack; its collectives are "
+    "hierarchical over local links and the node pairs' global ports (sim/lpu/wide.py), each "
+    "chip realigning to global time before crossing nodes (deskew_cycles)",
 )
-
-
-ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
-
-# ---------------------------------------------------------------------------------------------
-# op plans: the integer quantities each op's instructions depend on (hashable, cache keys); a
-# VXM pass gives its ALU ops per element as a number or as the name of a preset count
-
-
-def _read_elems(op) -> int:
-    """Weight elements an op reads per step (scales excluded), from its bytes and format."""
-    if op.params and op.resident_weight_bytes:
-        bpe = op.resident_weight_bytes / op.params
-        return int(round(op.weight_bytes / bpe))
-    return op.n * op.k
-
-
-def _op_plan(op, graph, tp: int) -> tuple:
-    """The instruction patterns of one graph op on one chip of a ``tp``-wide group."""
-    m = op.m
-    sharded = op.split != "replicate"
-    if op.kind == "embed":
-        row = ACT_BYTES * m * op.n
-        return (("memio", row), ("broadcast", row))
-    if op.op_class == "norm":
-        w = largest_share(op.n, tp, sharded) * m
-        return (("reduce", w), ("vector", w, "norm"))
-    if op.op_class in ("matmul", "router"):
-        steps = [("gemv", largest_share(_read_elems(op), tp, sharded), m)]
-        if tp > 1 and op.split in ("row", "experts"):
-            out = op.n if op.split == "row" else graph.hidden
-            steps.append(("allreduce", ACT_BYTES * m * out))
-        return tuple(steps)
-    if op.op_class == "attention":
-        return _attention_plan(op, graph.attention, tp)
-    if op.kind == "sampling":
-        pairs = ARGMAX_PAIR_BYTES * m
-        return (("reduce", largest_share(op.k, tp, True) * m), ("allgather", pairs))
-    width = largest_share(op.n, tp, sharded) * m
-    per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
-    return (("vector", width, per_elem),)
-
-
-def _attention_plan(op, att, tp: int) -> tuple:
-    """Write the new K/V, install K and stream the query group (scores), softmax (max reduce,
-    exp, sum reduce, scale), install V and stream the probabilities (weighted sum)."""
-    b = op.m
-    mla = att.latent
-    heads = -(-att.n_heads // tp)
-    kv_heads = 1 if mla else -(-att.n_kv_heads // tp)
-    group = max(1, -(-heads // kv_heads))
-    per_tok = att.kv_elems_per_token  # K+V elements of one token (all KV heads)
-    kv_share = 1 if mla else max(1, min(tp, att.n_kv_heads))
-    attended = op.k
-    kv_elems = -(-b * attended * per_tok // kv_share)
-    write = -(-op.kv_write_bytes // kv_share)
-    scores = b * heads * attended
-    steps = [("memio", write)]
-    if op.weight_bytes:  # MLA absorbed up-projections
-        steps.append(("gemv", largest_share(_read_elems(op), tp, True), b * group))
-    steps += [
-        ("gemv", -(-kv_elems // 2), group),
-        ("reduce", scores),
-        ("vector", scores, "softmax_exp"),
-        ("reduce", scores),
-        ("vector", scores, "softmax_scale"),
-        ("gemv", -(-kv_elems // 2), group),
-    ]
-    return tuple(steps)
-
-
-def _canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
-    """A plan step reduced to the integers its instructions use (block counts, VXM cycles), so
-    that steps whose context differs by less than a block share one compiled program."""
-    kind = st[0]
-    if kind == "gemv":
-        return ("gemv", max(1, -(-st[1] // chip.block_weights)), st[2])
-    vecs = max(1, -(-st[1] // chip.elems_per_vector))
-    if kind == "vector":
-        per = st[2] if isinstance(st[2], int) else dict(chip.ops_per_elem)[st[2]]
-        return ("vector", max(1, -(-vecs * max(1, per) // chip.alus)))
-    if kind == "reduce":
-        return ("reduce", max(1, -(-vecs // chip.alus)))
-    if kind == "memio":
-        return ("memio", -(-st[1] // chip.vector_bytes) * chip.vector_bytes)
-    return st
 
 
 def _compile(chip: ChipModel, net: Network, tp: int, plans: tuple) -> Program:
@@ -189,6 +116,9 @@ def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur)
     if kind == "allreduce":
         red = max(1, -(-vecs // tp // chip.alus)) + chip.vxm_latency
         return prog.collective(net.allreduce(tp, st[1], red), cur)
+    if kind == "seqreduce":  # among the st[2] chips of one KV head (lpu.attention_sequence_split)
+        red = max(1, -(-vecs // st[2] // chip.alus)) + chip.vxm_latency
+        return prog.collective(net.allreduce(st[2], st[1], red), cur)
     if kind == "allgather":
         return prog.collective(net.allgather(tp, st[1]), cur)
     if kind == "broadcast":
@@ -206,7 +136,7 @@ def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur)
 # (C2C rates: the collectives; a chip constant: the chip's ops) and reuses the rest.
 _FRAGMENTS: dict = {}
 _FRAGMENTS_MAX = 16384  # entries; a 70B model on 576 chips compiles a few hundred per system
-_COLLECTIVE_STEPS = ("allreduce", "allgather", "broadcast")
+_COLLECTIVE_STEPS = ("allreduce", "allgather", "broadcast", "seqreduce")
 
 
 def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
@@ -266,7 +196,7 @@ class LpuSim:
         ops = [op for key in layers for op in graph.ops_of(key)]
         tp = len(chips)
         plans = tuple(
-            tuple(_canonical(self.chip, tp, st) for st in _op_plan(op, graph, tp)) for op in ops
+            tuple(canonical(self.chip, tp, st) for st in op_plan(op, graph, tp)) for op in ops
         )
         return plans, ops
 
@@ -310,8 +240,8 @@ class LpuSim:
         attn = {}
         for g in step.groups():
             tp = g.key[1]
-            plan = _attention_plan(g.op, self.graph.attention, tp)
-            attn[g.key] = tuple(_canonical(self.chip, tp, st) for st in plan)
+            plan = attention_plan(g.op, self.graph.attention, tp)
+            attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
         key_all = tuple(attn.values())
         if key_all == self._last_attn:
             return list(self._last_cycles)
@@ -388,24 +318,6 @@ def rates(spec, work) -> BoundRates:
                       _pipeline_floor(spec))  # fmt: skip
 
 
-def _plan_kinds(op, tp: int) -> tuple[str, ...]:
-    """The kinds of :func:`_op_plan`'s steps for ``op`` on a ``tp``-wide group, in order
-    (what the latency floor needs; a test holds it to ``_op_plan`` on whole models)."""
-    if op.kind == "embed":
-        return ("memio", "broadcast")
-    if op.op_class == "norm":
-        return ("reduce", "vector")
-    if op.op_class in ("matmul", "router"):
-        reduce = tp > 1 and op.split in ("row", "experts")
-        return ("gemv", "allreduce") if reduce else ("gemv",)
-    if op.op_class == "attention":
-        mla = ("gemv",) if op.weight_bytes else ()
-        return ("memio", *mla, "gemv", "reduce", "vector", "reduce", "vector", "gemv")
-    if op.kind == "sampling":
-        return ("reduce", "allgather")
-    return ("vector",)
-
-
 def _pipeline_floor(spec):
     """``latency_s(op, slot)`` for the bound: the cycles an op's result takes to come out after
     its input arrives on a program with no other work, the sum over its plan's steps (s, class
@@ -428,11 +340,11 @@ def _pipeline_floor(spec):
     collective = hop + TRANSITS_PER_C2C * chip.transit
     cycles = {"gemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
               "allreduce": collective + 1, "allgather": collective,
-              "broadcast": collective}  # fmt: skip
+              "broadcast": collective, "seqreduce": collective + 1}  # fmt: skip
 
     def latency_s(op, slot) -> float:
         tp = len(slot.units)
-        total = sum(cycles[k] for k in _plan_kinds(op, tp) if tp > 1 or k not in _COLLECTIVE_STEPS)
+        total = sum(cycles[k] for k in plan_kinds(op, tp) if tp > 1 or k not in _COLLECTIVE_STEPS)
         return total / spec.clock_hz
 
     return latency_s

@@ -13,45 +13,10 @@ node, the next rack) with an equal share each. Every transfer pays its serialisa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-
-import numpy as np
 
 from ...errors import ConfigError
-from ...kernels import get as get_kernel
-
-
-@dataclass(frozen=True)
-class Transfers:
-    """A transfer list in the compiler's order: link ids, bytes, dependencies (CSR), cut-through
-    flags, the sending chip of each transfer (within the schedule's chips) and per-link rates."""
-
-    link: np.ndarray
-    n_bytes: np.ndarray
-    cut: np.ndarray
-    dep_ptr: np.ndarray
-    dep_idx: np.ndarray
-    sender: np.ndarray
-    link_bpc: np.ndarray
-    link_lat: np.ndarray
-
-
-@dataclass(frozen=True)
-class Collective:
-    """A scheduled collective: total cycles, and per sending chip the cycles it starts and stops
-    sending and the bytes it sends (for the trace's c2c_link events); ``latency_cycles`` is what
-    the links' hop latency adds to the total (the schedule re-run with zero latency is that
-    much shorter: the trace's c2c_latency)."""
-
-    kind: str
-    cycles: int
-    n_bytes: int
-    send_start: tuple[int, ...]
-    send_end: tuple[int, ...]
-    send_bytes: tuple[int, ...]
-    n_transfers: int
-    slot_bytes: tuple = ()  # (sending chip, link slot, bytes) of every real transfer
-    latency_cycles: int = 0
+from . import wide
+from .transfers import Builder, Collective, finish, peer_slot
 
 
 def _memo(method):
@@ -65,57 +30,6 @@ def _memo(method):
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     return wrapper
-
-
-def _peer(i: int, j: int) -> int:
-    """Link slot of chip ``i`` toward node peer ``j`` (slots 0..6 for the 7 other chips)."""
-    return j if j < i else j - 1
-
-
-class _Builder:
-    def __init__(self):
-        self.link, self.n_bytes, self.cut, self.deps, self.sender = [], [], [], [], []
-        self.slot: list[int] = []
-        self.bpc, self.lat = [], []
-
-    def new_link(self, bpc: float, lat: int) -> int:
-        self.bpc.append(bpc)
-        self.lat.append(lat)
-        return len(self.bpc) - 1
-
-    def send(self, link: int, n_bytes: int, sender: int, deps=(), cut=False, slot=-1) -> int:
-        """Append a transfer; ``slot`` is the sender's physical link (0..6 node peers, 7.. global
-        ports; -1 for the chip's own VXM)."""
-        self.link.append(link)
-        self.n_bytes.append(int(n_bytes))
-        self.cut.append(bool(cut))
-        self.deps.append(list(deps))
-        self.sender.append(sender)
-        self.slot.append(slot)
-        return len(self.link) - 1
-
-    def build(self) -> Transfers:
-        ptr = np.zeros(len(self.deps) + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(d) for d in self.deps])
-        idx = np.array([j for d in self.deps for j in d], dtype=np.int64)
-        return Transfers(
-            np.array(self.link, dtype=np.int64),
-            np.array(self.n_bytes, dtype=np.int64),
-            np.array(self.cut, dtype=np.bool_),
-            ptr,
-            idx,
-            np.array(self.sender, dtype=np.int64),
-            np.array(self.bpc, dtype=np.float64),
-            np.array(self.lat, dtype=np.int64),
-        )
-
-
-def schedule(tr: Transfers, vector_bytes: int, backend: str | None = None):
-    """(start, end, arrive) of every transfer (the hot loop; NumPy twin in reference_lpu)."""
-    fn = get_kernel("lpu_link_schedule", backend)
-    return fn(
-        tr.link, tr.n_bytes, tr.cut, tr.dep_ptr, tr.dep_idx, tr.link_bpc, tr.link_lat, vector_bytes
-    )
 
 
 class Network:
@@ -142,13 +56,28 @@ class Network:
         # of one node still reaches the next rack over all its ports)
         self.hop_ports = max(1, node_ports // max(1, nodes_per_rack - 1))
         self.chips_per_node = node
+        self.nodes_per_rack = nodes_per_rack
         self.global_links = int(p.global_links)
+        self.deskew = math.ceil(float(p.deskew_cycles))
         self._memo: dict = {}
         # what a collective's schedule depends on besides its own arguments
         self.key = (self.vector_bytes, self.latency, self.local_bpc, self.global_bpc,
-                    self.hop_ports, node, self.global_links)  # fmt: skip
+                    self.hop_ports, node, self.global_links, self.deskew)  # fmt: skip
 
-    # ---- collectives inside one tensor-parallel group (fully connected chips of a node) ----
+    # ---- collectives inside one tensor-parallel group (fully connected chips of a node, or
+    # whole nodes of one rack: :mod:`pyaccel.sim.lpu.wide`) ----
+
+    def _wide(self, tp: int) -> bool:
+        """Whether a group of ``tp`` chips spans nodes (then ``tp`` is whole nodes of a rack)."""
+        node = self.chips_per_node
+        if tp <= node:
+            return False
+        if tp % node or tp // node > self.nodes_per_rack:
+            raise ConfigError(
+                f"lpu tensor-parallel group of {tp} chips: a group wider than a node "
+                f"({node} chips) must be whole nodes of one rack ({self.nodes_per_rack} nodes)"
+            )
+        return True
 
     @_memo
     def allreduce(self, tp: int, n_bytes: int, reduce_cycles: int) -> Collective:
@@ -159,12 +88,14 @@ class Network:
         of one n/tp chunk (one-shot sums tp chunks' worth)."""
         if tp <= 1:
             return Collective("allreduce", 0, n_bytes, (0,), (0,), (0,), 0)
+        if self._wide(tp):
+            return wide.allreduce(self, tp, n_bytes, reduce_cycles)
         one = self._one_shot(tp, n_bytes, reduce_cycles)
         two = self._rs_ag(tp, n_bytes, reduce_cycles)
         return one if one.cycles <= two.cycles else two
 
     def _one_shot(self, tp: int, n_bytes: int, reduce_cycles: int) -> Collective:
-        b = _Builder()
+        b = Builder()
         links = {(i, j): b.new_link(self.local_bpc, self.latency) for i in range(tp)
                  for j in range(tp) if i != j}  # fmt: skip
         vxm = [b.new_link(1.0, 0) for _ in range(tp)]
@@ -172,13 +103,13 @@ class Network:
         for i in range(tp):
             for j in range(tp):
                 if i != j:
-                    into[j].append(b.send(links[i, j], n_bytes, i, slot=_peer(i, j)))
+                    into[j].append(b.send(links[i, j], n_bytes, i, slot=peer_slot(i, j)))
         for j in range(tp):  # each chip sums the tp partials it now holds
             b.send(vxm[j], max(1, reduce_cycles * tp), j, into[j])
         return self._finish("allreduce", b, tp, n_bytes, skip_links=set(vxm))
 
     def _rs_ag(self, tp: int, n_bytes: int, reduce_cycles: int) -> Collective:
-        b = _Builder()
+        b = Builder()
         links = {(i, j): b.new_link(self.local_bpc, self.latency) for i in range(tp)
                  for j in range(tp) if i != j}  # fmt: skip
         # the chip's own VXM reducing its chunk, as a 1 B/cycle "link" with no hop latency
@@ -188,12 +119,12 @@ class Network:
         for i in range(tp):
             for j in range(tp):
                 if i != j:
-                    into[j].append(b.send(links[i, j], chunk, i, slot=_peer(i, j)))
+                    into[j].append(b.send(links[i, j], chunk, i, slot=peer_slot(i, j)))
         reduced = [b.send(vxm[j], max(1, reduce_cycles), j, into[j]) for j in range(tp)]
         for j in range(tp):
             for i in range(tp):
                 if i != j:
-                    b.send(links[j, i], chunk, j, [reduced[j]], slot=_peer(j, i))
+                    b.send(links[j, i], chunk, j, [reduced[j]], slot=peer_slot(j, i))
         return self._finish("allreduce", b, tp, n_bytes, skip_links=set(vxm))
 
     @_memo
@@ -201,12 +132,14 @@ class Network:
         """Every chip sends its ``n_bytes_per_chip`` to every peer (direct, fully connected)."""
         if tp <= 1:
             return Collective("allgather", 0, n_bytes_per_chip, (0,), (0,), (0,), 0)
-        b = _Builder()
+        if self._wide(tp):
+            return wide.allgather(self, tp, n_bytes_per_chip)
+        b = Builder()
         for i in range(tp):
             for j in range(tp):
                 if i != j:
                     b.send(b.new_link(self.local_bpc, self.latency), n_bytes_per_chip, i,
-                           slot=_peer(i, j))  # fmt: skip
+                           slot=peer_slot(i, j))  # fmt: skip
         return self._finish("allgather", b, tp, n_bytes_per_chip * tp)
 
     @_memo
@@ -214,9 +147,11 @@ class Network:
         """Chip 0 of the group sends ``n_bytes`` to each peer over its own link to it."""
         if tp <= 1:
             return Collective("broadcast", 0, n_bytes, (0,), (0,), (0,), 0)
-        b = _Builder()
+        if self._wide(tp):
+            return wide.broadcast(self, tp, n_bytes)
+        b = Builder()
         for j in range(1, tp):
-            b.send(b.new_link(self.local_bpc, self.latency), n_bytes, 0, slot=_peer(0, j))
+            b.send(b.new_link(self.local_bpc, self.latency), n_bytes, 0, slot=peer_slot(0, j))
         return self._finish("broadcast", b, tp, n_bytes)
 
     # ---- hops between pipeline stages ----
@@ -227,38 +162,24 @@ class Network:
         split over ``ports`` parallel paths (global ports between nodes, or local links inside
         one node), each landing on one chip of the next stage, which relays its part to the
         stage's other chips (cut-through over local links): two hops per byte."""
-        b = _Builder()
+        if tp_from > self.chips_per_node or tp_to > self.chips_per_node:
+            return wide.stage_hop(self, tp_from, tp_to, n_bytes)
+        b = Builder()
         bpc = self.local_bpc if same_node else self.global_bpc
         ports = max(1, min(tp_from, tp_to, self.hop_ports if not same_node else tp_from))
         chunk = -(-n_bytes // ports)
         for r in range(ports):
-            port = _peer(r, r + 1) if same_node else self.chips_per_node - 1 + r % self.global_links
+            port = (
+                peer_slot(r, r + 1)
+                if same_node
+                else self.chips_per_node - 1 + r % self.global_links
+            )
             first = b.send(b.new_link(bpc, self.latency), chunk, r, slot=port)
             for j in range(tp_to):
                 if j != r:
                     link = b.new_link(self.local_bpc, self.latency)
-                    b.send(link, chunk, tp_from + r, [first], cut=True, slot=_peer(r, j))
+                    b.send(link, chunk, tp_from + r, [first], cut=True, slot=peer_slot(r, j))
         return self._finish("stage_hop", b, tp_from + tp_to, n_bytes)
 
-    def _finish(self, kind, b: _Builder, n_chips: int, n_bytes: int, skip_links=()):
-        tr = b.build()
-        start, end, arrive = schedule(tr, self.vector_bytes)
-        cycles = int(arrive.max()) if len(arrive) else 0
-        s0, s1, sb = [cycles] * n_chips, [0] * n_chips, [0] * n_chips
-        for i in range(len(tr.link)):
-            if int(tr.link[i]) in skip_links:
-                continue
-            c = int(tr.sender[i])
-            s0[c] = min(s0[c], int(start[i]))
-            s1[c] = max(s1[c], int(end[i]))
-            sb[c] += int(tr.n_bytes[i])
-        s0 = [a if bb else 0 for a, bb in zip(s0, sb, strict=True)]
-        slots = tuple(
-            (c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes, strict=True) if k >= 0
-        )
-        n = len(tr.link)
-        no_latency = replace(tr, link_lat=np.zeros_like(tr.link_lat))
-        arrive0 = schedule(no_latency, self.vector_bytes)[2]
-        latency = cycles - (int(arrive0.max()) if len(arrive0) else 0)
-        return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots,
-                          max(0, latency))  # fmt: skip
+    def _finish(self, kind, b: Builder, n_chips: int, n_bytes: int, skip_links=()):
+        return finish(kind, b, n_chips, n_bytes, self.vector_bytes, skip_links)

@@ -1,0 +1,131 @@
+"""What each graph op asks of one LPU chip of a ``tp``-wide group: its plan, the integer
+quantities its instructions depend on (hashable: the engine's cache keys). A plan is a tuple of
+steps: ``("gemv", weights, vectors)``, ``("vector", elements, ALU ops per element or the name
+of a preset count)``, ``("reduce", elements)``, ``("memio", bytes)``, and the collectives
+``("allreduce" | "allgather" | "broadcast", bytes)`` over the group and ``("seqreduce", bytes,
+chips)`` among one KV head's chips (lpu.attention_sequence_split)."""
+
+from __future__ import annotations
+
+from ...model.ops import ACT_BYTES
+from ...units import largest_share
+from .program import ChipModel
+
+ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
+
+# ---------------------------------------------------------------------------------------------
+# op plans: the integer quantities each op's instructions depend on (hashable, cache keys); a
+# VXM pass gives its ALU ops per element as a number or as the name of a preset count
+
+
+def read_elems(op) -> int:
+    """Weight elements an op reads per step (scales excluded), from its bytes and format."""
+    if op.params and op.resident_weight_bytes:
+        bpe = op.resident_weight_bytes / op.params
+        return int(round(op.weight_bytes / bpe))
+    return op.n * op.k
+
+
+def op_plan(op, graph, tp: int) -> tuple:
+    """The instruction patterns of one graph op on one chip of a ``tp``-wide group."""
+    m = op.m
+    sharded = op.split != "replicate"
+    if op.kind == "embed":
+        row = ACT_BYTES * m * op.n
+        return (("memio", row), ("broadcast", row))
+    if op.op_class == "norm":
+        w = largest_share(op.n, tp, sharded) * m
+        return (("reduce", w), ("vector", w, "norm"))
+    if op.op_class in ("matmul", "router"):
+        steps = [("gemv", largest_share(read_elems(op), tp, sharded), m)]
+        if tp > 1 and op.split in ("row", "experts"):
+            out = op.n if op.split == "row" else graph.hidden
+            steps.append(("allreduce", ACT_BYTES * m * out))
+        return tuple(steps)
+    if op.op_class == "attention":
+        return attention_plan(op, graph.attention, tp)
+    if op.kind == "sampling":
+        pairs = ARGMAX_PAIR_BYTES * m
+        return (("reduce", largest_share(op.k, tp, True) * m), ("allgather", pairs))
+    width = largest_share(op.n, tp, sharded) * m
+    per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
+    return (("vector", width, per_elem),)
+
+
+def attention_plan(op, att, tp: int) -> tuple:
+    """Write the new K/V, install K and stream the query group (scores), softmax (max reduce,
+    exp, sum reduce, scale), install V and stream the probabilities (weighted sum).
+
+    On a group wider than the KV heads (lpu.attention_sequence_split) each KV head's chips split
+    its cached tokens: a chip holds ``1/tp`` of the cache (as the placer counts it) and streams
+    all of the head's query heads over its slice, and the head's chips combine their partial
+    outputs and softmax sums with one all-reduce among themselves."""
+    b = op.m
+    mla = att.latent
+    seq = 1 if mla else max(1, tp // max(1, att.n_kv_heads))
+    if seq > 1:
+        heads, kv_heads = -(-att.n_heads // att.n_kv_heads), 1
+    else:
+        heads = -(-att.n_heads // tp)
+        kv_heads = 1 if mla else -(-att.n_kv_heads // tp)
+    group = max(1, -(-heads // kv_heads))
+    per_tok = att.kv_elems_per_token  # K+V elements of one token (all KV heads)
+    kv_share = 1 if mla else max(1, min(tp, att.n_kv_heads)) * seq
+    attended = -(-op.k // seq)
+    kv_elems = -(-b * op.k * per_tok // kv_share)
+    write = -(-op.kv_write_bytes // max(1, kv_share // seq))  # one chip of a head writes it
+    scores = b * heads * attended
+    steps = [("memio", write)]
+    if op.weight_bytes:  # MLA absorbed up-projections
+        steps.append(("gemv", largest_share(read_elems(op), tp, True), b * group))
+    steps += [
+        ("gemv", -(-kv_elems // 2), group),
+        ("reduce", scores),
+        ("vector", scores, "softmax_exp"),
+        ("reduce", scores),
+        ("vector", scores, "softmax_scale"),
+        ("gemv", -(-kv_elems // 2), group),
+    ]
+    if seq > 1:  # partial outputs and (max, sum) pairs of the head's query heads
+        out = b * heads * (att.head_dim * ACT_BYTES + ARGMAX_PAIR_BYTES)
+        steps.append(("seqreduce", out, seq))
+    return tuple(steps)
+
+
+def canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
+    """A plan step reduced to the integers its instructions use (block counts, VXM cycles), so
+    that steps whose context differs by less than a block share one compiled program."""
+    kind = st[0]
+    if kind == "gemv":
+        return ("gemv", max(1, -(-st[1] // chip.block_weights)), st[2])
+    vecs = max(1, -(-st[1] // chip.elems_per_vector))
+    if kind == "vector":
+        per = st[2] if isinstance(st[2], int) else dict(chip.ops_per_elem)[st[2]]
+        return ("vector", max(1, -(-vecs * max(1, per) // chip.alus)))
+    if kind == "reduce":
+        return ("reduce", max(1, -(-vecs // chip.alus)))
+    if kind == "memio":
+        return ("memio", -(-st[1] // chip.vector_bytes) * chip.vector_bytes)
+    return st
+
+
+def plan_kinds(op, tp: int, att=None) -> tuple[str, ...]:
+    """The kinds of :func:`op_plan`'s steps for ``op`` on a ``tp``-wide group, in order
+    (what the latency floor needs; a test holds it to ``op_plan`` on whole models). Without
+    the graph's attention ``att`` an attention op leaves out its sequence-split all-reduce
+    (the floor, which has no graph, then stays a lower bound)."""
+    if op.kind == "embed":
+        return ("memio", "broadcast")
+    if op.op_class == "norm":
+        return ("reduce", "vector")
+    if op.op_class in ("matmul", "router"):
+        reduce = tp > 1 and op.split in ("row", "experts")
+        return ("gemv", "allreduce") if reduce else ("gemv",)
+    if op.op_class == "attention":
+        mla = ("gemv",) if op.weight_bytes else ()
+        split = att is not None and not att.latent and tp // max(1, att.n_kv_heads) > 1
+        tail = ("seqreduce",) if split else ()
+        return ("memio", *mla, "gemv", "reduce", "vector", "reduce", "vector", "gemv", *tail)
+    if op.kind == "sampling":
+        return ("reduce", "allgather")
+    return ("vector",)

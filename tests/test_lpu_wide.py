@@ -1,0 +1,80 @@
+"""Tensor parallelism across nodes on the LPU: hand-derived collectives over local links and the
+node pairs' global ports (sim/lpu/wide.py), and the attention's sequence split."""
+
+import pytest
+
+import pyaccel as pa
+from pyaccel.errors import ConfigError
+from pyaccel.sim.lpu import plans
+from pyaccel.sim.lpu.net import Network
+
+# 1 GHz clock, 600-cycle hops: a node pair's local link 2 x 14 GB/s = 28 B/cycle, a global port
+# (16 - 14) x 14 GB/s / 4 = 7 B/cycle; 8 nodes a rack, so 32 // 7 = 4 ports join two nodes.
+ROUND = ["clock_hz=1e9", "c2c_latency_s=6e-7"]
+
+
+def _net(deskew=0):
+    spec = pa.load_system("groq-tsp", units=16, overrides=[*ROUND, f"deskew_cycles={deskew}"]).spec
+    return Network(spec.params, 1e9)
+
+
+def test_golden_allreduce_across_two_nodes():
+    """224 B over 16 chips (2 nodes of 8), 1 VXM cycle per n/tp chunk, no deskew.
+
+    1. reduce-scatter in each node: chunks of 224 / 8 = 28 B, one cycle on a local link each,
+       all at once: arrive 1 + 600 = 601; each chip sums its 8 partials (1 x 2 nodes = 2
+       cycles): 603.
+    2. one-shot across the nodes (it beats reduce-scatter + all-gather's two crossings): chip j
+       sends its 28 B to chip j of the other node over port j mod 4 of the pair; all 4 ports
+       toward the one peer belong to chip 0 (ports numbered chip after chip), so chips 1..7
+       first relay to chip 0: [603, 604), arriving 1,204. Chip 0's own chunk leaves at 603 on
+       port 0 (28 / 7 = 4 cycles), arrives 1,207. The relayed chunks go on cut-through once
+       their first bytes are in (1 + 600 after the relay's start = 1,204): ports 1..3 carry
+       chips 1..3 in [1204, 1208), and then -- contending for the same port -- chips 5..7 in
+       [1208, 1212); port 0 carries chip 4 after chip 0, [1204, 1208). They arrive 600 later
+       (1,808 and 1,812) at chip 0 of the other node, which relays each to its rank
+       cut-through: start 4 + 600 after the port's start, arrive 600 after: 2,409 (ranks
+       1..4) and 2,413 (ranks 5..7). Each chip sums the two partials: 2,415 at the latest.
+    3. all-gather in each node: 28 B from every chip to every peer, the last leaving at 2,415,
+       arriving 2,415 + 1 + 600 = 3,016.
+    """
+    coll = _net().allreduce(16, 224, 1)
+    assert coll.cycles == 3016
+    # with a 128-cycle deskew before the crossing, everything after it moves by 128
+    assert _net(128).allreduce(16, 224, 1).cycles == 3016 + 128
+
+
+def test_wide_allreduce_ranks_send_their_share():
+    coll = _net().allreduce(16, 224, 1)
+    assert len(coll.send_bytes) == 16
+    # every chip sends 7 x 28 B in each node phase; chip 0 also forwards 7 relayed chunks and its
+    # own over the global ports (8 x 28), chips 1..7 relay theirs to chip 0 (28)
+    assert coll.send_bytes[0] == 2 * 7 * 28 + 8 * 28 + 7 * 28
+    assert coll.send_bytes[1] == 2 * 7 * 28 + 28
+    assert {slot for c, slot, _ in coll.slot_bytes if c == 0} >= {7, 8, 9, 10}  # global ports
+
+
+@pytest.mark.parametrize("tp", [12, 72])
+def test_wide_group_must_be_whole_nodes_of_a_rack(tp):
+    with pytest.raises(ConfigError, match="whole nodes of one rack"):
+        _net().allreduce(tp, 224, 1)
+
+
+def test_narrow_groups_keep_the_node_collectives():
+    # up to a node nothing crosses nodes, so the deskew never applies
+    assert _net(0).allreduce(8, 7000, 10) == _net(256).allreduce(8, 7000, 10)
+
+
+def test_attention_splits_the_cache_beyond_the_kv_heads():
+    # 8 KV heads on 16 chips: each head's 2 chips hold half its cached tokens each, stream all 8
+    # of its query heads, and combine partial outputs (+ max, sum) with one all-reduce of 2
+    model = pa.load_model("llama-3.1-70b")
+    graph = pa.build_graph(model, pa.Workload(batch=1, context=4096))
+    op = next(o for o in graph.ops if o.kind == "attention")
+    op = graph.attention_op(op.layer, 4096)
+    att = graph.attention
+    narrow, wide = plans.attention_plan(op, att, 8), plans.attention_plan(op, att, 16)
+    assert narrow[-1][0] == "gemv" and wide[-1] == ("seqreduce", 8 * (128 * 2 + 8), 2)
+    # the chip's share of the cache halves; the scores it computes stay 8 heads x its tokens
+    assert wide[1][1] * 2 == narrow[1][1]
+    assert wide[2] == ("reduce", 8 * -(-op.k // 2)) and narrow[2] == ("reduce", 8 * op.k)
