@@ -54,6 +54,7 @@ NOT_TIMING = {
 # per module and value: how many literals are arithmetic of the model's structure, and what
 STRUCTURAL = {
     ("sim/lpu/plans.py", 2): (2, "K and V: the two halves of the cache's K+V elements"),
+    ("place/lpu.py", 2): (1, "bisection's midpoint over stage counts"),
     ("sim/lpu/program.py", 2): (6, "resource ids: install[P], mxm[P], then vxm, sxm, memio"),
     ("sim/lpu/program.py", 3): (1, "resource ids: the three shared slices (vxm, sxm, memio)"),
     ("sim/lpu/program.py", 1e-9): (1, "float slack when rounding a time up to cycles"),

@@ -1,13 +1,21 @@
 """LPU placer: each pipeline stage is a tensor-parallel group of ``tp`` chips inside one node
 (``tp`` divides the node's chips); stages are contiguous layer blocks balanced by resident bytes
 and laid node after node across racks. Inside a chip, a layer's shard occupies a contiguous
-range of MEM slices (recorded in the slot's region).
+range of MEM slices (recorded in the slot's region); the embedding table and the LM head are
+sharded by vocabulary rows over the stage's chips like any row-split weight.
+
+The placer offers layouts (every width that fits, with its fewest and its most stages) and the
+orchestration layer keeps the fastest (:mod:`pyaccel.placing`); ``--units auto`` is the fewest
+chips that hold the model, searched by speed on that count.
 
 Capacity is one level, ``sram`` (220 MiB per chip), holding weights, KV cache and activation
 buffers; there is no runtime reservation (no caches, no OS: the compiler owns every byte).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import NoReturn
 
 from ..errors import CapacityError, PlacementError
 from ..model.graph import ACT_BYTES
@@ -64,11 +72,12 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> 
     return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
 
 
-def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
-    """Layers over ``units // tp`` stages of ``tp`` chips (at most one stage per layer key; any
-    chips left over stay idle)."""
+def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None):
+    """Layers over ``stages`` stages of ``tp`` chips (by default as many as ``units`` chips
+    hold, at most one stage per layer key; any chips left over stay idle)."""
     keys = graph.layer_keys
-    n_stages = max(1, min(units // tp, len(keys)))
+    top = max(1, min(units // tp, len(keys)))
+    n_stages = top if stages is None else max(1, min(stages, top))
     sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, spec, k) for k in keys]
     stage_of = contiguous_partition(sizes, n_stages)
     slots, used = [], {}
@@ -91,8 +100,44 @@ def build(graph, spec, tp: int, units: int, reason: str = "") -> Placement:
     )
 
 
+def _fewest_stages(graph, spec, tp: int, units: int) -> Placement | None:
+    """The layout of ``tp``-wide stages on ``units`` chips with the fewest stages that fits
+    (bisection: more stages hold fewer layers each), or None when even the most do not."""
+    top = build(graph, spec, tp, units)
+    if top.shortfalls():
+        return None
+    lo, hi, best = 1, top.layout.pp, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        plc = build(graph, spec, tp, units, stages=mid)
+        if plc.shortfalls():
+            lo = mid + 1
+        else:
+            hi, best = mid, plc
+    return best
+
+
+def layouts_on(graph, spec, units: int) -> list[Placement]:
+    """The layouts a speed search times on ``units`` chips: for every tensor-parallel width
+    that fits, the fewest stages that hold the model (the shortest path for a token) and the
+    most stages the chips allow (the most micro-batches in flight); empty when none fits."""
+    out = []
+    for tp in tp_candidates(spec):
+        if tp > units:
+            continue
+        few = _fewest_stages(graph, spec, tp, units)
+        if few is None:
+            continue
+        out.append(few)
+        most = build(graph, spec, tp, units)
+        if most.layout.pp != few.layout.pp:
+            out.append(most)
+    return out
+
+
 def best_for(graph, spec, units: int) -> Placement | None:
-    """The widest tensor-parallel layout on ``units`` chips that fits, or None."""
+    """The widest tensor-parallel layout on ``units`` chips that fits, or None (a capacity
+    answer: the speed search is :func:`layouts_units`)."""
     for tp in tp_candidates(spec):
         if tp > units:
             continue
@@ -119,29 +164,59 @@ def fewest(graph, spec) -> Placement | None:
     return None
 
 
-def place_auto(graph, system) -> Placement:
-    """The fewest chips that hold weights, KV cache and buffers."""
+def label(plc: Placement) -> str:
+    """A layout's short name for the placement reason."""
+    lay = plc.layout
+    return f"TP {lay.tp} x {lay.pp}"
+
+
+def layouts_auto(graph, system) -> list[Placement]:
+    """Every layout the speed search times on the fewest chips that hold weights, KV cache and
+    buffers; raises naming the real cause when no chip count fits."""
     spec = system.spec
-    cap = int(spec.params.sram_bytes)
-    floor = max(1, -(-_need(graph) // cap))
     plc = fewest(graph, spec)
     if plc is None:
         raise CapacityError(
             f"{graph.model_name} does not fit on any {spec.name} layout: "
             f"{no_fit_cause(graph, spec)}"
         )
+    # the reason marks them so with_reason says why this count
+    return [replace(p, reason=FEWEST) for p in layouts_on(graph, spec, plc.n_units)]
+
+
+FEWEST = "fewest"
+
+
+def layouts_units(graph, system, units: int) -> list[Placement]:
+    """Every layout the speed search times on exactly ``units`` chips; raises with the chip,
+    the bytes short and the ``--units`` that would fit."""
+    found = layouts_on(graph, system.spec, units)
+    if found:
+        return found
+    _refuse(graph, system, units)
+
+
+def with_reason(graph, system, plc: Placement, tried) -> Placement:
+    """``plc`` with why it was kept: the bytes, the chips, and every layout timed (``tried``:
+    ``[(label, cycles)]``) with its cycles for one step."""
+    spec = system.spec
+    cap = int(spec.params.sram_bytes)
     units, t, pp = plc.n_units, plc.layout.tp, plc.layout.pp
+    floor = max(1, -(-_need(graph) // cap))
+    opts = "; ".join(f"{lab}: {c:,} cycles" for lab, c in tried)
+    idle = f" ({units - pp * t} idle)" if units > pp * t else ""
     why = (
         f"{graph.model_name} needs {fmt_bytes(_need(graph))} resident (weights "
         f"{fmt_bytes(graph.total_resident_weight_bytes)} + KV "
         f"{fmt_bytes(graph.total_resident_kv_bytes)}); one {spec.name} chip holds "
-        f"{fmt_bytes(cap)} of SRAM, so at least {floor}. Each pipeline stage is a "
-        f"tensor-parallel group of {t} chip(s) inside one node and holds whole layers "
-        f"(plus activation buffers and norms copied to every chip): {pp} stage(s) x {t} = "
-        f"{pp * t} chips is the fewest that fits"
-        + (f" ({units - pp * t} idle)" if units > pp * t else "")
+        f"{fmt_bytes(cap)} of SRAM, so at least {floor}"
+        + ("; the fewest chips that hold it" if plc.reason == FEWEST else "")
+        + f"; on {units} chips each pipeline stage "
+        f"is a tensor-parallel group inside one node, holding "
+        f"whole layers (plus activation buffers and norms copied to every chip); layouts that "
+        f"fit, one step each: {opts}; kept TP {t} x {pp} = {pp * t} chips{idle}"
     )
-    return Placement(**{**plc.__dict__, "reason": why})
+    return replace(plc, reason=why)
 
 
 def no_fit_cause(graph, spec) -> str:
@@ -156,31 +231,23 @@ def no_fit_cause(graph, spec) -> str:
     buf = _buffer_bytes(graph, spec, key)
     return (
         f"layer {key!r} alone needs {used:,} B ({fmt_bytes(used)}) on chip {unit} of a stage of "
-        f"{widest} chips (the widest tensor-parallel group, one node), more than its {have:,} B "
+        f"{widest} chips (the widest tensor-parallel group, one node), more than its "
+        f"{have:,} B "
         f"({fmt_bytes(have)}) of SRAM; the layer holds {parts_text(parts)}, plus "
         f"{fmt_bytes(buf)} of activation buffers per chip, and a layer is not split across "
-        f"nodes, so no --units fits; {shrink_hint(graph, parts, lambda g: fewest(g, spec))}"
+        f"stages, so no --units fits; {shrink_hint(graph, parts, lambda g: fewest(g, spec))}"
     )
 
 
-def place_units(graph, system, units: int) -> Placement:
-    """The widest layout on exactly ``units`` chips; raises with the chip, the bytes short and
-    the ``--units`` that would fit."""
+def _refuse(graph, system, units: int) -> NoReturn:
+    """Raise why nothing fits on ``units`` chips: the widest layout's chip and bytes short,
+    and the ``--units`` that would fit (or why none does)."""
     spec = system.spec
-    plc = best_for(graph, spec, units)
-    if plc is not None:
-        t, pp = plc.layout.tp, plc.layout.pp
-        idle = plc.layout.idle_chips
-        note = f"; {idle} chip(s) idle" if idle else ""
-        return Placement(
-            **{**plc.__dict__, "reason": f"--units {units}: TP {t} x {pp} stage(s){note}"}
-        )
     t = next(t for t in tp_candidates(spec) if t <= units)
     failed = build(graph, spec, t, units)
-    try:
-        hint = f"--units {place_auto(graph, system).n_units} would fit"
-    except PlacementError:
-        hint = f"no chip count fits: {no_fit_cause(graph, spec)}"
+    plc = fewest(graph, spec)
+    hint = (f"--units {plc.n_units} would fit" if plc is not None
+            else f"no chip count fits: {no_fit_cause(graph, spec)}")  # fmt: skip
     try:
         failed.check()
     except PlacementError as exc:
