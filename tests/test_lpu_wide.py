@@ -78,3 +78,48 @@ def test_attention_splits_the_cache_beyond_the_kv_heads():
     # the chip's share of the cache halves; the scores it computes stay 8 heads x its tokens
     assert wide[1][1] * 2 == narrow[1][1]
     assert wide[2] == ("reduce", 8 * -(-op.k // 2)) and narrow[2] == ("reduce", 8 * op.k)
+
+
+@pytest.mark.parametrize(
+    "model, weights",
+    [("llama-3.1-70b", "bf16"), ("llama-3.3-70b", None), ("llama-3.1-405b", None),
+     ("gpt-oss-120b", None)],
+)  # fmt: skip
+def test_models_groq_serves_place_and_run(model, weights):
+    # issue 16: these were refused while tensor parallelism stopped at one node (llama-3.1-70b
+    # at bf16: its 16-bit embedding shard alone overfilled a chip of an 8-chip stage)
+    cfg = pa.load_model(model)
+    work = pa.Workload(tokens=1, weights=weights) if weights else pa.Workload(tokens=1)
+    system = pa.load_system("groq-tsp", "auto")
+    plc = pa.place(cfg, system, work)
+    assert not plc.shortfalls() and "the fewest chips that hold it" in plc.reason
+    tr = pa.emulate(cfg, system, plc, work)
+    assert tr.tokens_per_s_per_user > 0
+    assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+
+
+def test_wide_stage_spans_whole_nodes_of_one_rack():
+    cfg = pa.load_model("llama-3.1-405b")
+    plc = pa.place(cfg, pa.load_system("groq-tsp", "auto"), pa.Workload(tokens=1))
+    tp, node, rack = plc.layout.tp, 8, 64
+    assert tp > node and tp % node == 0 and rack % tp == 0
+    for s in plc.layers:
+        first, last = s.region.chips
+        assert first % tp == 0 and last == first + tp - 1
+        assert first // rack == last // rack  # never straddles racks
+
+
+def test_refusal_names_the_layer_that_overfills_the_widest_group():
+    # kimi-k2's routed experts overfill a chip even on a rack-wide (64-chip) stage
+    with pytest.raises(pa.PlacementError) as err:
+        pa.place(pa.load_model("kimi-k2"), pa.load_system("groq-tsp", "auto"), pa.Workload())
+    text = str(err.value)
+    assert "stage of 64 chips" in text and "lpu.tp_width" in text and "routed experts" in text
+
+
+def test_narrowest_tp_width_keeps_groups_inside_a_node():
+    system = pa.load_system("groq-tsp", 576, overrides=["tp_max_chips=8"])
+    assert system.spec.ranges["tp_max_chips"] == (8, 64)
+    cfg = pa.load_model("llama-2-70b")
+    plc = pa.place(cfg, system, pa.Workload(context=4096, tokens=1, weights="int8"))
+    assert plc.layout.tp <= 8

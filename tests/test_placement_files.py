@@ -368,24 +368,28 @@ def test_trace_layer_keys_are_the_placement_keys(tmp_path):
 
 
 def test_groq_deepseek_names_the_experts_not_the_batch():
-    line = error_line(invoke("place", "--system", "groq-tsp", "--model", "deepseek-v3"))
+    # one node's tensor parallelism at most (lpu.tp_width's low end): the experts overfill it
+    line = error_line(invoke("place", "--system", "groq-tsp", "--model", "deepseek-v3",
+                             "--set", "tp_max_chips=8"))  # fmt: skip
     assert "routed experts" in line and "reduce the batch" not in line
     assert "230,686,720 B" in line and "chip" in line  # bytes needed vs the chip's SRAM
     assert "--expert-weights" in line
 
 
 def test_groq_moe_hint_gives_the_units_that_fit():
-    line = error_line(invoke("place", "--system", "groq-tsp", "--model", "qwen3-235b-a22b"))
+    narrow = ("--set", "tp_max_chips=8")  # one node's tensor parallelism at most
+    line = error_line(invoke("place", "--system", "groq-tsp", "--model", "qwen3-235b-a22b",
+                             *narrow))  # fmt: skip
     assert "--expert-weights int4 would fit on --units" in line
     units = int(line.split("--units ")[-1].split()[0].rstrip(";,"))
     ok = ok_json("place", "--system", "groq-tsp", "--model", "qwen3-235b-a22b",
-                 "--expert-weights", "int4", "--units", units)  # fmt: skip
+                 "--expert-weights", "int4", "--units", units, *narrow)  # fmt: skip
     assert ok["units"] == units
 
 
 def test_groq_units_error_describes_the_units_asked_for():
     line = error_line(invoke("place", "--system", "groq-tsp", "--model", "llama-3.1-70b",
-                             "--units", 576))  # fmt: skip
+                             "--units", 576, "--set", "tp_max_chips=8"))  # fmt: skip
     assert "576" in line and "656" not in line
     assert "'embed'" in line and "no format flag" in line  # the 16-bit embedding is the cause
 

@@ -41,6 +41,7 @@ class LpuParams:
     softmax_exp_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's max-subtract + exp")
     softmax_scale_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's 1/sum scaling")
     activation_buffers: int = _i("widest activations a layer keeps per chip (in/out, buffered)")
+    tp_max_chips: int = _i("widest tensor-parallel group the compiler forms (chips, whole nodes)")
     deskew_cycles: int = _i(
         "cycles a collective spanning nodes waits to realign to global time", strict=False
     )
@@ -62,6 +63,8 @@ class LpuParams:
                      "the links to the node's peers must leave a C2C link for the global ports",
                      strict=True),
             at_most(self, ("chips_per_node",), "chips_per_rack", "a rack holds at least one node"),
+            at_most(self, ("tp_max_chips",), "chips_per_rack",
+                    "a tensor-parallel group stays inside one rack"),
             relation(("weight_install_streams", "streams_per_direction"),
                      self.weight_install_streams,
                      f"weight_install_streams ({self.weight_install_streams:,})",

@@ -1,8 +1,9 @@
-"""LPU placer: each pipeline stage is a tensor-parallel group of ``tp`` chips inside one node
-(``tp`` divides the node's chips); stages are contiguous layer blocks balanced by resident bytes
-and laid node after node across racks. Inside a chip, a layer's shard occupies a contiguous
-range of MEM slices (recorded in the slot's region); the embedding table and the LM head are
-sharded by vocabulary rows over the stage's chips like any row-split weight.
+"""LPU placer: each pipeline stage is a tensor-parallel group of ``tp`` chips, part of a node
+(``tp`` divides the node's chips) or whole nodes of one rack (up to ``tp_max_chips``,
+lpu.tp_width); stages are contiguous layer blocks balanced by resident bytes and laid node after
+node across racks. Inside a chip, a layer's shard occupies a contiguous range of MEM slices
+(recorded in the slot's region); the embedding table and the LM head are sharded by vocabulary
+rows over the stage's chips like any row-split weight.
 
 The placer offers layouts (every width that fits, with its fewest and its most stages) and the
 orchestration layer keeps the fastest (:mod:`pyaccel.placing`); ``--units auto`` is the fewest
@@ -26,9 +27,15 @@ from .placement import LayerSlot, Placement
 
 
 def tp_candidates(spec) -> list[int]:
-    """Tensor-parallel widths: divisors of the chips in a node, widest first."""
-    node = int(spec.params.chips_per_node)
-    return [t for t in range(node, 0, -1) if node % t == 0]
+    """Tensor-parallel widths, widest first: divisors of the chips in a node, and whole nodes
+    whose count divides the rack's (so stages never straddle racks), up to ``tp_max_chips``
+    (lpu.tp_width)."""
+    p = spec.params
+    node = int(p.chips_per_node)
+    nodes = max(1, int(p.chips_per_rack) // node)
+    widths = [node * g for g in range(nodes, 1, -1) if nodes % g == 0]
+    widths += [t for t in range(node, 0, -1) if node % t == 0]
+    return [t for t in widths if t <= int(p.tp_max_chips)] or [1]
 
 
 def _buffer_bytes(graph, spec, layer) -> int:
@@ -212,7 +219,7 @@ def with_reason(graph, system, plc: Placement, tried) -> Placement:
         f"{fmt_bytes(cap)} of SRAM, so at least {floor}"
         + ("; the fewest chips that hold it" if plc.reason == FEWEST else "")
         + f"; on {units} chips each pipeline stage "
-        f"is a tensor-parallel group inside one node, holding "
+        f"is a tensor-parallel group of whole nodes of one rack or part of a node, holding "
         f"whole layers (plus activation buffers and norms copied to every chip); layouts that "
         f"fit, one step each: {opts}; kept TP {t} x {pp} = {pp * t} chips{idle}"
     )
@@ -231,7 +238,7 @@ def no_fit_cause(graph, spec) -> str:
     buf = _buffer_bytes(graph, spec, key)
     return (
         f"layer {key!r} alone needs {used:,} B ({fmt_bytes(used)}) on chip {unit} of a stage of "
-        f"{widest} chips (the widest tensor-parallel group, one node), more than its "
+        f"{widest} chips (the widest tensor-parallel group, lpu.tp_width), more than its "
         f"{have:,} B "
         f"({fmt_bytes(have)}) of SRAM; the layer holds {parts_text(parts)}, plus "
         f"{fmt_bytes(buf)} of activation buffers per chip, and a layer is not split across "
