@@ -70,6 +70,9 @@ ASSUMPTIONS = (
     "ports shared over its rack peers) and are relayed to the stage's chips cut-through; the "
     "sampled token returns to the first stage the same way",
     "lpu.layer_order: ops run in graph order; only weight installs run ahead of their op",
+    "lpu.stage_link_pipeline: micro-batches flow through the stages as a simulated schedule; "
+    "a stage hop holds its ports for its sending window only, so a stage works on the next "
+    "micro-batch while the last one's activations are still in flight",
     "lpu.attention_sequence_split: on a tensor-parallel group wider than the KV heads, each KV "
     "head's tp / n_kv_heads chips split its cached tokens and combine their partial outputs "
     "and softmax (max, sum) pairs with one all-reduce (flash-decoding's split-K)",
@@ -222,11 +225,33 @@ class LpuSim:
             hit = _FRAGMENTS[key] = _fragment(self.chip, self.net, tp, steps, first)
         return hit
 
-    def _stage_total(self, i: int, sch) -> int:
+    def _hop_total(self, i: int) -> int:
+        """Cycles of the hop after stage ``i``: it leaves through the C2C ports at the chip
+        edge and lands on the next stage's VXM (stream transit at both ends)."""
         hop = self.hops[i]
-        # the hop leaves through the C2C ports at the chip edge and lands on the next
-        # stage's VXM: stream transit at both ends
-        return sch.cycles + (hop.cycles + TRANSITS_PER_C2C * self.chip.transit if hop else 0)
+        return hop.cycles + TRANSITS_PER_C2C * self.chip.transit if hop else 0
+
+    def _stage_total(self, i: int, sch) -> int:
+        return sch.cycles + self._hop_total(i)
+
+    def _crossings(self, totals) -> tuple[tuple[int, ...], tuple | None]:
+        """(each stage's own cycles, the (busy, latency) of the crossing into each stage) from
+        stage totals that include the hop after each (lpu.stage_link_pipeline): a hop holds
+        its ports from the first sending chip's start to the last one's end, and the rest of
+        its time is latency, so the next micro-batch's hop waits only for the ports; no links
+        (the closed form) when one stage holds everything."""
+        n = len(self.stages)
+        if n == 1:
+            return tuple(totals), None
+        own = tuple(t - self._hop_total(i) for i, t in enumerate(totals))
+        out = []
+        for i in range(n):
+            hop = self.hops[i]
+            sending = [(a, b) for a, b, nb in zip(hop.send_start, hop.send_end, hop.send_bytes,
+                                                   strict=True) if nb]  # fmt: skip
+            busy = max(b for _, b in sending) - min(a for a, _ in sending) if sending else 0
+            out.append((busy, self._hop_total(i) - busy))
+        return own, tuple(out[-1:] + out[:-1])  # into stage s: the hop after stage s - 1
 
     def group_key(self, layer: int) -> int:
         """A layer's attention plan depends on its stage's TP width."""
@@ -275,14 +300,16 @@ class LpuSim:
         """Stage cycles at ``step``; with ``events`` the full schedules' spans and the bytes
         each chip sends over each C2C link slot."""
         if not events:
-            return PassTiming(tuple(self.stage_cycles_at(step)))
+            own, links = self._crossings(self.stage_cycles_at(step))
+            return PassTiming(own, links=links)
         at = {layer: op for layer, op, _ in step.attention()}
         ops = tuple(at.get(op.layer, op) if op.kind == "attention" else op
                     for op in self.graph.ops)  # fmt: skip
         stage_c, scheds = self.stage_cycles(replace(self.graph, ops=ops, context=step.context))
         spans, sent, links = _spans(self, scheds, stage_c)
         arrays = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
-        return PassTiming(tuple(stage_c), spans, arrays)
+        own, links_in = self._crossings(stage_c)
+        return PassTiming(own, spans, arrays, links=links_in)
 
     def notes(self) -> dict:
         """The layout and the program cache (programs scheduled over the run)."""
