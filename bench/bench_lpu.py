@@ -61,3 +61,18 @@ def test_list_schedule_one_stage(benchmark):
     prog = _compile(sim.chip, sim.net, 8, plans)
     prog.schedule()
     benchmark(prog.schedule)
+
+
+def test_place_and_step_576_chips(benchmark):
+    """What a user waits for in-process since the placer seeks speed: placing (every layout
+    timed for one step) and then one step (goal <= 2 s, issue 16)."""
+    model = pa.load_model("llama-2-70b")
+    system = pa.load_system("groq-tsp", units=576)
+    work = pa.Workload(context=4096, tokens=1, weights="int8")
+
+    def place_and_step():
+        return pa.emulate(model, system, pa.place(model, system, work), work)
+
+    place_and_step()  # warm: numba cache, imports
+    tr = benchmark.pedantic(place_and_step, rounds=3, iterations=1)
+    benchmark.extra_info.update(tokens_per_s_per_user=tr.tokens_per_s_per_user)
