@@ -1,6 +1,7 @@
 """LPU engine (Groq TSP): per-chip compiler-fixed schedules over MEM/MXM/VXM/SXM slices and
-explicit C2C transfer schedules, for layers tensor-parallel inside a node and pipelined across
-nodes.
+explicit C2C transfer schedules, for layers tensor-parallel inside a node or across the whole
+nodes of a rack (:mod:`pyaccel.sim.lpu.wide`) and pipelined across nodes; micro-batches flow
+through the stages and the hops between them as the driver's simulated schedule.
 
 Each pipeline stage's chips run the same program (the stage's ops on a 1/tp shard). The program
 is compiled from the graph's ops into instructions (:mod:`pyaccel.sim.lpu.program`) and list-
@@ -63,7 +64,8 @@ ASSUMPTIONS = (
     "lpu.attention_kv_installed: attention installs the shard's K then V cache into the MXM as "
     "weights and streams the query group through it (the cheaper of the two weight-stationary "
     "orientations at decode)",
-    "lpu.tp_in_node: a stage's chips are one tensor-parallel group inside a node; all-reduce "
+    "lpu.tp_in_node: a stage's chips are one tensor-parallel group (inside a node, or whole "
+    "nodes: lpu.wide_tp); all-reduce "
     "after row-split projections (one-shot or reduce-scatter+all-gather, the faster), the "
     "embedding row broadcast from its owner, the sampled maxima all-gathered",
     "lpu.stage_hops: activations pass to the next stage over parallel global ports (the node's "
