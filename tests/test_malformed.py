@@ -1477,6 +1477,14 @@ def test_set_rates_so_low_that_times_leave_the_cycle_range(system, units, item):
     assert item in line or "a time of" in line, line
 
 
+def test_lpu_clock_too_slow_for_its_links_is_one_error_line():
+    """A clock of 1e-300 Hz makes a C2C link carry infinitely many bytes per cycle: one error
+    naming the rate and the clock, not a kernel's ValueError traceback."""
+    line = assert_error(tiny_run("groq-tsp", "--set", "clock_hz=1e-300"),
+                        "c2c_bytes_per_s", "clock_hz=1e-300", "--set")  # fmt: skip
+    assert "Traceback" not in line
+
+
 # ---------------------------------------------------------------- --set, --systems, --tokens
 
 

@@ -50,6 +50,12 @@ class Network:
             )
         self.local_bpc = per_peer * float(p.c2c_bytes_per_s) / clock_hz
         self.global_bpc = spare * float(p.c2c_bytes_per_s) / int(p.global_links) / clock_hz
+        if not math.isfinite(self.local_bpc) or not math.isfinite(self.global_bpc):
+            raise ConfigError(
+                f"lpu links: c2c_bytes_per_s={float(p.c2c_bytes_per_s):g} at clock_hz="
+                f"{clock_hz:g} is not a finite number of bytes per cycle; the clock is too slow "
+                "to resolve a transfer (check --set values)"
+            )
         nodes_per_rack = max(1, int(p.chips_per_rack) // node)
         node_ports = int(p.global_links) * node
         # ports joining two nodes: the node's global ports shared over its rack peers (one rack
