@@ -35,7 +35,7 @@ def tp_candidates(spec) -> list[int]:
     nodes = max(1, int(p.chips_per_rack) // node)
     widths = [node * g for g in range(nodes, 1, -1) if nodes % g == 0]
     widths += [t for t in range(node, 0, -1) if node % t == 0]
-    return [t for t in widths if t <= int(p.tp_max_chips)] or [1]
+    return [t for t in widths if t <= int(p.tp_max_chips)]  # 1 always: tp_max_chips >= 1
 
 
 def _buffer_bytes(graph, spec, layer) -> int:
@@ -107,13 +107,11 @@ def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None
     )
 
 
-def _fewest_stages(graph, spec, tp: int, units: int) -> Placement | None:
-    """The layout of ``tp``-wide stages on ``units`` chips with the fewest stages that fits
-    (bisection: more stages hold fewer layers each), or None when even the most do not."""
-    top = build(graph, spec, tp, units)
-    if top.shortfalls():
-        return None
+def _fewest_stages(graph, spec, tp: int, top: Placement) -> Placement:
+    """The layout of ``tp``-wide stages with the fewest stages that fits, given ``top``, the
+    layout with the most stages, which fits (bisection: more stages hold fewer layers each)."""
     lo, hi, best = 1, top.layout.pp, top
+    units = top.n_units
     while lo < hi:
         mid = (lo + hi) // 2
         plc = build(graph, spec, tp, units, stages=mid)
@@ -132,11 +130,11 @@ def layouts_on(graph, spec, units: int) -> list[Placement]:
     for tp in tp_candidates(spec):
         if tp > units:
             continue
-        few = _fewest_stages(graph, spec, tp, units)
-        if few is None:
-            continue
-        out.append(few)
         most = build(graph, spec, tp, units)
+        if most.shortfalls():
+            continue
+        few = _fewest_stages(graph, spec, tp, most)
+        out.append(few)
         if most.layout.pp != few.layout.pp:
             out.append(most)
     return out
