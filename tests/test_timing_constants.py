@@ -198,7 +198,10 @@ def test_the_scan_catches_a_new_literal_and_a_new_constant():
 @pytest.mark.parametrize(
     "kind, name",
     [("wafer", n) for n in ("ONE_LEVEL_COLOURS", "TWO_LEVEL_COLOURS", "ACC_BYTES")]
-    + [("lpu", n) for n in ("TRANSITS_PER_C2C", "ARGMAX_PAIR_BYTES", "TOKEN_ID_BYTES")]
+    + [
+        ("lpu", n)
+        for n in ("TRANSITS_PER_C2C", "ARGMAX_PAIR_BYTES", "TOKEN_ID_BYTES", "SOFTMAX_STATS_BYTES")
+    ]
     + [("gpu", "RING_ALLREDUCE_PHASES")],
 )
 def test_timing_constants_are_in_their_engines_assumptions(kind, name):

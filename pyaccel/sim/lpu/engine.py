@@ -77,7 +77,8 @@ ASSUMPTIONS = (
     "micro-batch while the last one's activations are still in flight",
     "lpu.attention_sequence_split: on a tensor-parallel group wider than the KV heads, each KV "
     "head's tp / n_kv_heads chips split its cached tokens and combine their partial outputs "
-    "and softmax (max, sum) pairs with one all-reduce (flash-decoding's split-K)",
+    "and softmax (max, sum) pairs, SOFTMAX_STATS_BYTES = 8 per head (two fp32), with one "
+    "all-reduce (flash-decoding's split-K)",
     "lpu.wide_tp: a group wider than a node is whole nodes of one rack; its collectives are "
     "hierarchical over local links and the node pairs' global ports (sim/lpu/wide.py), each "
     "chip realigning to global time before crossing nodes (deskew_cycles)",

@@ -12,6 +12,7 @@ from ...units import largest_share
 from .program import ChipModel
 
 ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
+SOFTMAX_STATS_BYTES = 8  # a head's fp32 running max and sum (lpu.attention_sequence_split)
 
 # ---------------------------------------------------------------------------------------------
 # op plans: the integer quantities each op's instructions depend on (hashable, cache keys); a
@@ -87,7 +88,7 @@ def attention_plan(op, att, tp: int) -> tuple:
         ("gemv", -(-kv_elems // 2), group),
     ]
     if seq > 1:  # partial outputs and (max, sum) pairs of the head's query heads
-        out = b * heads * (att.head_dim * ACT_BYTES + ARGMAX_PAIR_BYTES)
+        out = b * heads * (att.head_dim * ACT_BYTES + SOFTMAX_STATS_BYTES)
         steps.append(("seqreduce", out, seq))
     return tuple(steps)
 
