@@ -73,6 +73,7 @@ STRUCTURAL = {
     ("sim/wafer/mesh.py", 3): (2, "link ids: a line's ramps out come after 3n other links"),
     ("sim/wafer/mesh.py", 6): (1, "router ports E, W, N, S, ramp in, ramp out: port ids"),
     ("sim/pipeline.py", 2): (1, "a link is a (busy, latency) pair in the schedule's arrays"),
+    ("sim/pipeline.py", 4): (1, "a crossing is (busy, latency, relay offset, relay busy)"),
     ("sim/wafer/grid.py", 4): (1, "a line's four links per PE in its link ids (2 ways, 2 ramps)"),
     ("sim/wafer/grid.py", 3): (1, "link ids: a line's ramps out come after 3n other links"),
     ("place/asic.py", 2): (2, "binary-search midpoints"),

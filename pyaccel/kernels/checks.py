@@ -144,8 +144,11 @@ def gemv_packed(packed, bits, lut, bscale, block, rscale, x) -> None:
         raise ValueError("bscale must be rows x ceil(cols / block)")
 
 
-def micro_batch_rounds(occ, busy, lat, rounds) -> None:
-    """``occ``, ``busy`` and ``lat`` all micro-batches x stages, none negative; rounds >= 0."""
+def micro_batch_rounds(occ, busy, lat, rounds, relay=None) -> None:
+    """``occ``, ``busy`` and ``lat`` all micro-batches x stages, none negative; rounds >= 0;
+    ``relay`` None or ``(roff, rbusy, win_ptr, win_start, win_end)``: ``roff`` and ``rbusy``
+    as ``occ``, none negative; ``win_ptr`` CSR over every (micro-batch, stage) into windows
+    with ``0 <= start < end``, sorted and disjoint within each (micro-batch, stage)."""
     if np.ndim(occ) != 2:
         raise ValueError(f"occ has shape {np.shape(occ)}; expected (micro-batches, stages)")
     for name, arr in (("busy", busy), ("lat", lat)):
@@ -155,3 +158,26 @@ def micro_batch_rounds(occ, busy, lat, rounds) -> None:
         ids_in(name, np.asarray(arr).ravel(), 0, None)
     if int(rounds) < 0:
         raise ValueError(f"rounds = {rounds} is out of range (must be >= 0)")
+    if relay is not None:
+        _relay(np.shape(occ), *relay)
+
+
+def _relay(shape, roff, rbusy, win_ptr, win_start, win_end) -> None:
+    for name, arr in (("roff", roff), ("rbusy", rbusy)):
+        if np.shape(arr) != shape:
+            raise ValueError(f"{name} has shape {np.shape(arr)}; expected {shape}")
+        ids_in(name, np.asarray(arr).ravel(), 0, None)
+    ws, we = np.asarray(win_start), np.asarray(win_end)
+    same_length(len(ws), win_start=ws, win_end=we)
+    csr("win_ptr", win_ptr, shape[0] * shape[1], "win_start", ws)
+    ids_in("win_start", ws, 0, None)
+    short = we <= ws
+    if short.any():
+        _fail("win_end", we, short, "must be above its win_start")
+    # a window must not begin before the one before it (of the same micro-batch and stage) ends
+    first = np.zeros(len(ws), dtype=bool)
+    first[np.asarray(win_ptr)[:-1][np.diff(np.asarray(win_ptr)) > 0]] = True
+    overlap = np.zeros(len(ws), dtype=bool)
+    overlap[1:] = (ws[1:] < we[:-1]) & ~first[1:]
+    if overlap.any():
+        _fail("win_start", ws, overlap, "windows must be sorted and disjoint")

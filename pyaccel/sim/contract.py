@@ -55,13 +55,18 @@ class PassTiming:
     trace's meta (with the spans). An engine whose stages hand over on links of their own
     gives ``links``: per stage, ``(busy, latency)`` cycles of the crossing into it (into stage
     0: the loop back from the last), which ``stage_cycles`` then leave out; the driver then
-    simulates the micro-batches' schedule (:func:`~.pipeline.pipeline_schedule`)."""
+    simulates the micro-batches' schedule (:func:`~.pipeline.pipeline_schedule`). A crossing
+    that ends on the receiving stage's own links is ``(busy, latency, relay_offset,
+    relay_busy)``, and ``link_windows`` gives per stage the ``(start, end)`` cycles (from the
+    stage's start) its own work holds those links, so that the crossing's relay waits for a
+    gap."""
 
     stage_cycles: tuple[int, ...] | list[int]
     spans: tuple[Span, ...] | list[Span] = ()
     arrays: dict = field(default_factory=dict)
     notes: dict = field(default_factory=dict)
-    links: tuple[tuple[int, int], ...] | None = None
+    links: tuple[tuple[int, ...], ...] | None = None
+    link_windows: tuple[tuple[tuple[int, int], ...], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -77,24 +77,30 @@ class MicroBatchPasses:
     def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
         """(cycles of the step at ``context``, the first micro-batch's timing); ``index`` is
         the step's place in the run."""
-        stage_c, links, first = {}, {}, None
+        stage_c, links, windows, first = {}, {}, {}, None
         for size, model in self.models.items():
             shape = StepShape(model.graph, context, model.group_key, index,
                               self.layouts[size])  # fmt: skip
             timing = model.time(shape, events and size == self.first)
             stage_c[size], links[size] = timing.stage_cycles, timing.links
+            windows[size] = timing.link_windows
             if size == self.first:
                 first = timing
         if first.links is None:
             return int(pipeline_cycles(stage_c, self.sizes)), first
-        return self._schedule(stage_c, links), first
+        if first.link_windows is None:
+            windows = None
+        return self._schedule(stage_c, links, windows), first
 
-    def _schedule(self, stage_c: dict, links: dict) -> int:
+    def _schedule(self, stage_c: dict, links: dict, windows: dict | None) -> int:
         """The simulated schedule's interval, kept per distinct set of stage and link cycles
-        (most steps repeat the last one's: only attention changes with the context)."""
-        key = tuple((s, tuple(stage_c[s]), tuple(links[s])) for s in sorted(stage_c))
+        and link windows (most steps repeat the last one's: only attention changes with the
+        context)."""
+        key = tuple((s, tuple(stage_c[s]), tuple(links[s]), windows and windows[s])
+                    for s in sorted(stage_c))  # fmt: skip
         if key != self._last_schedule[0]:
-            self._last_schedule = (key, pipeline_schedule(stage_c, links, self.sizes))
+            interval = pipeline_schedule(stage_c, links, self.sizes, windows_of=windows)
+            self._last_schedule = (key, interval)
         return self._last_schedule[1]
 
     def notes(self) -> dict:

@@ -51,9 +51,10 @@ SCHEDULE_EXTRA_ROUNDS = 16
 
 def pipeline_schedule(
     stage_cycles_of: Mapping[int, Sequence[int]],
-    links_of: Mapping[int, Sequence[tuple[int, int]]],
+    links_of: Mapping[int, Sequence[tuple]],
     sizes: Sequence[int],
     rounds: int | None = None,
+    windows_of: Mapping[int, Sequence[Sequence[tuple[int, int]]]] | None = None,
 ) -> int:
     """Time between two tokens of one sequence, from a simulated schedule of micro-batches of
     ``sizes`` through the stages and the links between them (cycles; the
@@ -68,6 +69,11 @@ def pipeline_schedule(
     ``rounds`` rounds (by default enough to settle) and the interval is the mean time between
     a micro-batch's tokens over the last ``len(sizes)`` rounds. With no links and equal sizes
     it equals :func:`pipeline_cycles`.
+
+    A crossing that ends on the receiving stage's own links is ``(busy, latency,
+    relay_offset, relay_busy)``: ``relay_busy`` cycles on them, from ``relay_offset`` after it
+    took its link at the earliest, in the first gap the windows ``windows_of[size][s]`` of
+    the stage's earlier work leave there (cycles from that work's start), then ``latency``.
     """
     if not sizes:
         return 0
@@ -75,10 +81,36 @@ def pipeline_schedule(
     if rounds is None:
         rounds = SCHEDULE_ROUNDS_PER_MICRO_BATCH * n + SCHEDULE_EXTRA_ROUNDS
     occ = np.array([list(stage_cycles_of[s]) for s in sizes], dtype=np.int64)
-    link = np.array([list(links_of[s]) for s in sizes], dtype=np.int64).reshape(n, -1, 2)
-    finish = kernels.get("micro_batch_rounds")(occ, link[:, :, 0], link[:, :, 1], int(rounds))
+    link = np.array([[_four(c) for c in links_of[s]] for s in sizes], dtype=np.int64)
+    link = link.reshape(n, -1, 4)
+    relay = None
+    if windows_of is not None or link[:, :, 3].any():
+        relay = (link[:, :, 2], link[:, :, 3], *_windows(windows_of, sizes, occ.shape[1]))
+    finish = kernels.get("micro_batch_rounds")(
+        occ, link[:, :, 0], link[:, :, 1], int(rounds), relay
+    )
     span = min(n, int(rounds) - 1)
     if span < 1:
         return int(finish[-1].max()) if len(finish) else 0
     gaps = int((finish[-1] - finish[-1 - span]).sum())
     return -(-gaps // (span * n))
+
+
+def _four(crossing) -> tuple:
+    """A crossing as ``(busy, latency, relay_offset, relay_busy)`` (no relay when given as a
+    pair)."""
+    return tuple(crossing) + (0, 0) if len(crossing) == 2 else tuple(crossing)
+
+
+def _windows(windows_of, sizes, n_stages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``windows_of`` as the kernel's CSR over (micro-batch, stage), in ``sizes`` order."""
+    ptr, starts, ends = [0], [], []
+    for size in sizes:
+        per_stage = windows_of[size] if windows_of is not None else [()] * n_stages
+        for wins in per_stage:
+            for a, b in wins:
+                starts.append(a)
+                ends.append(b)
+            ptr.append(len(starts))
+    return (np.array(ptr, dtype=np.int64), np.array(starts, dtype=np.int64),
+            np.array(ends, dtype=np.int64))  # fmt: skip

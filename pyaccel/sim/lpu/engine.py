@@ -75,6 +75,10 @@ ASSUMPTIONS = (
     "lpu.stage_link_pipeline: micro-batches flow through the stages as a simulated schedule; "
     "a stage hop holds its ports for its sending window only, so a stage works on the next "
     "micro-batch while the last one's activations are still in flight",
+    "lpu.relay_gap_fill: a stage hop's relay among the receiving stage's chips shares that "
+    "stage's links with the collectives of the micro-batch it is working on; the compiler "
+    "puts the relay in the first gap long enough that those collectives leave on any of the "
+    "stage's links (their union), never moving the running program",
     "lpu.attention_sequence_split: on a tensor-parallel group wider than the KV heads, each KV "
     "head's tp / n_kv_heads chips split its cached tokens and combine their partial outputs "
     "and softmax (max, sum) pairs, SOFTMAX_STATS_BYTES = 8 per head (two fp32), with one "
@@ -238,23 +242,34 @@ class LpuSim:
         return sch.cycles + self._hop_total(i)
 
     def _crossings(self, totals) -> tuple[tuple[int, ...], tuple | None]:
-        """(each stage's own cycles, the (busy, latency) of the crossing into each stage) from
-        stage totals that include the hop after each (lpu.stage_link_pipeline): a hop holds
-        its ports from the first sending chip's start to the last one's end, and the rest of
-        its time is latency, so the next micro-batch's hop waits only for the ports; no links
-        (the closed form) when one stage holds everything."""
+        """(each stage's own cycles, the crossing into each stage) from stage totals that
+        include the hop after each (lpu.stage_link_pipeline); no links (the closed form) when
+        one stage holds everything."""
         n = len(self.stages)
         if n == 1:
             return tuple(totals), None
         own = tuple(t - self._hop_total(i) for i, t in enumerate(totals))
-        out = []
-        for i in range(n):
-            hop = self.hops[i]
-            sending = [(a, b) for a, b, nb in zip(hop.send_start, hop.send_end, hop.send_bytes,
-                                                   strict=True) if nb]  # fmt: skip
-            busy = max(b for _, b in sending) - min(a for a, _ in sending) if sending else 0
-            out.append((busy, self._hop_total(i) - busy))
+        out = [self._crossing(i) for i in range(n)]
         return own, tuple(out[-1:] + out[:-1])  # into stage s: the hop after stage s - 1
+
+    def _crossing(self, i: int) -> tuple[int, int, int, int]:
+        """``(busy, latency, relay_offset, relay_busy)`` of the hop after stage ``i``: it holds
+        its ports from the first sending chip's start to the last one's end, so the next
+        micro-batch's hop waits only for the ports; the next stage's chips then relay it over
+        that stage's own links (lpu.relay_gap_fill) from the first relaying chip's start to
+        the last one's end, after the stream transit to the ports; the rest is latency."""
+        hop, n_from = self.hops[i], len(self.stages[i][0])
+        windows = zip(hop.send_start, hop.send_end, hop.send_bytes, strict=True)
+        sends = [(rank >= n_from, a, b) for rank, (a, b, nb) in enumerate(windows) if nb]
+        port = [(a, b) for is_relay, a, b in sends if not is_relay]
+        relay = [(a, b) for is_relay, a, b in sends if is_relay]
+        busy = max(b for _, b in port) - min(a for a, _ in port) if port else 0
+        total = self._hop_total(i)
+        if not relay:
+            return busy, total - busy, 0, 0
+        r0 = self.chip.transit + min(a for a, _ in relay)
+        r1 = self.chip.transit + max(b for _, b in relay)
+        return busy, total - r1, r0, r1 - r0
 
     def group_key(self, layer: int) -> int:
         """A layer's attention plan depends on its stage's TP width."""
@@ -265,6 +280,10 @@ class LpuSim:
         that context, without re-planning fixed ops: only attention plans are re-made, one per
         group, and a stage's cycles are kept per attention plan (a step whose attention plans
         all equal the previous step's returns the previous cycles)."""
+        return [total for total, _ in self._stages_at(step)]
+
+    def _stages_at(self, step: StepShape) -> tuple:
+        """(cycles, link windows) of every stage at ``step`` (see :meth:`stage_cycles_at`)."""
         attn = {}
         for g in step.groups():
             tp = g.key[1]
@@ -272,7 +291,7 @@ class LpuSim:
             attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
         key_all = tuple(attn.values())
         if key_all == self._last_attn:
-            return list(self._last_cycles)
+            return self._last_cycles
         group_of = {layer: g.key for g in step.groups() for layer in g.layers}
         out = []
         for i, (chips, _) in enumerate(self.stages):
@@ -284,10 +303,11 @@ class LpuSim:
                 full = list(self._fixed[i])
                 for (j, _), plan in zip(self._holes[i], plans, strict=True):
                     full[j] = plan
-                hit = self._stage_memo[key] = self._stage_total(i, self.scheduled(tuple(full), tp))
+                sch = self.scheduled(tuple(full), tp)
+                hit = self._stage_memo[key] = (self._stage_total(i, sch), sch.link_windows())
             out.append(hit)
         self._last_attn, self._last_cycles = key_all, tuple(out)
-        return out
+        return self._last_cycles
 
     def stage_cycles(self, graph) -> tuple[list[int], list]:
         """Cycles of every stage (its program plus its outgoing hop) and the schedules."""
@@ -303,8 +323,9 @@ class LpuSim:
         """Stage cycles at ``step``; with ``events`` the full schedules' spans and the bytes
         each chip sends over each C2C link slot."""
         if not events:
-            own, links = self._crossings(self.stage_cycles_at(step))
-            return PassTiming(own, links=links)
+            stages = self._stages_at(step)
+            own, links = self._crossings([total for total, _ in stages])
+            return PassTiming(own, links=links, link_windows=_windows(links, stages))
         at = {layer: op for layer, op, _ in step.attention()}
         ops = tuple(at.get(op.layer, op) if op.kind == "attention" else op
                     for op in self.graph.ops)  # fmt: skip
@@ -312,7 +333,9 @@ class LpuSim:
         spans, sent, links = _spans(self, scheds, stage_c)
         arrays = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
         own, links_in = self._crossings(stage_c)
-        return PassTiming(own, spans, arrays, links=links_in)
+        windows = _windows(links_in, [(c, sch.link_windows()) for c, (sch, _) in
+                                      zip(stage_c, scheds, strict=True)])  # fmt: skip
+        return PassTiming(own, spans, arrays, links=links_in, link_windows=windows)
 
     def notes(self) -> dict:
         """The layout and the program cache (programs scheduled over the run)."""
@@ -378,6 +401,12 @@ def _pipeline_floor(spec):
         return total / spec.clock_hz
 
     return latency_s
+
+
+def _windows(links, stages) -> tuple | None:
+    """Each stage's link windows (from ``(cycles, windows)`` per stage), when its stages hand
+    over on links (none for one stage)."""
+    return None if links is None else tuple(w for _, w in stages)
 
 
 def _spans(sim: LpuSim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray]:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...kernels import get as get_kernel
 from ...model.ops import ACT_BYTES
+from .transfers import merged
 
 INPUT = -2  # a fragment's dependency on the previous op's output, filled in when joined
 TRANSITS_PER_C2C = 2  # to the C2C ports at the chip edge, and from them on the receiving side
@@ -328,6 +329,17 @@ class Scheduled:
     lat: np.ndarray
     cycles: int
     _events: list | None = None
+
+    def link_windows(self) -> tuple[tuple[int, int], ...]:
+        """The (start, end) cycles, from the program's start, in which its collectives hold
+        some of the stage's C2C links (merged): each collective's ``link_busy`` after the
+        stream transit from the producing slice to the chip's ports."""
+        transit = self.program.chip.transit
+        return merged(
+            (int(self.start[i]) + transit + a, int(self.start[i]) + transit + b)
+            for i, coll in self.program.collectives.items()
+            for a, b in coll.link_busy
+        )
 
     def op_events(self):
         """Per (op, resource class): (op index, class, start, duration, bytes) spans, plus

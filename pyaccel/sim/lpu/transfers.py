@@ -31,7 +31,9 @@ class Collective:
     """A scheduled collective: total cycles, and per sending chip the cycles it starts and stops
     sending and the bytes it sends (for the trace's c2c_link events); ``latency_cycles`` is what
     the links' hop latency adds to the total (the schedule re-run with zero latency is that
-    much shorter: the trace's c2c_latency)."""
+    much shorter: the trace's c2c_latency); ``link_busy``: the (start, end) cycles in which
+    some link of the collective carries bytes, merged (what an incoming stage hop's relay must
+    leave free: lpu.relay_gap_fill)."""
 
     kind: str
     cycles: int
@@ -42,6 +44,7 @@ class Collective:
     n_transfers: int
     slot_bytes: tuple = ()  # (sending chip, link slot, bytes) of every real transfer
     latency_cycles: int = 0
+    link_busy: tuple[tuple[int, int], ...] = ()
 
 
 def peer_slot(i: int, j: int) -> int:
@@ -121,6 +124,8 @@ def finish(kind, b: Builder, n_chips: int, n_bytes: int, vector_bytes: int, skip
         s1[c] = max(s1[c], int(end[i]))
         sb[c] += int(tr.n_bytes[i])
     s0 = [a if bb else 0 for a, bb in zip(s0, sb, strict=True)]
+    on_links = [i for i in range(len(tr.link)) if int(tr.link[i]) not in skip_links]
+    busy = merged((int(start[i]), int(end[i])) for i in on_links)
     slots = tuple(
         (c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes, strict=True) if k >= 0
     )
@@ -129,4 +134,16 @@ def finish(kind, b: Builder, n_chips: int, n_bytes: int, vector_bytes: int, skip
     arrive0 = schedule(no_latency, vector_bytes)[2]
     latency = cycles - (int(arrive0.max()) if len(arrive0) else 0)
     return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots,
-                      max(0, latency))  # fmt: skip
+                      max(0, latency), busy)  # fmt: skip
+
+
+def merged(intervals) -> tuple[tuple[int, int], ...]:
+    """The union of (start, end) intervals as sorted, disjoint intervals (empty ones left
+    out)."""
+    out: list[list[int]] = []
+    for a, b in sorted(iv for iv in intervals if iv[1] > iv[0]):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return tuple((a, b) for a, b in out)
