@@ -51,7 +51,7 @@ def allreduce_cycles(net, chip, tp: int, n_bytes: int) -> int:
     network's schedule (its VXM sums as the engine sizes them) and the stream transit to the
     C2C ports and back."""
     vecs = -(-n_bytes // chip.vector_bytes)
-    red = max(1, -(-vecs // tp // chip.alus)) + chip.vxm_latency
+    red = max(1, -(-vecs // tp // chip.alus))
     return net.allreduce(tp, n_bytes, red).cycles + TRANSITS_PER_C2C * chip.transit
 
 

@@ -339,7 +339,10 @@ def test_collective_books_latency_link_and_transit_apart():
     """A 2-chip all-reduce of 7,000 B in one op: the trace books the links' hop latency
     (c2c_latency, the schedule re-run without it), the on-chip stream transit to the C2C ports
     and back (fixed_latency: 2 x 64 cycles) and the rest as link serialisation (c2c_link);
-    together they are the op's whole time."""
+    together they are the op's whole time. Beside them (lpu.collective_on_chip) the chip's
+    streams carry its 22 sent vectors (7,000 / 320, rounded up), 32 a cycle: one cycle of
+    lpu_mem; and its VXM sums the two partials when the schedule has them (2 x 10 cycles,
+    then the VXM pass latency of 8 ends the schedule)."""
     p = _system().spec.params
     chip, net = ChipModel.from_params(p), Network(p, 1e9)
     assert chip.transit == 64
@@ -351,7 +354,35 @@ def test_collective_books_latency_link_and_transit_apart():
     assert spans["c2c_latency"] == coll.latency_cycles > 0
     assert spans["fixed_latency"] == 2 * 64
     assert spans["c2c_link"] == coll.cycles - coll.latency_cycles
-    assert sum(spans.values()) == coll.cycles + 2 * 64
+    on_links = ("c2c_latency", "fixed_latency", "c2c_link")
+    assert sum(spans[k] for k in on_links) == coll.cycles + 2 * 64
+    assert (coll.send_vectors, spans["lpu_mem"]) == (22, 1)
+    assert coll.vxm_busy == ((coll.cycles - 28, coll.cycles - 8),) and spans["lpu_vxm"] == 20
+
+
+def test_golden_a_collective_waits_for_the_vxm_it_sums_on():
+    """lpu.collective_on_chip: the same all-reduce (878 cycles: its VXM sums the partials for
+    20 cycles, then 8 of pass latency), issued beside a 1,000-cycle VXM pass listed first.
+    Alone it is ready at 878 + 2 x 64 = 1,006: its sent vectors take the streams [0, 1), its
+    sums would take the VXM at 64 + 850 = 914. The VXM is busy until 1,000, so the sums run
+    [1000, 1020) and the collective is ready 8 + 64 cycles (the pass latency and the transit
+    back) later: 1,092."""
+    p = _system().spec.params
+    chip, net = ChipModel.from_params(p), Network(p, 1e9)
+    coll = net.allreduce(2, 7000, 10)
+    alone = Program(chip)
+    alone.begin_op(None, "ar", "allreduce")
+    out = alone.collective(coll, None)
+    sch = alone.schedule()
+    assert coll.cycles == 878 and coll.vxm_busy == ((850, 870),)
+    assert int(sch.start[out] + sch.dur[out] + sch.lat[out]) == sch.cycles == 1006
+    busy = Program(chip)
+    busy.begin_op(None, "v", "vector")
+    busy.vector(1000, None)
+    busy.begin_op(None, "ar", "allreduce")
+    out = busy.collective(coll, None)
+    sch = busy.schedule()
+    assert int(sch.start[out] + sch.dur[out] + sch.lat[out]) == 1092
 
 
 def test_stage_hops_overlap_the_next_micro_batch(tmp_path):

@@ -11,7 +11,7 @@ from pyaccel.sim.lpu.net import Network
 from pyaccel.sim.pipeline import pipeline_schedule
 
 # 1 GHz clock, 600-cycle hops: a local link of a node pair carries 2 x 14 GB/s = 28 B/cycle;
-# the stream transit to the chip's C2C ports is 44 + 20 = 64 cycles.
+# the stream transit to the chip's C2C ports is 44 + 20 = 64 cycles; no VXM pass latency.
 ROUND = ["clock_hz=1e9", "c2c_latency_s=6e-7"]
 TRANSIT = 64
 
@@ -22,50 +22,52 @@ def _net():
 
 
 def test_golden_the_hop_relay_and_the_stage_all_reduce_contend_for_one_link():
-    """Stage A (chips 0, 1) hands 224 B to stage B (chips 2, 3) of the same node; stage B's
+    """Stage A (chips 0, 1) hands 8,960 B to stage B (chips 2, 3) of the same node; stage B's
     program all-reduces 224 B. Both collectives need B's local links 2 -> 3 and 3 -> 2.
 
-    The all-reduce (one-shot: 224 B / 28 = 8 cycles on each link, 600 latency, 2 VXM cycles)
-    holds the links in [0, 8) and takes 610 cycles. The hop sends 112 B from A's chip r to B's
-    chip r ([0, 4) on each port link), arriving 604; each of B's chips relays its half to the
-    other cut-through in [604, 608), arriving 1,208. With the transit to the ports (64) and back
-    (64) the hop takes 1,336: ports busy 4, relay from 64 + 604 = 668 for 4, then
-    1,336 - 672 = 664 of latency.
+    The all-reduce (one-shot: 224 B / 28 = 8 cycles on each link, 600 latency, a 2-cycle VXM
+    sum and its 8-cycle pass latency) holds the links in [0, 8) and takes 618 cycles. The hop
+    sends 4,480 B from A's chip r to B's chip r ([0, 160) on each port link); each of B's chips
+    relays its half to the other cut-through once its first 320-B vector is in (12 + 600):
+    [612, 772), arriving 1,372. With the transit to the ports (64) and back (64) the hop takes
+    1,500: ports busy 160, relay from 64 + 612 = 676 for 160, then 1,500 - 836 = 664 of
+    latency.
 
     Let B's program be the all-reduce alone, issued at its cycle 100: its links are held
-    [100 + 64, 100 + 64 + 8) = [164, 172) and it ends at 100 + 610 + 2 x 64 = 838. Let A take
-    834 cycles. Two micro-batches, one round:
+    [100 + 64, 100 + 64 + 8) = [164, 172) and it ends at 100 + 618 + 2 x 64 = 846. Let A take
+    900 cycles. Two micro-batches, one round:
 
-    - mb 0: A [0, 834); ports [834, 838); relay [1502, 1506); B from 1506 + 664 = 2170 to
-      3008, its all-reduce holding B's links [2334, 2342).
-    - mb 1: A [834, 1668); ports [1668, 1672); the relay could go at 1668 + 668 = 2336 but B's
-      all-reduce holds the link until 2342: the relay waits, [2342, 2346); B then starts at
-      2346 + 664 = 3010 (it was free at 3008) and ends 3,848.
+    - mb 0: A [0, 900); ports [900, 1060); relay [1576, 1736); B from 1736 + 664 = 2400 to
+      3246, its all-reduce holding B's links [2564, 2572).
+    - mb 1: A [900, 1800); ports [1800, 1960); the relay could go at 1800 + 676 = 2476 but
+      [2476, 2636) meets the all-reduce's [2564, 2572): it goes after, [2572, 2732); B then
+      starts at 2732 + 664 = 3396 (it was free at 3246) and ends 4,242.
 
-    Without the contention mb 1 would start at max(2340 + 664, 3008) = 3008, ending 3,846.
+    Without the contention mb 1's relay would run [2476, 2636) and B would start at 3300,
+    ending 4,146.
     """
     net = _net()
     ar = net.allreduce(2, 224, 1)
-    assert (ar.cycles, ar.link_busy) == (610, ((0, 8),))
-    hop = net.stage_hop(2, 2, 224, True)
-    assert hop.cycles + 2 * TRANSIT == 1336
-    assert (hop.send_start, hop.send_end) == ((0, 0, 604, 604), (4, 4, 608, 608))
+    assert (ar.cycles, ar.link_busy) == (618, ((0, 8),))
+    hop = net.stage_hop(2, 2, 8960, True)
+    assert hop.cycles + 2 * TRANSIT == 1500
+    assert (hop.send_start, hop.send_end) == ((0, 0, 612, 612), (160, 160, 772, 772))
     window = (100 + TRANSIT + ar.link_busy[0][0], 100 + TRANSIT + ar.link_busy[0][1])
     occ_b = 100 + ar.cycles + 2 * TRANSIT
-    assert (window, occ_b) == ((164, 172), 838)
+    assert (window, occ_b) == ((164, 172), 846)
 
-    occ = np.array([[834, occ_b], [834, occ_b]])
-    busy, lat = np.array([[0, 4], [0, 4]]), np.array([[0, 664], [0, 664]])
-    roff, rbusy = np.array([[0, 668], [0, 668]]), np.array([[0, 4], [0, 4]])
+    occ = np.array([[900, occ_b], [900, occ_b]])
+    busy, lat = np.array([[0, 160], [0, 160]]), np.array([[0, 664], [0, 664]])
+    roff, rbusy = np.array([[0, 676], [0, 676]]), np.array([[0, 160], [0, 160]])
     ptr = np.array([0, 0, 1, 1, 2])
     starts, ends = np.array([window[0]] * 2), np.array([window[1]] * 2)
     for backend in kernels.available_backends():
         fn = kernels.get("micro_batch_rounds", backend)
         finish = fn(occ, busy, lat, 1, (roff, rbusy, ptr, starts, ends))
-        assert finish.tolist() == [[3008, 3848]], backend
+        assert finish.tolist() == [[3246, 4242]], backend
         free = fn(occ, busy, lat, 1, (roff, rbusy, np.zeros(5, dtype=np.int64), starts[:0],
                                       ends[:0]))  # fmt: skip
-        assert free.tolist() == [[3008, 3846]], backend
+        assert free.tolist() == [[3246, 4146]], backend
 
 
 def _random_relay(rng, n_micro, n_stages):

@@ -9,7 +9,8 @@ from pyaccel.sim.lpu import plans
 from pyaccel.sim.lpu.net import Network
 
 # 1 GHz clock, 600-cycle hops: a node pair's local link 2 x 14 GB/s = 28 B/cycle, a global port
-# (16 - 14) x 14 GB/s / 4 = 7 B/cycle; 8 nodes a rack, so 32 // 7 = 4 ports join two nodes.
+# (16 - 14) x 14 GB/s / 4 = 7 B/cycle; 8 nodes a rack, so 32 // 7 = 4 ports join two nodes. No
+# VXM pass latency, so a sum of c cycles is ready c cycles after it starts.
 ROUND = ["clock_hz=1e9", "c2c_latency_s=6e-7"]
 
 
@@ -19,29 +20,31 @@ def _net(deskew=0):
 
 
 def test_golden_allreduce_across_two_nodes():
-    """224 B over 16 chips (2 nodes of 8), 1 VXM cycle per n/tp chunk, no deskew.
+    """224 B over 16 chips (2 nodes of 8), 1 VXM cycle per n/tp chunk (each sum's result 8
+    cycles of VXM pass latency after its last cycle), no deskew.
 
     1. reduce-scatter in each node: chunks of 224 / 8 = 28 B, one cycle on a local link each,
        all at once: arrive 1 + 600 = 601; each chip sums its 8 partials (1 x 2 nodes = 2
-       cycles): 603.
+       cycles, [601, 603)): ready 611.
     2. one-shot across the nodes (it beats reduce-scatter + all-gather's two crossings): chip j
        sends its 28 B to chip j of the other node over port j mod 4 of the pair; all 4 ports
        toward the one peer belong to chip 0 (ports numbered chip after chip), so chips 1..7
-       first relay to chip 0: [603, 604), arriving 1,204. Chip 0's own chunk leaves at 603 on
-       port 0 (28 / 7 = 4 cycles), arrives 1,207. The relayed chunks go on cut-through once
-       their first bytes are in (1 + 600 after the relay's start = 1,204): ports 1..3 carry
-       chips 1..3 in [1204, 1208), and then -- contending for the same port -- chips 5..7 in
-       [1208, 1212); port 0 carries chip 4 after chip 0, [1204, 1208). They arrive 600 later
-       (1,808 and 1,812) at chip 0 of the other node, which relays each to its rank
-       cut-through: start 4 + 600 after the port's start, arrive 600 after: 2,409 (ranks
-       1..4) and 2,413 (ranks 5..7). Each chip sums the two partials: 2,415 at the latest.
-    3. all-gather in each node: 28 B from every chip to every peer, the last leaving at 2,415,
-       arriving 2,415 + 1 + 600 = 3,016.
+       first relay to chip 0: [611, 612), arriving 1,212. Chip 0's own chunk leaves at 611 on
+       port 0 (28 / 7 = 4 cycles), arrives 1,215. The relayed chunks go on cut-through once
+       their first bytes are in (1 + 600 after the relay's start = 1,212): ports 1..3 carry
+       chips 1..3 in [1212, 1216), and then -- contending for the same port -- chips 5..7 in
+       [1216, 1220); port 0 carries chip 4 after chip 0, [1212, 1216). They arrive 600 later
+       (1,816 and 1,820) at chip 0 of the other node, which relays each to its rank
+       cut-through: start 4 + 600 after the port's start, arrive 600 after: 2,417 (ranks
+       1..4) and 2,421 (ranks 5..7). Each chip sums the two partials: [2421, 2423), ready
+       2,431 at the latest.
+    3. all-gather in each node: 28 B from every chip to every peer, the last leaving at 2,431,
+       arriving 2,431 + 1 + 600 = 3,032.
     """
     coll = _net().allreduce(16, 224, 1)
-    assert coll.cycles == 3016
+    assert coll.cycles == 3032
     # with a 128-cycle deskew before the crossing, everything after it moves by 128
-    assert _net(128).allreduce(16, 224, 1).cycles == 3016 + 128
+    assert _net(128).allreduce(16, 224, 1).cycles == 3032 + 128
 
 
 def test_wide_allreduce_ranks_send_their_share():

@@ -75,6 +75,11 @@ ASSUMPTIONS = (
     "lpu.stage_link_pipeline: micro-batches flow through the stages as a simulated schedule; "
     "a stage hop holds its ports for its sending window only, so a stage works on the next "
     "micro-batch while the last one's activations are still in flight",
+    "lpu.collective_on_chip: a collective occupies its chip's streams for the vectors it "
+    "sends, streams_per_direction a cycle as it starts (the memio resource), and its VXM for "
+    "its partial sums at the times its transfer schedule gives; a chip busy there delays it. "
+    "The C2C ports' send and receive logic is taken as the ports' own (no public text places "
+    "it on a shared slice such as the SXM)",
     "lpu.relay_gap_fill: a stage hop's relay among the receiving stage's chips shares that "
     "stage's links with the collectives of the micro-batch it is working on; the compiler "
     "puts the relay in the first gap long enough that those collectives leave on any of the "
@@ -124,10 +129,10 @@ def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur)
         return prog.memio(st[1], cur)
     vecs = -(-st[1] // chip.vector_bytes)
     if kind == "allreduce":
-        red = max(1, -(-vecs // tp // chip.alus)) + chip.vxm_latency
+        red = max(1, -(-vecs // tp // chip.alus))
         return prog.collective(net.allreduce(tp, st[1], red), cur)
     if kind == "seqreduce":  # among the st[2] chips of one KV head (lpu.attention_sequence_split)
-        red = max(1, -(-vecs // st[2] // chip.alus)) + chip.vxm_latency
+        red = max(1, -(-vecs // st[2] // chip.alus))
         return prog.collective(net.allreduce(st[2], st[1], red), cur)
     if kind == "allgather":
         return prog.collective(net.allgather(tp, st[1]), cur)

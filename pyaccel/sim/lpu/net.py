@@ -65,10 +65,13 @@ class Network:
         self.nodes_per_rack = nodes_per_rack
         self.global_links = int(p.global_links)
         self.deskew = math.ceil(float(p.deskew_cycles))
+        # a chip's VXM summing partials: its pass latency follows the cycles it occupies
+        self.vxm_latency = math.ceil(float(p.vxm_latency_cycles))
         self._memo: dict = {}
         # what a collective's schedule depends on besides its own arguments
         self.key = (self.vector_bytes, self.latency, self.local_bpc, self.global_bpc,
-                    self.hop_ports, node, self.global_links, self.deskew)  # fmt: skip
+                    self.hop_ports, node, self.global_links, self.deskew,
+                    self.vxm_latency)  # fmt: skip
 
     # ---- collectives inside one tensor-parallel group (fully connected chips of a node, or
     # whole nodes of one rack: :mod:`pyaccel.sim.lpu.wide`) ----
@@ -90,8 +93,9 @@ class Network:
         """All-reduce of ``n_bytes`` partial sums over ``tp`` chips: the faster of one-shot
         (every chip sends its whole partial to every peer) and reduce-scatter + all-gather
         (chunks of n/tp; each chip reduces its chunk and sends it back to every peer), as a
-        compiler would pick by message size. ``reduce_cycles``: VXM cycles to sum the partials
-        of one n/tp chunk (one-shot sums tp chunks' worth)."""
+        compiler would pick by message size. ``reduce_cycles``: cycles the VXM is busy summing
+        the partials of one n/tp chunk (one-shot sums tp chunks' worth); each sum's result
+        trails its last cycle by the VXM pass latency."""
         if tp <= 1:
             return Collective("allreduce", 0, n_bytes, (0,), (0,), (0,), 0)
         if self._wide(tp):
@@ -104,7 +108,7 @@ class Network:
         b = Builder()
         links = {(i, j): b.new_link(self.local_bpc, self.latency) for i in range(tp)
                  for j in range(tp) if i != j}  # fmt: skip
-        vxm = [b.new_link(1.0, 0) for _ in range(tp)]
+        vxm = [b.new_link(1.0, self.vxm_latency) for _ in range(tp)]
         into = {j: [] for j in range(tp)}
         for i in range(tp):
             for j in range(tp):
@@ -118,8 +122,8 @@ class Network:
         b = Builder()
         links = {(i, j): b.new_link(self.local_bpc, self.latency) for i in range(tp)
                  for j in range(tp) if i != j}  # fmt: skip
-        # the chip's own VXM reducing its chunk, as a 1 B/cycle "link" with no hop latency
-        vxm = [b.new_link(1.0, 0) for _ in range(tp)]
+        # the chip's own VXM reducing its chunk, as a 1 B/cycle "link" with the pass latency
+        vxm = [b.new_link(1.0, self.vxm_latency) for _ in range(tp)]
         chunk = -(-n_bytes // tp)
         into = {j: [] for j in range(tp)}
         for i in range(tp):

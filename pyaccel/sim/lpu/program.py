@@ -17,8 +17,8 @@ Data handed from one functional slice to another crosses ``transit`` cycles of s
 (``mem_slices / hemispheres`` slice hops across a hemisphere plus the ripple of the instruction
 down the ``superlanes``, ``stream_hop_cycles`` each: lpu.stream_transit). A C2C transfer crosses
 it ``TRANSITS_PER_C2C`` times: from the producing slice to the chip-edge ports, and from the
-ports to the receiving slice. Collectives are pure delays whose length the
-network's transfer schedule gives (:mod:`pyaccel.sim.lpu.net`).
+ports to the receiving slice. A collective is a delay whose length the network's transfer
+schedule gives (:mod:`pyaccel.sim.lpu.net`), beside the stream and VXM work it does on the chip.
 """
 
 from __future__ import annotations
@@ -227,11 +227,24 @@ class Program:
     def collective(self, coll, inp) -> int:
         """A network collective as a delay of the cycles its transfer schedule takes, plus the
         stream transit from the producing slice to the chip's C2C ports (on the SXM at the
-        chip's edge) and from the ports back to the VXM."""
-        lat = coll.cycles + TRANSITS_PER_C2C * self.chip.transit if coll.cycles else 0
+        chip's edge) and from the ports back to the VXM; beside it, what it occupies on the
+        chip (lpu.collective_on_chip): its sent vectors on the streams (the ``memio``
+        resource) as it starts, and its partial sums on the VXM at the times its schedule
+        gives. The result is ready when both are: a chip whose VXM or streams are busy with
+        other work delays the collective."""
+        c = self.chip
+        lat = coll.cycles + TRANSITS_PER_C2C * c.transit if coll.cycles else 0
         i = self.add(-1, "c2c", 0, lat, [inp], coll.n_bytes)
         self.collectives[i] = coll
-        return i
+        if not coll.cycles or not (coll.send_vectors or coll.vxm_busy):
+            return i
+        dur = max(1, -(-coll.send_vectors // c.memio_vectors_per_cycle))
+        cur, t = self.add(self.r_memio, "memio", dur, 0, [inp]), dur
+        for a, b in coll.vxm_busy:  # cycles from the collective's first transfer
+            wait = self.add(-1, "delay", 0, max(0, c.transit + a - t), [cur])
+            cur, t = self.add(self.r_vxm, "vxm", b - a, 0, [wait]), max(t, c.transit + a) + b - a
+        side = self.add(-1, "delay", 0, max(0, lat - t), [cur])
+        return self.add(-1, "delay", 0, 0, [i, side])
 
     # ---- fragments: one op compiled once, joined into many programs ----
 

@@ -33,7 +33,9 @@ class Collective:
     the links' hop latency adds to the total (the schedule re-run with zero latency is that
     much shorter: the trace's c2c_latency); ``link_busy``: the (start, end) cycles in which
     some link of the collective carries bytes, merged (what an incoming stage hop's relay must
-    leave free: lpu.relay_gap_fill)."""
+    leave free: lpu.relay_gap_fill); ``vxm_busy``: the (start, end) cycles the busiest chip's
+    VXM sums partials, and ``send_vectors`` the most vectors one chip sends (what the
+    collective occupies on a chip: lpu.collective_on_chip)."""
 
     kind: str
     cycles: int
@@ -45,6 +47,8 @@ class Collective:
     slot_bytes: tuple = ()  # (sending chip, link slot, bytes) of every real transfer
     latency_cycles: int = 0
     link_busy: tuple[tuple[int, int], ...] = ()
+    vxm_busy: tuple[tuple[int, int], ...] = ()
+    send_vectors: int = 0
 
 
 def peer_slot(i: int, j: int) -> int:
@@ -109,9 +113,12 @@ def schedule(tr: Transfers, vector_bytes: int, backend: str | None = None):
     )
 
 
-def finish(kind, b: Builder, n_chips: int, n_bytes: int, vector_bytes: int, skip_links=()):
+def finish(kind, b: Builder, n_chips: int, n_bytes: int, vector_bytes: int, skip_links=(),
+           vxm_links=None):  # fmt: skip
     """The :class:`Collective` of builder ``b``'s transfers over ``n_chips`` chips: its
-    schedule, each chip's send window and bytes, and what the links' hop latency adds."""
+    schedule, each chip's send window and bytes, and what the links' hop latency adds.
+    ``skip_links`` are a chip's own pseudo-links (no bytes cross a C2C link on them), of which
+    ``vxm_links`` (by default all) are its VXM summing partials."""
     tr = b.build()
     start, end, arrive = schedule(tr, vector_bytes)
     cycles = int(arrive.max()) if len(arrive) else 0
@@ -126,15 +133,35 @@ def finish(kind, b: Builder, n_chips: int, n_bytes: int, vector_bytes: int, skip
     s0 = [a if bb else 0 for a, bb in zip(s0, sb, strict=True)]
     on_links = [i for i in range(len(tr.link)) if int(tr.link[i]) not in skip_links]
     busy = merged((int(start[i]), int(end[i])) for i in on_links)
+    sums = set(skip_links if vxm_links is None else vxm_links)
+    vxm, sends = _chip_work(tr, start, end, on_links, sums, n_chips, vector_bytes)
     slots = tuple(
         (c, k, nb) for c, k, nb in zip(b.sender, b.slot, b.n_bytes, strict=True) if k >= 0
     )
     n = len(tr.link)
-    no_latency = replace(tr, link_lat=np.zeros_like(tr.link_lat))
+    # the links' hop latency: the schedule again with none on the C2C links (a chip's own
+    # pseudo-links keep theirs: the VXM pass latency is not the links')
+    own = np.zeros(len(tr.link_lat), dtype=np.bool_)
+    own[list(skip_links)] = True
+    no_latency = replace(tr, link_lat=np.where(own, tr.link_lat, 0))
     arrive0 = schedule(no_latency, vector_bytes)[2]
     latency = cycles - (int(arrive0.max()) if len(arrive0) else 0)
     return Collective(kind, cycles, n_bytes, tuple(s0), tuple(s1), tuple(sb), n, slots,
-                      max(0, latency), busy)  # fmt: skip
+                      max(0, latency), busy, vxm, sends)  # fmt: skip
+
+
+def _chip_work(tr: Transfers, start, end, on_links, vxm_links, n_chips: int, vector_bytes: int):
+    """(the VXM intervals of the chip whose VXM sums longest, the most vectors a chip sends):
+    transfers on ``vxm_links`` are partial sums, those at ``on_links`` (indices) sends."""
+    sums: list[list[tuple[int, int]]] = [[] for _ in range(n_chips)]
+    vectors = [0] * n_chips
+    for i in on_links:
+        vectors[int(tr.sender[i])] += -(-int(tr.n_bytes[i]) // vector_bytes)
+    for i in range(len(tr.link)):
+        if int(tr.link[i]) in vxm_links:
+            sums[int(tr.sender[i])].append((int(start[i]), int(end[i])))
+    busiest = max(range(n_chips), key=lambda c: (sum(b - a for a, b in sums[c]), -c))
+    return merged(sums[busiest]), max(vectors)
 
 
 def merged(intervals) -> tuple[tuple[int, int], ...]:

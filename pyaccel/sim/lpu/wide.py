@@ -52,15 +52,16 @@ class _Wide:
         )
 
     def vxm(self, rank: int, cycles: int, deps) -> int:
-        """A chip's own VXM summing partials, as a 1 B/cycle link with no hop latency."""
-        return self.b.send(self.link(("vxm", rank), 1.0, 0), max(1, cycles), rank, deps)
+        """A chip's own VXM summing partials, as a 1 B/cycle link with the VXM pass latency."""
+        lk = self.link(("vxm", rank), 1.0, self.net.vxm_latency)
+        return self.b.send(lk, max(1, cycles), rank, deps)
 
     def deskew(self, rank: int, deps) -> list[int]:
         """The chip's DESKEW before its first transfer across nodes: it waits ``deskew``
         cycles to realign to global time (lpu.cross_node_deskew); none when zero."""
         if self.net.deskew <= 0:
             return list(deps)
-        return [self.b.send(self.link(("vxm", rank), 1.0, 0), self.net.deskew, rank, deps)]
+        return [self.b.send(self.link(("deskew", rank), 1.0, 0), self.net.deskew, rank, deps)]
 
     def port(self, node: int, peer: int, k: int) -> tuple[int, int]:
         """(owning chip, link slot) of port ``k`` of node ``node`` toward node ``peer``."""
@@ -86,7 +87,9 @@ class _Wide:
 
     def finish(self, kind: str, n_bytes: int) -> transfers.Collective:
         vxm = {v for k, v in self._links.items() if k[0] == "vxm"}
-        return transfers.finish(kind, self.b, self.g * self.m, n_bytes, self.net.vector_bytes, vxm)
+        on_chip = {v for k, v in self._links.items() if k[0] in ("vxm", "deskew")}
+        return transfers.finish(kind, self.b, self.g * self.m, n_bytes, self.net.vector_bytes,
+                                on_chip, vxm)  # fmt: skip
 
 
 def allreduce(net, tp: int, n_bytes: int, reduce_cycles: int) -> transfers.Collective:
