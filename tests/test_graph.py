@@ -123,3 +123,26 @@ def test_workload_validation():
     with pytest.raises(pa.ConfigError, match="unknown --weights format 'int3'"):
         pa.Workload(weights="int3")
     assert pa.Workload(weights="fp8-e4m3").weights == "fp8"
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3"])
+def test_only_row_split_matmuls_and_the_experts_down_projection_reduce(name):
+    """Op.reduces: the ranks' outputs are partial sums only after a row-split matmul (o_proj,
+    down_proj) and the routed experts' down projection; the experts' gate/up projection and
+    activation stay on the rank that holds the expert, so no all-reduce follows them."""
+    graph = pa.build_graph(pa.load_model(name), pa.Workload())
+    reducing = {op.kind for op in graph.ops if op.reduces}
+    want = {op.kind for op in graph.ops if op.split == "row"}
+    if any(op.expert for op in graph.ops):
+        want |= {"experts_down_proj"}
+    assert reducing == want and "experts_gate_up_proj" not in reducing
+    assert not any(op.reduces for op in graph.ops if op.op_class != "matmul")
+
+
+def test_lpu_moe_layer_all_reduces_once_per_expert_block():
+    from pyaccel.sim.lpu.plans import plan_kinds
+
+    graph = pa.build_graph(pa.load_model("mixtral-8x7b"), pa.Workload())
+    kinds = {op.kind: plan_kinds(op, 8) for op in graph.ops_of(0)}
+    assert kinds["experts_gate_up_proj"] == ("gemv",)
+    assert kinds["experts_down_proj"] == ("gemv", "allreduce")

@@ -42,13 +42,16 @@ def _ratios_at_least_one(rep):
     assert not low, f"ops below their bound: {low}"
 
 
-@pytest.mark.parametrize("weights", [None, "fp8"])
-def test_b200_deepseek_v3_batch_16_no_op_below_its_bound(weights):
-    # fp8 weights give the 5 stages (16 = 4+3+3+3+3); bf16 needs 9 (16 = 7 x 2 + 2 x 1)
-    r = run("deepseek-v3", "b200", workload=pa.Workload(batch=16, tokens=2, weights=weights))
+@pytest.mark.parametrize(("weights", "units"), [(None, 5), ("fp8", 5), ("bf16", 9), (None, 8)])
+def test_b200_deepseek_v3_batch_16_no_op_below_its_bound(weights, units):
+    # fp8 on 5 B200s is the 5 stages (16 = 4+3+3+3+3); bf16 on 9 is 9 stages
+    # (16 = 7 x 2 + 2 x 1); on 8, the layout --units auto picks, one stage of TP 8
+    work = pa.Workload(batch=16, tokens=2, weights=weights)
+    r = run("deepseek-v3", "b200", units=units, workload=work)
     meta = r.trace.meta
     assert sum(meta["micro_batch_sizes"]) == 16
     assert meta["micro_batches"] == len(meta["micro_batch_sizes"]) == meta["pp"]
+    assert meta["pp"] * meta["tp"] == units
     rep = Report.from_trace(r.trace)
     _ratios_at_least_one(rep)
     experts = next(row for row in rep.by_kind if row.kind == "experts_gate_up_proj")

@@ -210,7 +210,8 @@ def _swiglu(
     act = vector_op(
         f"L{layer}.{prefix}act", layer, f"{prefix}act", "elementwise", split_up, t, f, 5, reads=2
     )
-    return [up, act, down]
+    # the down projection's output is what the ranks' shares sum to (row-split, or experts)
+    return [up, act, replace(down, reduces=split_down in ("row", "experts"))]
 
 
 def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:

@@ -23,8 +23,11 @@ class Op:
 
     ``m`` tokens in the step, ``n`` output and ``k`` input features (matmuls). ``split`` says how
     tensor parallelism divides it: ``col`` (output features; no communication), ``row`` (input
-    features; an all-reduce of the output follows), ``heads``, ``experts`` (all-reduce follows),
-    ``vocab`` (LM head; partial arg-max reduced), ``replicate`` (every rank does it all).
+    features), ``heads``, ``experts`` (whole experts per rank), ``vocab`` (LM head; partial
+    arg-max reduced), ``replicate`` (every rank does it all). ``reduces``: the ranks' outputs
+    are partial sums that an all-reduce of the layer's ``hidden``-wide output combines (a
+    row-split matmul, and the routed experts' down projection: each rank's experts add their
+    share of every token's output; their gate/up projection and activation stay local).
     ``expert`` marks the ops of routed experts (their matmuls read the weights of the step's
     distinct experts and store all of them; each runs on its experts' tokens only). A weight
     matmul keeps its ``tensors`` (rows, cols), the ``role`` its format applies to and whether it
@@ -51,6 +54,7 @@ class Op:
     tensors: tuple[tuple[int, int], ...] = ()
     role: str = ""
     bias: bool = False
+    reduces: bool = False
 
     @property
     def mem_bytes(self) -> int:
@@ -97,6 +101,7 @@ def matmul_op(
         tensors=tuple((int(r), int(c)) for r, c in tensors),
         role=role,
         bias=bias,
+        reduces=split == "row",
     )
 
 

@@ -101,9 +101,12 @@ def chain_seconds(work_s, latency_s: float, serial: bool):
     return work_s + latency_s if serial else np.maximum(work_s, latency_s)
 
 
-def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()) -> OpBound:
+def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = (),
+             tokens: int | None = None) -> OpBound:  # fmt: skip
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
-    output must be reduced across units, the share each unit must receive over its link; and
+    output must be reduced across units (``op.reduces``), the share each unit must receive
+    over its link (a row-split matmul's output; the routed experts' combined ``hidden``-wide
+    output of the step's ``tokens``, default ``op.m``); and
     the least latency it waits on where it is placed (``floor``: ``(class, s)`` pairs, the
     engine's :meth:`~pyaccel.sim.contract.BoundRates.latency_floor`), added to its largest
     work term when the engine's floor is serial with the work, else the larger of the two."""
@@ -114,8 +117,9 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     compute = rates.compute(op)
     if compute:
         times[rates.compute_resource] = op.flops / (n_units * compute)
-    if n_units > 1 and op.split in ("row", "experts"):
-        out = ACT_BYTES * op.m * hidden if op.split == "experts" else ACT_BYTES * op.m * op.n
+    if n_units > 1 and op.reduces:
+        experts = op.split == "experts"
+        out = ACT_BYTES * ((tokens or op.m) * hidden if experts else op.m * op.n)
         times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
     resource = max(times, key=times.get)
     work_s = times[resource]
@@ -176,7 +180,8 @@ class StepBounds:
     def _bound(self, op, floor: tuple | None = None) -> OpBound:
         if floor is None:
             floor = self.rates.latency_floor(op, self.slots[op.layer])
-        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden, floor)
+        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden, floor,
+                        self.graph.workload.batch)  # fmt: skip
 
     def at(self, context: int, with_ops: bool = False) -> Roofline:
         """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only

@@ -124,18 +124,20 @@ class GpuCost:
             return self.rates["kv"]
         return 0.0  # vector ops: memory-bound (gpu.vector_ops_memory_bound)
 
-    def collective(self, kind: str, layer, stage: int, n_bytes: int, name: str) -> Kernel:
+    def collective(self, kind: str, layer, stage: int, n_bytes: int, name: str,
+                   op_kind: str | None = None) -> Kernel:  # fmt: skip
         """A collective over the stage's TP ranks via NVLink: a launch, the fixed small-message
         latency, then the data each rank receives. ``allreduce``: one-shot ((t-1) peer buffers)
         or ring (2(t-1)/t of the message), whichever is less, as NCCL and vLLM pick by size;
-        ``allgather``: the (t-1)/t of a sharded tensor a rank lacks."""
+        ``allgather``: the (t-1)/t of a sharded tensor a rank lacks. ``op_kind``: the graph op
+        it belongs to in the trace (default: a kind of its own, ``kind``)."""
         p, tp = self.p, self.tp
         ring = RING_ALLREDUCE_PHASES * (tp - 1) / tp
         share = min(tp - 1, ring) if kind == "allreduce" else (tp - 1) / tp
         move = share * n_bytes / p.nvlink_bytes_per_s
         launch = cycles(p.kernel_launch_s, self.clock)
         latency = cycles(p.nvlink_latency_s, self.clock)
-        return Kernel(name, kind, layer, stage, "nvlink", launch, latency,
+        return Kernel(name, op_kind or kind, layer, stage, "nvlink", launch, latency,
                       cycles(move, self.clock), n_bytes, 0)  # fmt: skip
 
     def transfer(self, layer, stage: int, n_bytes: int, internode: bool) -> Kernel:
@@ -175,10 +177,12 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
             pending_reduce = False
         else:
             out.append(cost.kernel(op, stage))
-            pending_reduce |= op.split in ("row", "experts")
+            pending_reduce |= op.reduces
         if op.kind == "lm_head" and tp > 1:
             logits = ACT_BYTES * op.m * op.n
-            out.append(cost.collective("allgather", op.layer, stage, logits, "lm_head.allgather"))
+            # the LM head's own (its bound's floor counts it): its row in the report has it
+            out.append(cost.collective("allgather", op.layer, stage, logits, "lm_head.allgather",
+                                       op.kind))  # fmt: skip
         nxt = graph.ops[i + 1] if i + 1 < len(graph.ops) else None
         if nxt is not None and stage_of[nxt.layer] != stage:
             internode = (stage * tp) // gpus_per_node != ((stage + 1) * tp) // gpus_per_node

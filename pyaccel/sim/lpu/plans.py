@@ -39,7 +39,7 @@ def op_plan(op, graph, tp: int) -> tuple:
         return (("reduce", w), ("vector", w, "norm"))
     if op.op_class in ("matmul", "router"):
         steps = [("gemv", largest_share(read_elems(op), tp, sharded), m)]
-        if tp > 1 and op.split in ("row", "experts"):
+        if tp > 1 and op.reduces:
             out = op.n if op.split == "row" else graph.hidden
             steps.append(("allreduce", ACT_BYTES * m * out))
         return tuple(steps)
@@ -120,7 +120,7 @@ def plan_kinds(op, tp: int, att=None) -> tuple[str, ...]:
     if op.op_class == "norm":
         return ("reduce", "vector")
     if op.op_class in ("matmul", "router"):
-        reduce = tp > 1 and op.split in ("row", "experts")
+        reduce = tp > 1 and op.reduces
         return ("gemv", "allreduce") if reduce else ("gemv",)
     if op.op_class == "attention":
         mla = ("gemv",) if op.weight_bytes else ()
