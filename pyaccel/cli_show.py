@@ -242,24 +242,48 @@ def _rate(tokens_per_s: float) -> str:
     return f"{tokens_per_s:,.1f}" if tokens_per_s < 1000 else f"{tokens_per_s:,.0f}"
 
 
+def layout_text(layout: dict) -> str:
+    """A placement's layout in a few characters for a table: ``TxP`` (GPU, LPU: tensor-parallel
+    width x pipeline stages), ``STRATEGY`` (wafers: their placement strategy), ``etched`` or
+    ``as built`` (ASIC dies designed for this model, or the preset's)."""
+    if "tp" in layout and "pp" in layout:
+        return f"{layout['tp']}x{layout['pp']}"
+    if "strategy" in layout:
+        return str(layout["strategy"])
+    if "etched" in layout:
+        return "etched" if layout["etched"] else "as built"
+    return ", ".join(f"{k} {v}" for k, v in layout.items())
+
+
 def _print_compare(records) -> None:
     """``compare`` records (:class:`~pyaccel.records.RunRecord` or ``ErrorRecord``) as a table,
-    then one line per system that could not run."""
+    then one line per system that could not run. The batch column appears when the records
+    are of several batch sizes (else the title says it), and the step time (1 / tokens per
+    second per user) is left to ``--json``, so the table reads at 80 columns."""
+    ran = [r for r in records if not isinstance(r, ErrorRecord)]
+    batches = sorted({r.batch for r in records})
+    several = len(batches) > 1
+    title = records[0].model if records else "compare"
+    if records and not several:
+        title = f"{title}, batch {batches[0]}"
     t = _table(
-        records[0].model if records else "compare",
-        ("system", ">units", ">batch", ">tok/s/user", ">tok/s", ">step", "~bottleneck", ">J/token"),
-        caption="tok/s: tokens per second per user and in total; step: time between two tokens "
-        "of a sequence; bottleneck: the what-if winner; J/token: energy per generated token",
-    )
-    failed = [r for r in records if isinstance(r, ErrorRecord)]
-    for r in records:
-        if not isinstance(r, ErrorRecord):
-            t.add_row(r.system, str(r.units), str(r.batch), _rate(r.tokens_per_s_per_user),
-                      _rate(r.tokens_per_s), fmt_seconds(r.step_time_s), r.bottleneck,
-                      f"{r.joules_per_token:.3g}")  # fmt: skip
+        title,
+        ("system", ">units", "~layout", *((">batch",) if several else ()), ">tok/s\nper user",
+         ">tok/s\ntotal", "bottleneck", ">J per\ntoken"),
+        caption="tok/s: tokens per second per user and in total; layout: tensor-parallel width "
+        "x pipeline stages (GPU, LPU), the wafers' placement strategy, or whether the ASIC's "
+        "dies were etched for the model; bottleneck: the what-if winner; J per token: energy "
+        "per generated token",
+    )  # fmt: skip
+    for r in ran:
+        batch = (str(r.batch),) if several else ()
+        t.add_row(r.system, str(r.units), layout_text(r.layout), *batch,
+                  _rate(r.tokens_per_s_per_user), _rate(r.tokens_per_s), r.bottleneck,
+                  f"{r.joules_per_token:.3g}")  # fmt: skip
     out.print(t)
-    for r in failed:
-        out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
+    for r in records:
+        if isinstance(r, ErrorRecord):
+            out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
 
 
 def _print_validate(rows) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import pyaccel.results
+from pyaccel.cli_show import layout_text
 from pyaccel.errors import ConfigError
 from pyaccel.formats import FORMATS
 from pyaccel.hw.spec import PARAMS_BY_KIND
@@ -419,13 +420,28 @@ def test_compare_table_at_80_columns_is_whole(monkeypatch):
     args = ("compare", "--model", MODEL, "--systems", systems, "--batches", "1,64", "--tokens", "2")
     text = ok(*args)
     _assert_fits_80(text)
-    for header in ("system", "units", "batch", "tok/s/user", "tok/s", "step", "bottleneck"):
+    for header in ("system", "units", "layout", "batch", "tok/s", "per user", "total",
+                   "bottleneck", "J per", "token"):  # fmt: skip
         assert header in text
-    assert "J/token" in text
     records = strict_json(ok(*args, "--json"))
     for r in records:
         if "error" not in r:
             assert f"{r['tokens_per_s']:,.0f}" in text or f"{r['tokens_per_s']:,.1f}" in text
+            rows = [line.split() for line in text.splitlines() if line.startswith(r["system"])]
+            want = [str(r["units"]), *layout_text(r["layout"]).split(), str(r["batch"])]
+            assert any(row[1 : 2 + len(want) - 1] == want for row in rows), (rows, want)
+    # one batch size: the title says it and no batch column is spent on it
+    one = ok("compare", "--model", MODEL, "--systems", "h100", "--tokens", "2")
+    _assert_fits_80(one)
+    assert f"{MODEL}, batch 1" in one and "batch  " not in one.split("\n", 3)[2]
+
+
+def test_layout_text_names_every_kind():
+    assert layout_text({"tp": 8, "pp": 2, "stages": 2}) == "8x2"
+    assert layout_text({"tp": 16, "pp": 21, "idle_chips": 240}) == "16x21"
+    assert layout_text({"strategy": "interleave", "wafers": 3, "grids": []}) == "interleave"
+    assert layout_text({"dies": 4, "etched": True}) == "etched"
+    assert layout_text({"dies": 1, "etched": False}) == "as built"
 
 
 @pytest.mark.parametrize("command", [("models",), ("systems",), ("systems", "wse3")])

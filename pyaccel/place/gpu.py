@@ -3,6 +3,12 @@
 TP width divides the KV heads (GQA: each rank keeps whole KV heads; MLA: the attention heads,
 with the latent KV cache replicated on every rank as vLLM does) and fits in one NVLink node.
 Pipeline stages are contiguous layer blocks balanced by resident bytes.
+
+``--units auto`` widens TP inside a node before it adds a pipeline stage, as serving engines
+deploy (vLLM and SGLang: tensor parallel within a node, pipeline parallel across nodes): a
+layout with two or more stages uses the widest TP the model allows, so a model too big for
+one GPU runs on a whole node's TP group before it is split into stages (SPEC §3: pipeline
+stages beyond one node). ``--units N`` takes the widest TP that divides N and fits.
 """
 
 from __future__ import annotations
@@ -99,9 +105,18 @@ def _fits(plc: Placement) -> bool:
     return not plc.shortfalls()
 
 
-def best_for(graph, spec: HardwareSpec, units: int) -> Placement | None:
-    """The widest-TP layout of exactly ``units`` GPUs that fits, or None."""
-    for tp, pp in layouts(graph, spec, units):
+def auto_layouts(graph, spec: HardwareSpec, units: int) -> list[tuple[int, int]]:
+    """The layouts ``--units auto`` may use on exactly ``units`` GPUs: one stage of any TP
+    width, or several stages of the widest TP (TP within a node before PP)."""
+    widest = tp_candidates(graph, spec)[0]
+    return [(t, p) for t, p in layouts(graph, spec, units) if p == 1 or t == widest]
+
+
+def best_for(graph, spec: HardwareSpec, units: int, auto: bool = False) -> Placement | None:
+    """The widest-TP layout of exactly ``units`` GPUs that fits (with ``auto``, only among
+    :func:`auto_layouts`), or None."""
+    options = auto_layouts(graph, spec, units) if auto else layouts(graph, spec, units)
+    for tp, pp in options:
         plc = build(graph, spec, tp, pp)
         if _fits(plc):
             return plc
@@ -118,7 +133,7 @@ def place_auto(graph, system) -> Placement:
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     floor = max(1, -(-need // max(1, _usable(spec))))
     for units in range(floor, MAX_UNITS + 1):
-        plc = best_for(graph, spec, units)
+        plc = best_for(graph, spec, units, auto=True)
         if plc is not None:
             t, p = plc.layout.tp, plc.layout.pp
             why = (
@@ -129,7 +144,8 @@ def place_auto(graph, system) -> Placement:
                 f"{floor}; TP must divide {_heads_text(graph)} and fit one node of "
                 f"{int(spec.params.gpus_per_node)} GPUs, and replicated parts (norms, "
                 f"routers{', MLA latent cache' if graph.attention.latent else ''}) "
-                f"take room on every rank: TP {t} x PP {p} = {units} is the fewest that fits"
+                f"take room on every rank, and TP widens within a node before a pipeline "
+                f"stage is added: TP {t} x PP {p} = {units} is the fewest that fits"
             )
             return Placement(**{**plc.__dict__, "reason": why})
     raise PlacementError(
