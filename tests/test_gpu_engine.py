@@ -11,8 +11,8 @@ from pyaccel.place.kinds.gpu import GpuLayout
 from pyaccel.what_if import what_if_gains
 
 # Round numbers so that every cycle below can be derived by hand: a 1 GHz clock, 1,000 B/cycle of
-# HBM, a 1,000-cycle launch, tensor cores fast enough never to bound, NVLink at 100 B/cycle with a
-# 2,000-cycle fixed latency.
+# HBM, a 1,000-cycle launch, tensor cores fast enough never to bound, NVLink at 100 B/cycle (line
+# rate and what a collective moves alike) with a 2,000-cycle fixed latency.
 ROUND = [
     "clock_hz=1e9",
     "hbm_achievable_bytes_per_s=1e12",
@@ -20,6 +20,7 @@ ROUND = [
     "bf16_flops_per_s=1e15",
     "kernel_launch_s=1e-6",
     "nvlink_bytes_per_s=1e11",
+    "nvlink_effective_bytes_per_s=1e11",
     "nvlink_latency_s=2e-6",
 ]
 

@@ -29,6 +29,10 @@ class GpuParams:
     int8_ops_per_s: float = _f("dense INT8 tensor-core peak, 0 if not native (OP/s)", strict=False)
     kernel_launch_s: float = _f("cost of one kernel boundary inside a CUDA graph (s)", strict=False)
     nvlink_bytes_per_s: float = _f("NVLink bandwidth per GPU per direction (bytes/s)")
+    nvlink_effective_bytes_per_s: float = _f(
+        "NVLink bytes per second per direction a collective or a stage send moves after the "
+        "protocol's overhead (NCCL's own per-link figure x links) (bytes/s)"
+    )
     nvlink_latency_s: float = _f(
         "fixed latency of a small all-reduce inside a node (s)", strict=False
     )
@@ -46,6 +50,8 @@ class GpuParams:
         return [
             at_most(self, ("hbm_achievable_bytes_per_s",), "hbm_peak_bytes_per_s",
                     "a copy benchmark cannot beat the datasheet peak"),
+            at_most(self, ("nvlink_effective_bytes_per_s",), "nvlink_bytes_per_s",
+                    "a protocol cannot beat the line rate"),
             at_most(self, ("runtime_reserved_bytes",), "hbm_capacity_bytes",
                     "the runtime reserve is part of the HBM", strict=True),
             at_most(self, ("l2_bytes",), "hbm_capacity_bytes",

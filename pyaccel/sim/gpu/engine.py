@@ -27,7 +27,7 @@ WHAT_IF = {
         ("bf16_flops_per_s", "fp8_flops_per_s", "fp4_flops_per_s", "int8_ops_per_s"),
         2.0,
     ),
-    "nvlink": (("nvlink_bytes_per_s",), 2.0),
+    "nvlink": (("nvlink_bytes_per_s", "nvlink_effective_bytes_per_s"), 2.0),
     "node_link": (("internode_bytes_per_s",), 2.0),
     "launch": (("kernel_launch_s",), 0.5),
     "sync": (("nvlink_latency_s", "internode_latency_s"), 0.5),
@@ -134,7 +134,7 @@ class GpuCost:
         p, tp = self.p, self.tp
         ring = RING_ALLREDUCE_PHASES * (tp - 1) / tp
         share = min(tp - 1, ring) if kind == "allreduce" else (tp - 1) / tp
-        move = share * n_bytes / p.nvlink_bytes_per_s
+        move = share * n_bytes / p.nvlink_effective_bytes_per_s
         launch = cycles(p.kernel_launch_s, self.clock)
         latency = cycles(p.nvlink_latency_s, self.clock)
         return Kernel(name, op_kind or kind, layer, stage, "nvlink", launch, latency,
@@ -146,7 +146,7 @@ class GpuCost:
         bw, lat = (
             (p.internode_bytes_per_s, p.internode_latency_s)
             if internode
-            else (p.nvlink_bytes_per_s, p.nvlink_latency_s)
+            else (p.nvlink_effective_bytes_per_s, p.nvlink_latency_s)
         )
         return Kernel(
             f"send_stage{stage}",
