@@ -178,3 +178,40 @@ def test_emulated_never_beats_lower_bound(system, model, batch, context, weights
     tr = pa.emulate(cfg, sysm, plc, work)
     assert np.all(tr.step_cycles >= tr.lower_bound_cycles)
     assert np.all(tr.lower_bound_cycles > 0)
+
+
+def test_stage_end_of_an_eager_host_by_hand():
+    """Kernels of 10, 1, 1, 50 and 1 cycles, the host launching one every 5: kernel 1 runs
+    [5, 15), 2 [15, 16), 3 [16, 17), 4 waits for its launch at 20: [20, 70), 5 [70, 71). With
+    a CUDA graph (no host) they run back to back: 63."""
+    from pyaccel.sim.gpu.engine import stage_end
+
+    cycles = np.array([10, 1, 1, 50, 1], dtype=np.int64)
+    assert stage_end(cycles, 5) == 71
+    assert stage_end(cycles, 0) == 63
+
+
+def test_eager_host_far_behind_sets_the_step(tmp_path):
+    """gpu.eager_host: a host that takes 1 ms per launch (far above any kernel here) launches
+    the pass's n kernels by n ms, and the last runs after its launch: the step is n x 1,000,000
+    cycles plus the last kernel's own cycles; every wait is booked to ``host`` and the spans
+    end where the step does."""
+    from pyaccel.model.graph import build_graph
+    from pyaccel.sim.gpu.engine import GpuPass
+
+    model = _tiny(tmp_path, layers=2)
+    eager = ROUND + ["launch_mode=eager", "host_launch_s=1e-3", "kernel_launch_eager_s=2e-6"]
+    work = pa.Workload(tokens=1, context=64)
+    tr = _trace(model, 1, work, sets=eager)
+    sysm = pa.load_system("h100", units=1, overrides=eager)
+    kernels = GpuPass(build_graph(model, work), sysm, pa.place(model, sysm, work)).kernels
+    last = kernels[-1]
+    assert last.launch == 2000  # the eager gap, not the graph's
+    assert int(tr.step_cycles[0]) == len(kernels) * 1_000_000 + last.cycles
+    ev = tr.events
+    end = int((np.asarray(ev["start"]) + np.asarray(ev["duration"])).max())
+    assert end == int(tr.step_cycles[0])
+    host = np.asarray(ev["resource"]) == "host"
+    assert int(np.asarray(ev["duration"])[host].sum()) > (len(kernels) - 1) * 900_000
+    graph = _trace(model, 1, pa.Workload(tokens=1, context=64))
+    assert int(graph.step_cycles[0]) < int(tr.step_cycles[0])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i, at_most
+from .fields import _f, _i, _s, at_most
+
+LAUNCH_MODES = ("graph", "eager")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,20 @@ class GpuParams:
     )
     int8_ops_per_s: float = _f("dense INT8 tensor-core peak, 0 if not native (OP/s)", strict=False)
     kernel_launch_s: float = _f("cost of one kernel boundary inside a CUDA graph (s)", strict=False)
+    launch_mode: str = _s(
+        "how the serving engine launches a decode step's kernels: graph (replayed from a CUDA "
+        "graph, the GPU waits only kernel_launch_s per kernel) or eager (each launched by the "
+        "host: kernel_launch_eager_s per kernel on the GPU, and the GPU waits for a host that "
+        "issues one kernel per host_launch_s)",
+        choices=LAUNCH_MODES,
+    )
+    kernel_launch_eager_s: float = _f(
+        "cost of one kernel boundary between eagerly launched kernels, on the GPU (s)",
+        strict=False,
+    )
+    host_launch_s: float = _f(
+        "host (CPU) time to launch one kernel eagerly, framework included (s)", strict=False
+    )
     nvlink_bytes_per_s: float = _f("NVLink bandwidth per GPU per direction (bytes/s)")
     nvlink_effective_bytes_per_s: float = _f(
         "NVLink bytes per second per direction a collective or a stage send moves after the "

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...model.ops import ACT_BYTES
 from ...units import cycles, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
@@ -19,7 +21,8 @@ from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 # ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
 # small-message latency: the ranks' flag handshake and the wire), apart from its bytes.
-RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "sync")
+# ``host``: the GPU idle, waiting for the host to launch its next kernel (launch_mode = eager).
+RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "sync", "host")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {
     "hbm": (("hbm_peak_bytes_per_s", "hbm_achievable_bytes_per_s"), 2.0),
@@ -29,8 +32,9 @@ WHAT_IF = {
     ),
     "nvlink": (("nvlink_bytes_per_s", "nvlink_effective_bytes_per_s"), 2.0),
     "node_link": (("internode_bytes_per_s",), 2.0),
-    "launch": (("kernel_launch_s",), 0.5),
+    "launch": (("kernel_launch_s", "kernel_launch_eager_s"), 0.5),
     "sync": (("nvlink_latency_s", "internode_latency_s"), 0.5),
+    "host": (("host_launch_s",), 0.5),
 }
 ASSUMPTIONS = (
     "gpu.fusion: residual adds are fused into the next RMSNorm (vLLM fused_add_rms_norm); every "
@@ -41,6 +45,10 @@ ASSUMPTIONS = (
     "(their FLOPs are negligible)",
     "gpu.low_bit_dequant: formats without a native tensor-core rate on this GPU (e.g. int4, "
     "hc1, fp4 on Hopper) compute at the BF16 rate after dequantisation (W4A16-style)",
+    "gpu.eager_host: with launch_mode = eager each stage's host launches its kernels one after "
+    "another, host_launch_s each, from the stage's start; a kernel starts when the host has "
+    "launched it and the one before has finished (the GPU waits, class host, when the host is "
+    "behind)",
     "gpu.tp_allreduce: one all-reduce of the activations before each residual add when TP > 1, "
     "one-shot ((t-1) peer buffers) or ring (RING_ALLREDUCE_PHASES = 2: reduce-scatter then "
     "all-gather, each (t-1)/t of the message), whichever moves less; the LM head's logits are "
@@ -69,6 +77,27 @@ class Kernel:
         return self.launch + self.latency + self.body
 
 
+def launch_s(p) -> float:
+    """The GPU's gap at each kernel boundary in the preset's launch mode (s)."""
+    return p.kernel_launch_eager_s if p.launch_mode == "eager" else p.kernel_launch_s
+
+
+def host_cycles(p, clock_hz: float) -> int:
+    """Cycles the host takes to launch one kernel: 0 when a CUDA graph replays the step."""
+    return cycles(p.host_launch_s, clock_hz) if p.launch_mode == "eager" else 0
+
+
+def stage_end(kernel_cycles: np.ndarray, host: int) -> int:
+    """Cycles from a stage's start to its last kernel's end when its host launches kernel i
+    (from 1) by ``i * host`` and each starts once launched and its predecessor has finished:
+    the largest over j of ``j * host`` plus the cycles of kernels j to n (gpu.eager_host); the
+    plain sum when ``host`` is 0."""
+    if not host or not len(kernel_cycles):
+        return int(kernel_cycles.sum())
+    tail = np.cumsum(kernel_cycles[::-1])[::-1]  # cycles of kernels j..n
+    return int((np.arange(1, len(kernel_cycles) + 1, dtype=np.int64) * host + tail).max())
+
+
 def _tc_rate(p, compute: str) -> float:
     """Dense tensor-core rate for a format's arithmetic, falling back to BF16."""
     rate = {"fp8": p.fp8_flops_per_s, "int8": p.int8_ops_per_s, "fp4": p.fp4_flops_per_s}.get(
@@ -84,6 +113,7 @@ class GpuCost:
         self, spec, tp: int, weights_compute: str, expert_compute: str, kv_compute: str, mla: bool
     ):
         self.p, self.clock, self.tp, self.mla = spec.params, spec.clock_hz, tp, mla
+        self.launch = cycles(launch_s(self.p), self.clock)
         self.rates = {
             "weights": _tc_rate(self.p, weights_compute),
             "experts": _tc_rate(self.p, expert_compute),
@@ -110,7 +140,7 @@ class GpuCost:
             op.layer,
             stage,
             resource,
-            cycles(p.kernel_launch_s, self.clock),
+            self.launch,
             0,
             cycles(max(mem_s, tc_s), self.clock),
             hbm_bytes,
@@ -135,9 +165,8 @@ class GpuCost:
         ring = RING_ALLREDUCE_PHASES * (tp - 1) / tp
         share = min(tp - 1, ring) if kind == "allreduce" else (tp - 1) / tp
         move = share * n_bytes / p.nvlink_effective_bytes_per_s
-        launch = cycles(p.kernel_launch_s, self.clock)
         latency = cycles(p.nvlink_latency_s, self.clock)
-        return Kernel(name, op_kind or kind, layer, stage, "nvlink", launch, latency,
+        return Kernel(name, op_kind or kind, layer, stage, "nvlink", self.launch, latency,
                       cycles(move, self.clock), n_bytes, 0)  # fmt: skip
 
     def transfer(self, layer, stage: int, n_bytes: int, internode: bool) -> Kernel:
@@ -236,20 +265,29 @@ def _launch_floor(p):
         residual = op.kind.endswith("residual")
         collectives = int(tp > 1 and (residual or op.kind == "lm_head"))
         launches = (0 if residual else 1) + collectives
-        return {"launch": launches * p.kernel_launch_s, "sync": collectives * p.nvlink_latency_s}
+        return {"launch": launches * launch_s(p), "sync": collectives * p.nvlink_latency_s}
 
     return latency_s
 
 
-def _spans(kernels: list[Kernel], tp: int) -> list[Span]:
-    """One pass's kernels laid out on every rank of their stage (cycles from the pass start)."""
-    out, t = [], 0
+def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> list[Span]:
+    """One pass's kernels laid out on every rank of their stage (cycles from the pass start),
+    with the GPU's waits for an eager host (``host`` cycles a launch) before the kernels it
+    has not launched yet (class ``host``)."""
+    out, t, stage, t0, i = [], 0, None, 0, 0
     for k in kernels:
+        if k.stage != stage:  # each stage's host starts launching when the stage starts
+            stage, t0, i = k.stage, t, 0
+        i += 1
+        wait = max(0, t0 + i * host - t)
         ranks = (
             [k.stage * tp + r for r in range(tp)] if k.resource != "node_link" else [k.stage * tp]
         )
         for unit in ranks:
             s = t
+            if wait:
+                out.append(Span(k.layer, f"{k.op}.host", k.kind, unit, "host", s, wait))
+                s += wait
             if k.launch:
                 out.append(Span(k.layer, f"{k.op}.launch", k.kind, unit, "launch", s,
                                 k.launch))  # fmt: skip
@@ -260,7 +298,7 @@ def _spans(kernels: list[Kernel], tp: int) -> list[Span]:
                 s += k.latency
             out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
                             k.flops))  # fmt: skip
-        t += k.cycles
+        t += wait + k.cycles
     return out
 
 
@@ -281,6 +319,15 @@ class GpuPass:
         self.attn_at = {k.layer: i for i, k in enumerate(self.kernels) if k.kind == "attention"}
         fixed = [k for k in self.kernels if k.kind != "attention"]
         self.base_c = _stage_cycles(fixed, self.pp)
+        self.host = host_cycles(system.spec.params, system.spec.clock_hz)
+        # eager launches (gpu.eager_host): every kernel's cycles in order, per stage, with
+        # each attention kernel's place in them (re-costed per step)
+        self._cycles = [np.array([k.cycles for k in self.kernels if k.stage == s],
+                                 dtype=np.int64) for s in range(self.pp)]  # fmt: skip
+        seen, slot = [0] * self.pp, {}
+        for i, k in enumerate(self.kernels):
+            slot[i], seen[k.stage] = seen[k.stage], seen[k.stage] + 1
+        self._attn_slot = {layer: slot[i] for layer, i in self.attn_at.items()}
 
     def group_key(self, layer: int) -> int:
         """A layer's attention costs the same on every rank of its stage."""
@@ -296,10 +343,15 @@ class GpuPass:
             stage = self.stage_of[g.layers[0]]
             k = self.cost.kernel(g.op, stage)
             stage_c[stage] += k.cycles * len(g.layers)
+            for layer in g.layers if self.host else ():
+                self._cycles[stage][self._attn_slot[layer]] = k.cycles
             for layer in g.layers if events else ():
                 i = self.attn_at[layer]
                 kernels[i] = replace(k, op=kernels[i].op, layer=layer)
-        return PassTiming(tuple(stage_c), _spans(kernels, self.tp) if events else ())
+        if self.host:  # the host's launches may hold the GPU back (gpu.eager_host)
+            stage_c = [stage_end(c, self.host) for c in self._cycles]
+        spans = _spans(kernels, self.tp, self.host) if events else ()
+        return PassTiming(tuple(stage_c), spans)
 
     def notes(self) -> dict:
         """The TP x PP layout."""
