@@ -49,6 +49,8 @@ NOT_TIMING = {
     "MAX_UNITS": "the largest system a placement search tries",
     "REGION_SCALES": "region sizes the wafer placement search tries",
     "GROUP_COUNTS": "tiles per wafer the layer_groups placement search tries",
+    "ROUTER_BITS": "routers' stored bits (16, as the graph keeps them): a width, not a time",
+    "LORA_TARGETS": "which tensors carry an adapter (PEFT's default for Llama), not a time",
 }
 
 # per module and value: how many literals are arithmetic of the model's structure, and what

@@ -39,6 +39,10 @@ class AsicParams:
     kv_sram_bank_bytes: int = _i("bytes of one SRAM bank (macro) holding KV cache (bytes)")
     kv_sram_port_bytes: float = _f("bytes one SRAM bank reads or writes per cycle (bytes/cycle)")
     lora_sram_bytes: int = _i("SRAM kept for LoRA adapters per die (bytes)", strict=False)
+    lora_rank: int = _i(
+        "rank of the LoRA adapter loaded on q_proj and v_proj (0 = none; timed from its SRAM)",
+        strict=False,
+    )
     attn_mac_factor: float = _f(
         "attention MAC lanes per layer relative to consuming KV at the SRAM port rate (x)"
     )
@@ -53,6 +57,9 @@ class AsicParams:
     fused_op_busy_cycles: float = _f(
         "cycles a fused vector op (norm, RoPE, SiLU, residual add, argmax) holds its block per "
         "token, before its pipeline depth"
+    )
+    adder_tree_levels_per_cycle: float = _f(
+        "adder-tree levels (two partial sums into one) a clock cycle covers (levels/cycle)"
     )
     stage_register_cycles: float = _f(
         "pipeline-register cycles between consecutive blocks (cycles)", strict=False

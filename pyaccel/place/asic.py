@@ -155,7 +155,7 @@ def build(graph, system, assign, reason: str = "") -> Placement:
     for k, dies in zip(graph.layer_keys, assign, strict=True):
         w, kv = graph.resident_bytes(k)
         banks = banks_per_die // max(attn_on[d] for d in dies) if isinstance(k, int) else 0
-        lanes = sum(design.lanes_of(o, rows) for o in graph.ops_of(k))
+        lanes = sum(design.lanes_of(o, graph.workload, p) for o in graph.ops_of(k))
         region = AsicRegion(dies=tuple(dies), block=str(k), rom_rows=rows, lanes=lanes,
                             kv_banks_per_die=banks)  # fmt: skip
         slots.append(LayerSlot(k, dies, _split(w, len(dies)), _split(kv, len(dies)),

@@ -4,11 +4,10 @@ capacity per die come from it, and the ASIC engine reads the same lanes, banks a
 
 Mechanism (mechanisms.md §B): every weight sits in mask ROM beside its block; a shared multiplier
 bank forms input x every weight value and each ROM cell routes the matching product into a
-multiply-select-add (MSA) lane. ROM is read row by row: a GEMV block whose ROM sub-arrays have
-``R = rom_rows_per_bitline`` rows reads all of them in ``R / rom_rows_per_cycle`` cycles, so it
-needs ``ceil(weights / R)`` lanes (one per ROM column). Budget of one die::
+multiply-select-add (MSA) lane. ROM is read row by row; how a GEMV's weights fill cells, lanes
+and adder trees is :mod:`pyaccel.place.kinds.asic_rom`. Budget of one die::
 
-    transistors = ROM (weight bits / rom_bits_per_transistor)
+    transistors = ROM (cells: ceil(bits / rom_bits_per_transistor) per weight, the rest packed)
                 + logic (lanes x lane_transistors / lane_logic_share)
                 + SRAM (kv_sram_bytes x 8 x sram_transistors_per_bit)
 
@@ -19,32 +18,14 @@ logic fit in the rest.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ...errors import ConfigError
 from ...units import BITS_PER_BYTE, UM2_PER_MM2, fmt_bytes
+from .asic_rom import ROM_CLASSES, gemv_shape, lanes_of, op_block, rom_cells
 
-ROM_CLASSES = ("matmul", "router")
-
-
-def gemv_shape(op) -> tuple[int, int]:
-    """(weights of one copy, copies) of an op read from ROM: experts have one copy per expert,
-    a tied LM head reads the embedding table (one copy); MLA attention reads its absorbed
-    up-projections."""
-    if op.op_class == "attention":
-        return (op.params, 1) if op.params else (0, 0)
-    if op.op_class not in ROM_CLASSES:
-        return 0, 0
-    one = op.n * op.k
-    return one, max(1, round(op.params / one)) if op.params else 1
-
-
-def lanes_of(op, rows: int) -> int:
-    """MSA lanes of an op's block: one per ROM column, ``ceil(weights / rows)`` per copy."""
-    one, copies = gemv_shape(op)
-    return copies * math.ceil(one / rows) if one else 0
+__all__ = ["ROM_CLASSES", "gemv_shape", "lanes_of", "op_block"]
 
 
 def logic_per_lane(p) -> float:
@@ -53,10 +34,10 @@ def logic_per_lane(p) -> float:
 
 
 def layer_cost(graph, layer, p) -> float:
-    """Transistors a layer's ROM and lane logic take on a die."""
-    ops = graph.ops_of(layer)
-    rom = sum(o.resident_weight_bytes for o in ops) * BITS_PER_BYTE / p.rom_bits_per_transistor
-    lanes = sum(lanes_of(o, p.rom_rows_per_bitline) for o in ops)
+    """Transistors a layer's ROM cells and lane logic take on a die."""
+    ops, work = graph.ops_of(layer), graph.workload
+    rom = sum(rom_cells(o, work, p) for o in ops)
+    lanes = sum(lanes_of(o, work, p) for o in ops)
     return rom + lanes * logic_per_lane(p)
 
 
@@ -91,8 +72,8 @@ class Budget:
 def budget(graph, p) -> Budget:
     """Split one die's transistors between ``graph``'s ROM, its lanes and the SRAM left over."""
     bits = graph.total_resident_weight_bytes * BITS_PER_BYTE
-    rom = bits / p.rom_bits_per_transistor
-    lanes = sum(lanes_of(o, p.rom_rows_per_bitline) for o in graph.ops)
+    rom = sum(rom_cells(o, graph.workload, p) for o in graph.ops)
+    lanes = sum(lanes_of(o, graph.workload, p) for o in graph.ops)
     logic = lanes * logic_per_lane(p)
     sram_t = p.transistors - rom - logic
     sram = max(0, int(sram_t // (BITS_PER_BYTE * p.sram_transistors_per_bit)))

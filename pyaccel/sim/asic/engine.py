@@ -2,9 +2,11 @@
 
 Every op of the decode graph is a block of its own hardware, in graph order (mechanisms.md §B):
 
-- a GEMV block reads its weights from mask ROM row by row, one row of every sub-array per cycle,
-  each ROM column feeding one multiply-select-add lane (products formed once per input by a shared
-  multiplier bank): ``ceil(weights / lanes)`` row reads, then a fixed drain latency;
+- a GEMV block reads its weights from mask ROM row by row, one row of every lane's bitline per
+  cycle (products formed once per input by a shared multiplier bank), its output channels'
+  partial sums meeting in adder trees (:mod:`pyaccel.place.kinds.asic_rom`: cells per weight,
+  lanes, row reads and tree depth from the matrix's shape and bits), then a fixed drain latency;
+  a loaded LoRA adapter streams from SRAM beside it (:mod:`.lora`);
 - an attention block reads the user's K/V from its layer's SRAM banks (bytes over banks x port
   width) into MAC lanes sized to consume them, plus a softmax reduction tree;
 - norms, RoPE, SiLU, residual adds and sampling are fused into the datapath (a pipeline depth
@@ -25,8 +27,10 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
+from ...place.kinds.asic_rom import tree_cycles
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
 from ..contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
+from . import lora
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {
@@ -41,15 +45,19 @@ WHAT_IF = {
             "stage_register_cycles",
             "fused_op_busy_cycles",
             "chip_link_latency_s",
+            "adder_tree_levels_per_cycle",
         ),
-        0.5,
+        (0.5, 0.5, 0.5, 0.5, 0.5, 2.0),
     ),
 }
 ASSUMPTIONS = (
     "asic.op_serial: each GEMV starts when the previous op's whole output is ready (a GEMV's "
     "outputs are complete only after its last ROM row); no wavefront overlap between blocks",
-    "asic.balanced_rom: every GEMV block's ROM sub-arrays have rom_rows_per_bitline rows, so "
-    "its lanes = ceil(weights / rows): blocks take about equally long (lanes follow weights)",
+    "asic.cells_per_weight: a weight of b bits takes ceil(b / rom_bits_per_transistor) ROM cells "
+    "(one cell selects one product), on consecutive rows of its lane's bitline",
+    "asic.gemv_lanes: each output channel's inputs are split over lanes of rom_rows_per_bitline "
+    "cells; all lanes of a block read in parallel and a channel's partial sums meet in an "
+    "adder tree (one more level for twice the inputs or twice the cells per weight)",
     "asic.fused_vector_ops: norms, RoPE, SiLU*up, residual adds, softmax and argmax are applied "
     "as GEMV outputs stream out; they cost pipeline depth (+ a log2 reduction tree), not passes",
     "asic.kv_banks_per_layer: each die's KV SRAM banks are split evenly over its layers; a "
@@ -58,7 +66,6 @@ ASSUMPTIONS = (
     "and two users' tokens never contend for one expert (MoE etch only)",
     "asic.roofline: the lower bound credits each GEMV block with serving the step's whole batch "
     "in one ROM pass (the shared roofline sums one compute resource per unit)",
-    "asic.lora_not_timed: LoRA adapters take SRAM; their compute is not modelled",
     "asic.spanning_layers: a layer larger than one die is split over several (GEMVs by output "
     "columns, experts whole, KV heads evenly); each split GEMV's output is all-gathered over "
     "the chip link ((s-1)/s of it into each die, one hop)",
@@ -67,9 +74,9 @@ ASSUMPTIONS = (
     "asic.etch_same_die: a die designed with --etch keeps the etched chip's transistor budget, "
     "SRAM, ROM geometry, clock and power; it holds the layers whose ROM + lane logic fit the "
     "transistors left after its SRAM (converted to bytes at the model's mean cost per byte)",
-    "asic.mult_banks_small: mixed precision changes ROM bits, not lanes: the shared multiplier "
-    "bank forms 2^bits products for the ~k/R inputs a block reads per cycle (<0.1 % of logic, "
-    "inside the non-lane share)",
+    "asic.mult_banks_small: the shared multiplier bank forms 2^bits products for the ~k/R "
+    "inputs a block reads per cycle (<0.1 % of logic, inside the non-lane share)",
+    *lora.ASSUMPTIONS,
 )
 
 
@@ -105,15 +112,16 @@ class AsicCost:
         self.one = replace(graph.workload, batch=1)
         self._macs: dict = {}
 
-    def gemv(self, op, dies: tuple[int, ...]) -> Stage:
-        """ROM row reads of one token through a GEMV block. Experts are whole blocks run in
-        parallel; a layer spanning ``s`` dies splits other GEMVs by output columns."""
-        one, copies = design.gemv_shape(op)
+    def gemv(self, op, dies: tuple[int, ...], lora_banks: int = 0) -> Stage:
+        """ROM row reads of one token through a GEMV block (or its LoRA adapter's SRAM reads,
+        when longer), then its drain and adder tree. Experts are whole blocks run in parallel;
+        a layer spanning ``s`` dies splits other GEMVs by output channels."""
+        _, copies = design.gemv_shape(op)
         s = len(dies)
-        part = one if copies > 1 else -(-one // s)
-        lanes = math.ceil(part / self.rows)
-        reads = math.ceil(part / lanes)
-        occ = _c(reads / self.p.rom_rows_per_cycle)
+        block = design.op_block(op, self.graph.workload, self.p, 1 if copies > 1 else s)
+        occ = _c(block.row_reads / self.p.rom_rows_per_cycle)
+        adapter = lora.cycles(op, int(self.p.lora_rank), s, lora_banks, self.p)
+        res = "kv_sram" if adapter > occ else "rom_read"
         b = self.graph.workload.batch
         per_copy = (op.resident_weight_bytes or op.weight_bytes) // max(1, copies)
         tokens = max(1, op.m // b)  # routed experts: top-k copies per token
@@ -122,9 +130,9 @@ class AsicCost:
             op.layer,
             op.kind,
             dies,
-            "rom_read",
-            occ,
-            _c(self.p.matmul_latency_cycles) + self.reg,
+            res,
+            max(occ, adapter),
+            _c(self.p.matmul_latency_cycles) + tree_cycles(block.tree_levels, self.p) + self.reg,
             per_copy * tokens // s,
             op.flops // b // s,
         )
@@ -132,7 +140,7 @@ class AsicCost:
     def fused(self, op, dies: tuple[int, ...]) -> Stage:
         """A vector op fused into the datapath: ``fused_op_busy_cycles`` busy, then its pipeline
         depth (+ a tree)."""
-        tree = _tree_depth(op)
+        tree = tree_cycles(_tree_depth(op), self.p)
         res = "rom_read" if op.kind == "embed" else "fixed_latency"
         b = self.graph.workload.batch
         n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
@@ -152,7 +160,7 @@ class AsicCost:
         kv_c, mac_c = int(kv_c), int(mac_c)
         rom_c = self.rows if op.params else 0
         res = "kv_sram" if kv_c >= mac_c else "mac_lanes"
-        tree = _tree_depth(op)
+        tree = tree_cycles(_tree_depth(op), self.p)
         return Stage(
             op.name,
             layer,
@@ -249,6 +257,7 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
     cost = AsicCost(spec, graph)
     dies_of = {s.layer: tuple(s.units) for s in placement.layers}
     banks_of = kv_banks_of(placement, spec.params)
+    lora_of = lora.banks_per_target(graph, placement, spec.params)
     hidden = graph.hidden
     stages: list[Stage] = []
     attn: list[tuple] = []
@@ -259,7 +268,7 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
             attn.append((len(stages), op.layer, dies, banks_of[op.layer]))
             stages.append(cost.attention(op.layer, graph.context, dies, banks_of[op.layer]))
         elif op.op_class in design.ROM_CLASSES:
-            stages.append(cost.gemv(op, dies))
+            stages.append(cost.gemv(op, dies, lora_of.get(op.layer, 0)))
         else:
             stages.append(cost.fused(op, dies))
         gather = _gather_bytes(op, len(dies), hidden)
@@ -336,33 +345,36 @@ def rates(spec, work) -> BoundRates:
     lanes_max = design.die_logic_budget(p) * p.lane_logic_share / p.lane_transistors
     rom_bw = lanes_max * p.rom_rows_per_cycle * (widest + 1) / BITS_PER_BYTE * f
     sram_bw = design.kv_banks(p) * p.kv_sram_port_bytes * f
-    rows = int(p.rom_rows_per_bitline)
 
     def compute(op) -> float:
         one, copies = design.gemv_shape(op)
         if op.op_class not in design.ROM_CLASSES or not one:
             return 0.0
-        lanes = math.ceil(one / rows) * copies
-        return FLOPS_PER_MAC * lanes * p.rom_rows_per_cycle * f * max(1, op.m)
+        # one copy's weights in its row reads (the block's MACs a cycle), every copy at once
+        block = design.op_block(op, work, p)
+        macs = copies * one * p.rom_rows_per_cycle / block.row_reads
+        return FLOPS_PER_MAC * macs * f * max(1, op.m)
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
-                      "chip_link", _drain_floor(spec), latency_serial=True)  # fmt: skip
+                      "chip_link", _drain_floor(spec, work), latency_serial=True)  # fmt: skip
 
 
-def _drain_floor(spec):
+def _drain_floor(spec, work):
     """``latency_s(op, slot)`` for the bound: the latency every token waits after a block's busy
     cycles (s, class ``fixed_latency``): a GEMV's drain, a fused op's or attention's pipeline
     depth and reduction tree, and the pipeline register after each block. A block drains after
     it is busy and the next block starts on the whole output (``asic.op_serial``), so the floor
-    is serial with the op's work (chip-link hops between dies are not graph ops: none here)."""
+    is serial with the op's work (chip-link hops between dies are not graph ops: none here);
+    a GEMV's adder tree is part of its drain."""
     p, clock = spec.params, spec.clock_hz
     reg = _c(p.stage_register_cycles)
 
     def latency_s(op, slot) -> float:
         if op.op_class in design.ROM_CLASSES:
-            depth = _c(p.matmul_latency_cycles)
+            block = design.op_block(op, work, p)
+            depth = _c(p.matmul_latency_cycles) + tree_cycles(block.tree_levels if block else 0, p)
         else:
-            depth = _c(p.vector_latency_cycles) + _tree_depth(op)
+            depth = _c(p.vector_latency_cycles) + tree_cycles(_tree_depth(op), p)
         return (depth + reg) / clock
 
     return latency_s
