@@ -11,14 +11,20 @@ from pyaccel.place.kinds.gpu import GpuLayout
 from pyaccel.what_if import what_if_gains
 
 # Round numbers so that every cycle below can be derived by hand: a 1 GHz clock, 1,000 B/cycle of
-# HBM, a 1,000-cycle launch, tensor cores fast enough never to bound, NVLink at 100 B/cycle (line
-# rate and what a collective moves alike) with a 2,000-cycle fixed latency.
+# HBM with a 500-cycle first-access latency, a 1,000-cycle launch in the graph and a 2,000-cycle
+# one for the sampler's single kernel after it, tensor cores fast enough never to bound, NVLink
+# at 100 B/cycle (line rate and what a collective moves alike) with a 2,000-cycle fixed latency;
+# no host time between steps (its own tests below).
 ROUND = [
     "clock_hz=1e9",
     "hbm_achievable_bytes_per_s=1e12",
     "hbm_peak_bytes_per_s=1e12",
+    "hbm_latency_s=5e-7",
     "bf16_flops_per_s=1e15",
     "kernel_launch_s=1e-6",
+    "kernel_launch_eager_s=2e-6",
+    "sampler_kernels=1",
+    "step_host_s=0",
     "nvlink_bytes_per_s=1e11",
     "nvlink_effective_bytes_per_s=1e11",
     "nvlink_latency_s=2e-6",
@@ -46,11 +52,14 @@ def test_golden_single_gpu_step(tmp_path):
     #   attention: 8 cached tokens * 64 elems * 2 B = 1,024 read + 128 written -> 2;
     #   o_proj 64*64*2=8,192 -> 9; mlp_norm 128 -> 1; gate_up 2*160*64*2=40,960 -> 41; act 0 -> 0;
     #   down 20,480 -> 21; final_norm 128 -> 1; lm_head 256*64*2=32,768 -> 33; sampling 0 -> 0.
-    # 13 kernels (residual adds fused) x 1,000 launch cycles + 127 body cycles = 13,127.
+    # 13 kernels (residual adds fused) x 1,000 launch cycles + 127 body cycles = 13,127; the
+    # sampler's launch after the graph costs 1,000 more; the 10 kernels that read weights or the
+    # KV cache from HBM (all but rope, act and sampling, whose inputs sit in L2) first wait 500
+    # cycles for their first bytes: 19,127.
     tr = _trace(_tiny(tmp_path), 1, pa.Workload(context=8, tokens=2))
-    assert tr.step_cycles.tolist() == [13127, 13127]
+    assert tr.step_cycles.tolist() == [19127, 19127]
     step0 = tr.events["step"] == 0
-    assert step0.sum() == 26  # a launch and a body event per kernel
+    assert step0.sum() == 26 + 10  # a launch and a body event per kernel, + HBM latencies
 
 
 def test_golden_tensor_parallel_step(tmp_path):
@@ -59,12 +68,31 @@ def test_golden_tensor_parallel_step(tmp_path):
     #   gate_up 20,480 -> 21, down 10,240 -> 11, lm_head 16,384 -> 17: bodies 68.
     # Two all-reduces of 64*2=128 B: launch 1,000 + latency 2,000 + ceil(128 B / 100 B) = 3,002;
     # LM-head all-gather of 256*2=512 B, half received: 1,000 + 2,000 + ceil(2.56) = 3,003.
-    # 13 x 1,000 + 68 + 2 x 3,002 + 3,003 = 22,075.
+    # 13 x 1,000 + 68 + 2 x 3,002 + 3,003 = 22,075, + 10 HBM first accesses x 500 + the
+    # sampler's eager launch 1,000 = 28,075.
     tr = _trace(_tiny(tmp_path), 2, pa.Workload(context=8, tokens=1))
-    assert tr.step_cycles.tolist() == [22075]
-    # events: 13 kernels x 2 events x 2 ranks + 3 collectives x 3 events x 2 ranks
-    assert tr.n_events == 13 * 2 * 2 + 3 * 3 * 2
+    assert tr.step_cycles.tolist() == [28075]
+    # events: 13 kernels x 2 events x 2 ranks + 10 HBM latencies x 2 ranks + 3 collectives x 3
+    # events x 2 ranks
+    assert tr.n_events == 13 * 2 * 2 + 10 * 2 + 3 * 3 * 2
     assert set(tr.events["unit"].tolist()) == {0, 1}
+
+
+def test_host_step_overlapped_or_serial(tmp_path):
+    # the golden step above is 19,127 GPU cycles. A host taking 25 us a step: overlapped, it
+    # prepares the next step during this one, so the GPU waits 25,000 - 19,127 = 5,873 cycles;
+    # serial, it waits all 25,000 after each step: 44,127. A 10 us host hides entirely.
+    model, work = _tiny(tmp_path), pa.Workload(context=8, tokens=2)
+    host = [*ROUND, "step_host_s=25e-6"]
+    assert _trace(model, 1, work, host).step_cycles.tolist() == [25000, 25000]
+    serial = _trace(model, 1, work, [*host, "host_overlap=serial"])
+    assert serial.step_cycles.tolist() == [44127, 44127]
+    ev = serial.events
+    host = ev["resource"] == "host"
+    assert ev["duration"][host].tolist() == [25000, 25000]
+    assert ev["start"][host].tolist() == [19127, 44127 + 19127]  # after each step's GPU work
+    quiet = _trace(model, 1, work, [*ROUND, "step_host_s=10e-6"]).step_cycles.tolist()
+    assert quiet == [19127, 19127]
 
 
 def test_llama_8b_h100_in_published_range(llama8b, h100):

@@ -70,23 +70,34 @@ def test_gpu_floor_counts_the_engines_launches_and_start_ups():
             total[res] = total.get(res, 0.0) + t
     n_res = sum(op.kind.endswith("residual") for op in graph.ops)
     assert n_res == 2 * graph.n_layers
-    assert total["launch"] == pytest.approx((len(graph.ops) + 1) * p.kernel_launch_s)
+    # the sampler's kernels launch eagerly after the graph (gpu.sampler_eager)
+    sampler = p.sampler_kernels * p.kernel_launch_eager_s
+    assert total["launch"] == pytest.approx(len(graph.ops) * p.kernel_launch_s + sampler)
     assert total["sync"] == pytest.approx((n_res + 1) * p.nvlink_latency_s)
-    # the same counts as the engine's own kernels
+    # HBM first accesses: every op that reads weights or the KV cache
+    reads = [o for o in graph.ops if o.weight_bytes or o.kv_read_bytes]
+    assert total["hbm"] == pytest.approx(len(reads) * p.hbm_latency_s)
+    # the same counts and times as the engine's own kernels
     kernels = gpu.GpuPass(graph, sysm, plc).kernels
     assert sum(k.launch > 0 for k in kernels) == len(graph.ops) + 1
     assert sum(k.latency > 0 for k in kernels) == n_res + 1
+    assert sum(k.hbm_latency > 0 for k in kernels) == len(reads)
+    assert sum(k.launch for k in kernels) / sysm.spec.clock_hz == pytest.approx(
+        total["launch"], rel=1e-3
+    )
 
 
 def test_gpu_floor_is_serial_with_the_kernel_body():
-    # a kernel's launch precedes its body: the op's chain time is launch + its largest work term
+    # a kernel's launch and its first HBM access precede its body: the op's chain time is launch
+    # + HBM latency + its largest work term
     graph, sysm, plc = _setup("h100", 1)
     op = next(o for o in graph.ops if o.kind == "qkv_proj")
     slot = next(s for s in plc.layers if s.layer == op.layer)
     rates = gpu.rates(sysm.spec, graph.workload)
     b = roofline.op_bound(op, 1, rates, graph.hidden, rates.latency_floor(op, slot))
     hbm = op.weight_bytes / sysm.spec.params.hbm_peak_bytes_per_s
-    assert b.seconds == pytest.approx(hbm + sysm.spec.params.kernel_launch_s)
+    p = sysm.spec.params
+    assert b.seconds == pytest.approx(hbm + p.kernel_launch_s + p.hbm_latency_s)
 
 
 def test_lpu_plan_kinds_follow_the_compiled_plan():

@@ -126,11 +126,14 @@ def test_each_other_placement_strategy_is_re_emulated_and_auto_is_never_slower()
     assert by["auto"].step_s <= min(a.step_s for a in alts)
     assert by["auto"].step_s <= by["auto"].base_step_s
     # assumptions without choices (numbers, or free text such as an ASIC's etched model) have
-    # no alternatives; a GPU's launch mode has one, eager, which launches from the host
+    # no alternatives; a GPU's launch mode has one, eager, which launches from the host, and
+    # its host overlap one, serial, which waits for the host's step after each step
     assert choice_alternatives("tiny-llama", "groq-tsp", 1, one) == []
-    (eager,) = choice_alternatives("tiny-llama", "h100", 1, one)
+    eager, serial = choice_alternatives("tiny-llama", "h100", 1, one)
     assert (eager.param, eager.value, eager.choice) == ("launch_mode", "graph", "eager")
     assert eager.step_s > eager.base_step_s and not eager.error
+    assert (serial.param, serial.value, serial.choice) == ("host_overlap", "overlap", "serial")
+    assert serial.step_s > serial.base_step_s and not serial.error
 
 
 def test_a_choice_that_needs_more_units_is_placed_again_on_auto():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .fields import _f, _i, _s, at_most
 
 LAUNCH_MODES = ("graph", "eager")
+HOST_OVERLAP = ("overlap", "serial")
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,11 @@ class GpuParams:
     hbm_capacity_bytes: int = _i("usable HBM per GPU (bytes)")
     hbm_peak_bytes_per_s: float = _f("datasheet HBM bandwidth (bytes/s); used by the lower bound")
     hbm_achievable_bytes_per_s: float = _f("HBM bandwidth a copy microbenchmark reaches (bytes/s)")
+    hbm_latency_s: float = _f(
+        "HBM load-to-use latency: a kernel's first bytes from HBM arrive after it, then the rest "
+        "stream at hbm_achievable_bytes_per_s (s)",
+        strict=False,
+    )
     l2_bytes: int = _i("L2 cache (bytes)")
     sm_count: int = _i(
         "streaming multiprocessors (documents the GPU; the engine works from the rates)",
@@ -43,6 +49,19 @@ class GpuParams:
     )
     host_launch_s: float = _f(
         "host (CPU) time to launch one kernel eagerly, framework included (s)", strict=False
+    )
+    sampler_kernels: int = _i(
+        "kernels the sampler launches eagerly after the CUDA graph each step (kernels)"
+    )
+    step_host_s: float = _f(
+        "host (CPU) time per decode step outside kernel launches: scheduling, input "
+        "preparation, output processing (s)",
+        strict=False,
+    )
+    host_overlap: str = _s(
+        "whether the host prepares step t+1 while the GPUs run step t (overlap: the serving "
+        "engines' async / overlap scheduler) or after it (serial)",
+        choices=HOST_OVERLAP,
     )
     nvlink_bytes_per_s: float = _f("NVLink bandwidth per GPU per direction (bytes/s)")
     nvlink_effective_bytes_per_s: float = _f(

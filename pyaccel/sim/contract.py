@@ -16,6 +16,10 @@ An engine is the package ``pyaccel.sim.<kind>`` and provides
   batch through the placement (for ``MICRO_BATCHES``) or of one sequence through the stages
   (for ``SEQUENCES``, see :class:`SequenceModel`).
 
+Optionally (``MICRO_BATCHES`` engines), ``host_step(system, placement) -> HostStep | None``:
+the host's own work every step (scheduling, input preparation, output processing), which the
+driver adds to a step where the machines wait for it (:meth:`HostStep.exposed`).
+
 Engines never build graphs, loop over steps, split batches or group attention layers: the
 driver gives them a :class:`StepShape` whose attention ops are already grouped.
 """
@@ -30,6 +34,31 @@ MICRO_BATCHES = "micro_batches"
 """The batch is split into micro-batches that follow each other through the stages."""
 SEQUENCES = "sequences"
 """Every sequence flows through the stages on its own, a stage taking the next as it frees."""
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """The host's work between two decode steps (cycles of the machine's clock): ``cycles`` of
+    it a step; ``overlapped``: it prepares step ``t + 1`` while the machines run step ``t`` (so
+    they wait only when the host is slower), else they wait for all of it after every step.
+    The wait shows on ``units`` as class ``host``, under ``layer``'s op ``op`` (``kind``)."""
+
+    cycles: int
+    overlapped: bool
+    units: tuple[int, ...]
+    layer: Any
+    op: str
+    kind: str
+
+    def exposed(self, step_cycles: int) -> int:
+        """Cycles the machines wait for the host after a step of ``step_cycles``."""
+        if self.overlapped:
+            return max(0, self.cycles - step_cycles)
+        return self.cycles
+
+    def spans(self, start: int, wait: int) -> list:
+        """The wait as spans on every unit, from ``start`` (cycles from the step's start)."""
+        return [Span(self.layer, self.op, self.kind, u, "host", start, wait) for u in self.units]
 
 
 class Span(NamedTuple):
@@ -80,7 +109,11 @@ class BoundRates:
     ``latency_serial``: the floor cannot overlap the op's own work on its unit (a kernel's
     launch precedes its body; a pipeline block drains after its busy cycles), so the dependent
     chain adds it to the op's largest work term; otherwise the chain takes the larger of the
-    two (a wafer all-reduce's hops overlap its reads)."""
+    two (a wafer all-reduce's hops overlap its reads).
+
+    ``host_step_s``: the host's own work every step (see :class:`HostStep`); ``host_serial``:
+    the machines wait for all of it after each step (added to the chain), else the host works
+    during the step and is a resource busy ``host_step_s`` a step."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -91,6 +124,8 @@ class BoundRates:
     latency_s: Callable[[Any, Any], float | dict] | None = None
     latency_resource: str = "fixed_latency"
     latency_serial: bool = False
+    host_step_s: float = 0.0
+    host_serial: bool = False
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's

@@ -73,10 +73,22 @@ class MicroBatchPasses:
         self.layouts = {s: attention_layout(m.graph, m.group_key) for s, m in self.models.items()}
         self.first = self.sizes[0]  # events lay out the first (largest) micro-batch's pass
         self._last_schedule: tuple = (None, 0)
+        host_step = getattr(engine, "host_step", None)
+        self.host = host_step(system, placement) if host_step else None
 
     def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
         """(cycles of the step at ``context``, the first micro-batch's timing); ``index`` is
-        the step's place in the run."""
+        the step's place in the run. The host's per-step work adds where the machines wait
+        for it (:class:`~pyaccel.sim.contract.HostStep`)."""
+        cycles, first = self._machines(context, events, index)
+        wait = self.host.exposed(cycles) if self.host else 0
+        if wait and events:
+            first = replace(first, spans=[*first.spans, *self.host.spans(cycles, wait)])
+        return cycles + wait, first
+
+    def _machines(self, context: int, events: bool, index: int) -> tuple[int, PassTiming]:
+        """The machines' own cycles of the step (the pipeline's interval) and the first
+        micro-batch's timing."""
         stage_c, links, windows, first = {}, {}, {}, None
         for size, model in self.models.items():
             shape = StepShape(model.graph, context, model.group_key, index,

@@ -196,8 +196,19 @@ class StepBounds:
             if with_ops:
                 attn_ops += [replace(full, op=f"L{i}.attention", layer=i) for i in layers]
         by_res = _max_by_resource(totals)
+        chain, by_res = self._with_host(chain, by_res)
         ops = tuple(self.fixed_ops + attn_ops) if with_ops else ()
         return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
+
+    def _with_host(self, chain, by_res: dict):
+        """The host's per-step work: after the step on the chain when the machines wait for it,
+        else a resource of its own (BoundRates.host_step_s)."""
+        host = self.rates.host_step_s
+        if not host:
+            return chain, by_res
+        if self.rates.host_serial:
+            return chain + host, by_res
+        return chain, {**by_res, "host": max(by_res.get("host", 0.0), host)}
 
     def step_seconds(self, contexts) -> np.ndarray:
         """``at(c).step_s`` for every context in ``contexts`` at once (s; one trace's steps).
@@ -233,7 +244,8 @@ class StepBounds:
                     latency_s = sum(t for _, t in floor)
                     op_s = chain_seconds(work_s, latency_s, rates.latency_serial)
                     chain += op_s * len(layers)
-        step = chain
+        chain, host = self._with_host(chain, {})
+        step = np.maximum(chain, host.get("host", 0.0))
         for t in totals.values():
             step = np.maximum(step, t)
         return step

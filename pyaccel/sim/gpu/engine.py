@@ -1,11 +1,15 @@
 """GPU/HBM engine: each op is a kernel on every tensor-parallel rank of its pipeline stage.
 
-A kernel costs one launch (a kernel boundary inside a CUDA graph) plus the larger of its HBM time
-(bytes at the bandwidth a copy microbenchmark reaches) and its tensor-core time (FLOPs at the
-format's dense rate). Activations between kernels stay in L2 when they fit; weights and the KV
-cache stream from HBM every step. Tensor parallelism adds an all-reduce over NVLink before each
-residual add (one-shot or ring, whichever is faster for the message, as NCCL and vLLM's custom
-all-reduce choose); pipeline stages pass activations over NVLink or the inter-node network.
+A kernel costs one launch (a kernel boundary inside a CUDA graph), then, when it reads HBM, the
+HBM latency before its first bytes arrive, then the larger of its HBM time (bytes at the
+bandwidth a copy microbenchmark reaches) and its tensor-core time (FLOPs at the format's dense
+rate): a kernel's achieved bandwidth grows with the bytes it moves (gpu.hbm_first_access).
+Activations between kernels stay in L2 when they fit; weights and the KV cache stream from HBM
+every step. Tensor parallelism adds an all-reduce over NVLink before each residual add (one-shot
+or ring, whichever is faster for the message, as NCCL and vLLM's custom all-reduce choose);
+pipeline stages pass activations over NVLink or the inter-node network. The sampler's kernels
+run outside the CUDA graph, and the host's own per-step work (scheduling, inputs, outputs)
+overlaps the step or follows it (:func:`host_step`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...units import cycles, largest_share
-from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
+from ..contract import MICRO_BATCHES, BoundRates, HostStep, PassTiming, Span, StepShape
 
 RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 # ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
@@ -25,7 +29,10 @@ RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather 
 RESOURCES = ("hbm", "tensor_core", "nvlink", "node_link", "launch", "sync", "host")
 # What-if knobs: for each resource class the parameters whose rate doubles (or latency halves).
 WHAT_IF = {
-    "hbm": (("hbm_peak_bytes_per_s", "hbm_achievable_bytes_per_s"), 2.0),
+    "hbm": (
+        ("hbm_peak_bytes_per_s", "hbm_achievable_bytes_per_s", "hbm_latency_s"),
+        (2.0, 2.0, 0.5),
+    ),  # fmt: skip
     "tensor_core": (
         ("bf16_flops_per_s", "fp8_flops_per_s", "fp4_flops_per_s", "int8_ops_per_s"),
         2.0,
@@ -34,13 +41,16 @@ WHAT_IF = {
     "node_link": (("internode_bytes_per_s",), 2.0),
     "launch": (("kernel_launch_s", "kernel_launch_eager_s"), 0.5),
     "sync": (("nvlink_latency_s", "internode_latency_s"), 0.5),
-    "host": (("host_launch_s",), 0.5),
+    "host": (("host_launch_s", "step_host_s"), 0.5),
 }
 ASSUMPTIONS = (
     "gpu.fusion: residual adds are fused into the next RMSNorm (vLLM fused_add_rms_norm); every "
     "other graph op is one kernel",
     "gpu.weights_from_hbm: weights and KV cache stream from HBM every step; activations stay in "
     "L2 when an op's activations fit in it",
+    "gpu.hbm_first_access: a kernel that reads HBM waits hbm_latency_s (a pointer-chase "
+    "load latency) for its first bytes, once; the rest stream at the achievable bandwidth, "
+    "overlapping its arithmetic",
     "gpu.vector_ops_memory_bound: norms, RoPE, activations and sampling are timed by their bytes "
     "(their FLOPs are negligible)",
     "gpu.low_bit_dequant: formats without a native tensor-core rate on this GPU (e.g. int4, "
@@ -49,6 +59,12 @@ ASSUMPTIONS = (
     "another, host_launch_s each, from the stage's start; a kernel starts when the host has "
     "launched it and the one before has finished (the GPU waits, class host, when the host is "
     "behind)",
+    "gpu.sampler_eager: the sampler runs outside the CUDA graph, after it (vLLM V1 and SGLang "
+    "both replay the model forward only): its sampler_kernels kernels each cost an eager "
+    "launch gap",
+    "gpu.step_host: the host's own work each step (schedule, prepare inputs, process outputs) "
+    "takes step_host_s; with host_overlap = overlap it prepares the next step during this one "
+    "and the GPUs wait only for what is left, with serial they wait for all of it",
     "gpu.tp_allreduce: one all-reduce of the activations before each residual add when TP > 1, "
     "one-shot ((t-1) peer buffers) or ring (RING_ALLREDUCE_PHASES = 2: reduce-scatter then "
     "all-gather, each (t-1)/t of the message), whichever moves less; the LM head's logits are "
@@ -70,16 +86,34 @@ class Kernel:
     body: int
     n_bytes: int
     flops: int
+    hbm_latency: int = 0  # before the body: the first bytes' trip from HBM
 
     @property
     def cycles(self) -> int:
-        """Total cycles of the kernel (launch + fixed latency + body)."""
-        return self.launch + self.latency + self.body
+        """Total cycles of the kernel (launch + fixed latency + HBM latency + body)."""
+        return self.launch + self.latency + self.hbm_latency + self.body
 
 
 def launch_s(p) -> float:
     """The GPU's gap at each kernel boundary in the preset's launch mode (s)."""
     return p.kernel_launch_eager_s if p.launch_mode == "eager" else p.kernel_launch_s
+
+
+def sampler_launch_s(p) -> float:
+    """The GPU's gaps before the sampler's kernels, launched eagerly after the graph (s)."""
+    return int(p.sampler_kernels) * p.kernel_launch_eager_s
+
+
+def host_step(system, placement) -> HostStep | None:
+    """The host's own work between decode steps on every GPU (gpu.step_host), shown under the
+    sampler whose token it waits for; None when the preset gives it no time."""
+    p, clock = system.spec.params, system.spec.clock_hz
+    n = cycles(p.step_host_s, clock)
+    if not n:
+        return None
+    last = placement.layers[-1].layer
+    return HostStep(n, p.host_overlap == "overlap", tuple(range(placement.n_units)), last,
+                    "sampling.step_host", "sampling")  # fmt: skip
 
 
 def host_cycles(p, clock_hz: float) -> int:
@@ -114,6 +148,8 @@ class GpuCost:
     ):
         self.p, self.clock, self.tp, self.mla = spec.params, spec.clock_hz, tp, mla
         self.launch = cycles(launch_s(self.p), self.clock)
+        self.hbm_latency = cycles(self.p.hbm_latency_s, self.clock)
+        self.sampler_launch = cycles(sampler_launch_s(self.p), self.clock)
         self.rates = {
             "weights": _tc_rate(self.p, weights_compute),
             "experts": _tc_rate(self.p, expert_compute),
@@ -121,7 +157,8 @@ class GpuCost:
         }
 
     def kernel(self, op, stage: int) -> Kernel:
-        """The kernel that runs ``op`` on the stage's busiest rank."""
+        """The kernel that runs ``op`` on the stage's busiest rank (the sampler: its kernels,
+        launched eagerly after the graph, gpu.sampler_eager)."""
         p, tp = self.p, self.tp
         sharded = op.split != "replicate" and not (op.kind == "sampling")
         weight = largest_share(op.weight_bytes, tp, sharded)
@@ -140,11 +177,12 @@ class GpuCost:
             op.layer,
             stage,
             resource,
-            self.launch,
+            self.sampler_launch if op.kind == "sampling" else self.launch,
             0,
             cycles(max(mem_s, tc_s), self.clock),
             hbm_bytes,
             flops,
+            self.hbm_latency if hbm_bytes else 0,
         )
 
     def _rate(self, op) -> float:
@@ -236,7 +274,8 @@ def n_stages(placement) -> int:
 
 def rates(spec, work) -> BoundRates:
     """Peak rates the lower bound uses: HBM at its datasheet rate, each op's arithmetic at its
-    format's dense tensor-core peak (vector ops: memory only), NVLink per direction."""
+    format's dense tensor-core peak (vector ops: memory only), NVLink per direction; the host's
+    per-step work (gpu.step_host)."""
     p = spec.params
     weights = _tc_rate(p, work.weights_format.compute)
     experts = _tc_rate(p, work.expert_weights_format.compute)
@@ -248,8 +287,9 @@ def rates(spec, work) -> BoundRates:
         return kv if op.op_class == "attention" else 0.0
 
     return BoundRates(p.hbm_peak_bytes_per_s, "hbm", compute, "tensor_core",
-                      p.nvlink_bytes_per_s, "nvlink", _launch_floor(p),
-                      latency_serial=True)  # fmt: skip
+                      p.nvlink_bytes_per_s, "nvlink", _launch_floor(p), latency_serial=True,
+                      host_step_s=p.step_host_s,
+                      host_serial=p.host_overlap == "serial")  # fmt: skip
 
 
 def _launch_floor(p):
@@ -264,10 +304,18 @@ def _launch_floor(p):
         tp = len(slot.region.tp_ranks) if slot.region is not None else 1
         residual = op.kind.endswith("residual")
         collectives = int(tp > 1 and (residual or op.kind == "lm_head"))
-        launches = (0 if residual else 1) + collectives
-        return {"launch": launches * launch_s(p), "sync": collectives * p.nvlink_latency_s}
+        own = 0.0 if residual else sampler_launch_s(p) if op.kind == "sampling" else launch_s(p)
+        hbm = p.hbm_latency_s if reads_hbm(op) else 0.0
+        return {"launch": own + collectives * launch_s(p),
+                "sync": collectives * p.nvlink_latency_s, "hbm": hbm}  # fmt: skip
 
     return latency_s
+
+
+def reads_hbm(op) -> bool:
+    """Whether ``op``'s kernel surely reads HBM on every rank: weights or a KV cache (an
+    activation-only kernel may find its inputs in L2)."""
+    return not op.kind.endswith("residual") and bool(op.weight_bytes or op.kv_read_bytes)
 
 
 def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> list[Span]:
@@ -296,6 +344,10 @@ def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> list[Span]:
                 out.append(Span(k.layer, f"{k.op}.latency", k.kind, unit, "sync", s,
                                 k.latency))  # fmt: skip
                 s += k.latency
+            if k.hbm_latency:
+                out.append(Span(k.layer, f"{k.op}.hbm_latency", k.kind, unit, "hbm", s,
+                                k.hbm_latency))  # fmt: skip
+                s += k.hbm_latency
             out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
                             k.flops))  # fmt: skip
         t += wait + k.cycles
