@@ -23,7 +23,8 @@ Sources:
   B; bytes read + written per kernel). Only sizes above the 50 MB L2 are compared: below it the
   benchmark's buffers stay in L2 [OFF-ish: the benchmark author's data]. That GPU reaches ~3.4
   TB/s, under the 4.8 TB/s of the datasheet, so the level (not the shape) may differ from the
-  preset's Azure H200.
+  preset's Azure H200. The line through its smallest and largest points gives the fixed time a
+  kernel pays whatever its size (1.4 us), against the engine's launch gap + HBM first access.
 - Llama-3(.1)-8B decode on one H100: "execution time on the GPU is as low as ~5ms" per step
   (vLLM V1 alpha blog, blog.vllm.ai/2025/01/27/v1-alpha-release.html) [OFF].
 
@@ -58,8 +59,8 @@ def allreduce_s(system: str, tp: int, n_bytes: int) -> float:
 
 
 def streaming_kernel_s(system: str, n_bytes: int) -> float:
-    """One memory-bound kernel that moves ``n_bytes`` through HBM (its launch and its bytes at
-    the preset's achievable bandwidth), s."""
+    """One memory-bound kernel that moves ``n_bytes`` through HBM (its launch, the HBM latency
+    before its first bytes and its bytes at the preset's achievable bandwidth), s."""
     cost, clock = _cost(system, 1)
     op = Op("scale", 0, "scale", "elementwise", "replicate", weight_bytes=int(n_bytes))
     return cost.kernel(op, 0).cycles / clock
@@ -91,6 +92,25 @@ def test_streaming_kernel_h200(benchmark, n_bytes):
     emulated = benchmark.pedantic(streaming_kernel_s, args=("h200", n_bytes), rounds=1)
     _report(benchmark, f"streaming kernel in a CUDA graph, H200, {n_bytes / 1e6:,.0f} MB",
             emulated, H200_GRAPH_KERNEL_S[n_bytes])  # fmt: skip
+
+
+def intercept_s(times: dict) -> float:
+    """The fixed time per kernel of a line through the smallest and largest (bytes, s) points:
+    what a kernel costs beyond its bytes at the streaming rate (s)."""
+    (b0, t0), (b1, t1) = min(times.items()), max(times.items())
+    return t0 - b0 * (t1 - t0) / (b1 - b0)
+
+
+def streaming_intercept_s(system: str) -> float:
+    """The engine's fixed time per streaming kernel, fitted the same way (s)."""
+    return intercept_s({b: streaming_kernel_s(system, b) for b in H200_GRAPH_KERNEL_S})
+
+
+def test_streaming_kernel_fixed_time_h200(benchmark):
+    # the part a kernel pays whatever its size: launch gap + HBM first access in the engine
+    emulated = benchmark.pedantic(streaming_intercept_s, args=("h200",), rounds=1)
+    _report(benchmark, "fixed time per streaming kernel (line through 66 MB and 1 GB), H200",
+            emulated, intercept_s(H200_GRAPH_KERNEL_S))  # fmt: skip
 
 
 def llama8b_step_s() -> float:
