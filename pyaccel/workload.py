@@ -17,7 +17,10 @@ class Workload:
     """A decode run: ``batch`` sequences, each starting with ``context`` cached tokens and
     generating ``tokens`` more (the context grows by one per step).
 
-    ``weights`` applies to every linear weight, ``expert_weights`` overrides it for routed experts,
+    ``step_tokens``: tokens each sequence feeds through one step (1 when decoding; ``k + 1``
+    when a speculative round's target verifies ``k`` drafted tokens; engines see
+    ``batch x step_tokens`` token rows). ``weights`` applies to every linear weight,
+    ``expert_weights`` overrides it for routed experts,
     ``kv`` is the KV-cache format. ``None`` formats mean "the system's native format".
 
     The names are resolved once, here: ``weights_format``, ``expert_weights_format`` and
@@ -32,6 +35,7 @@ class Workload:
     expert_weights: str | None = None
     kv: str = "bf16"
     spec_decode: str | None = None
+    step_tokens: int = 1
     weights_format: Format | None = field(default=None, init=False, repr=False, compare=False)
     expert_weights_format: Format | None = field(
         default=None, init=False, repr=False, compare=False
@@ -39,7 +43,7 @@ class Workload:
     kv_format: Format | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name, low in (("batch", 1), ("context", 0), ("tokens", 1)):
+        for name, low in (("batch", 1), ("context", 0), ("tokens", 1), ("step_tokens", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(
@@ -66,6 +70,11 @@ class Workload:
         """This workload with unset weight formats filled in from a system's native format."""
         weights = self.weights or native_format
         return replace(self, weights=weights, expert_weights=self.expert_weights or weights)
+
+    @property
+    def rows(self) -> int:
+        """Token rows one step pushes through the model: ``batch x step_tokens``."""
+        return self.batch * self.step_tokens
 
     @property
     def max_len(self) -> int:

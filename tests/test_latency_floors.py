@@ -10,6 +10,7 @@ import pytest
 import pyaccel as pa
 from pyaccel.model.config import preset_names
 from pyaccel.sim import roofline
+from pyaccel.sim.asic import bound as asic_bound
 from pyaccel.sim.asic import engine as asic
 from pyaccel.sim.gpu import engine as gpu
 from pyaccel.sim.lpu import engine as lpu
@@ -143,7 +144,7 @@ def test_lpu_floor_is_the_length_of_a_minimal_op_alone():
 
 def test_asic_floor_is_each_blocks_drain():
     graph, sysm, plc = _setup("taalas-hc1", "auto", "llama-3.1-8b")
-    rates = asic.rates(sysm.spec, graph.workload)
+    rates = asic_bound.rates(sysm.spec, graph.workload)
     slots = {s.layer: s for s in plc.layers}
     stages, _ = asic.build_stages(graph, sysm.spec, plc)
     by_name = {st.name: st for st in stages}

@@ -74,28 +74,36 @@ def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     """The context-dependent work of one layer's attention: (attended tokens, FLOPs, KV bytes
     read, KV bytes written) for ``context`` cached tokens. ``context`` may be an int or a NumPy
     integer array (every step of a trace at once, for the lower bound); integer arithmetic only,
-    so both give the same numbers."""
-    b = work.batch
+    so both give the same numbers.
+
+    With ``work.step_tokens = q`` each sequence's ``q`` new tokens attend causally (the i-th to
+    ``context + i`` tokens); the cache is read once per sequence for all of them (as paged
+    decode kernels read it for a verify step) and their ``q`` K/V rows are written. The
+    attended count returned is the last query's."""
+    b, q = work.batch, work.step_tokens
     kv_fmt = work.kv_format
     window = att.window(layer)
-    attended = np.minimum(context + 1, window) if window else context + 1
+    spans = [np.minimum(context + i, window) if window else context + i for i in range(1, q + 1)]
+    attended, total = spans[-1], sum(spans)
     if att.latent:
         lat = att.kv_lora_rank
         per_token = 2 * att.n_heads * (lat + att.qk_rope_dim) + 2 * att.n_heads * lat
         absorb = 2 * att.n_heads * lat * (att.qk_nope_dim + att.v_head_dim)
-        flops = b * (per_token * attended + absorb)
+        flops = b * (per_token * total + q * absorb)
     else:
-        flops = b * 4 * att.n_heads * att.head_dim * attended
+        flops = b * 4 * att.n_heads * att.head_dim * total
     elems = att.kv_elems_per_token
-    # tokens already cached (attended - 1) are read; the new token's K/V is written
-    kv_read = b * kv_fmt.tensor_bytes(attended - 1, elems, "kv") * (attended > 1)
-    kv_write = b * kv_fmt.tensor_bytes(1, elems, "kv")
+    # tokens already cached (the first query's attended - 1) are read; the new K/V are written
+    first = spans[0]
+    kv_read = b * kv_fmt.tensor_bytes(first - 1, elems, "kv") * (first > 1)
+    kv_write = b * kv_fmt.tensor_bytes(q, elems, "kv")
     return attended, flops, kv_read, kv_write
 
 
 def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) -> Op:
-    """Attention of one new token per sequence over its cache (scores, softmax, weighted sum)."""
-    b = work.batch
+    """Attention of each sequence's new token(s) over its cache (scores, softmax, weighted
+    sum)."""
+    b, rows = work.batch, work.rows
     kv_fmt = work.kv_format
     window = att.window(layer)
     resident_len = min(work.max_len, window) if window else work.max_len
@@ -124,12 +132,12 @@ def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) 
         "attention",
         "attention",
         "heads",
-        m=b,
+        m=rows,
         n=q_width,
         k=attended,
         flops=flops,
         weight_bytes=w,
-        act_bytes=ACT_BYTES * b * 2 * q_width,
+        act_bytes=ACT_BYTES * rows * 2 * q_width,
         kv_read_bytes=kv_read,
         kv_write_bytes=kv_write,
         resident_weight_bytes=w,
@@ -142,8 +150,8 @@ def attention_block(
     cfg: ModelConfig, att: AttentionShape, work: Workload, layer: int, context: int
 ) -> list[Op]:
     """One layer's attention ops: norm, projections (MLA or GQA), attention over the cache,
-    output projection and residual add, for ``work.batch`` tokens at ``context``."""
-    b, h = work.batch, cfg.hidden
+    output projection and residual add, for ``work.rows`` tokens at ``context``."""
+    b, h = work.rows, cfg.hidden
     norm = vector_op(
         f"L{layer}.attn_norm", layer, "attn_norm", "norm", "replicate", b, h, 4, params=h
     )
@@ -163,7 +171,7 @@ def attention_block(
 def _mla_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list[Op], int]:
     """MLA's query (low-rank when ``q_lora_rank``) and compressed-KV projections with their
     norms and RoPE; and the width the output projection reads."""
-    b, h, wf = work.batch, cfg.hidden, work.weights_format
+    b, h, wf = work.rows, cfg.hidden, work.weights_format
     q_dim = cfg.qk_nope_dim + cfg.qk_rope_dim
 
     def proj(name: str, split: str, rows: int, cols: int) -> Op:
@@ -194,7 +202,7 @@ def _mla_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list
 def _gqa_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list[Op], int]:
     """The fused QKV projection of grouped-query attention, its optional per-head norm and RoPE;
     and the width the output projection reads."""
-    b, h, hd = work.batch, cfg.hidden, cfg.head_dim
+    b, h, hd = work.rows, cfg.hidden, cfg.head_dim
     q, kv = cfg.n_heads * hd, cfg.n_kv_heads * hd
     ops = [
         matmul_op(

@@ -1,6 +1,8 @@
 """DecodeGraph: every op of one decode step, with shapes, FLOPs and bytes (SPEC §2).
 
-One step generates one token for each of ``batch`` sequences whose caches hold ``context`` tokens.
+One step generates one token for each of ``batch`` sequences whose caches hold ``context`` tokens
+(or, verifying a speculative round, takes ``step_tokens`` tokens of each: ``batch x step_tokens``
+token rows).
 Ops run in the order listed; each depends on the one before (decode has no parallel branches
 worth modelling at this level). Byte counts: ``weight_bytes`` are read from wherever the weights
 live, ``act_bytes`` are activations read plus written, ``kv_read_bytes``/``kv_write_bytes`` touch
@@ -141,7 +143,7 @@ class DecodeGraph:
         """``op`` of this graph as :func:`build_graph` makes it for ``work`` at ``context``."""
         if op.kind == "attention":
             return attention_op(self.attention, work, op.layer, context)
-        old_b, new_b = self.workload.batch, work.batch
+        old_b, new_b = self.workload.rows, work.rows
         fields = {}
         if old_b != new_b:
             fields = {f: getattr(op, f) // old_b * new_b for f in BATCH_LINEAR_FIELDS}
@@ -216,7 +218,7 @@ def _swiglu(
 
 def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     """One layer's MLP ops: norm, the dense SwiGLU or the MoE ops, and the residual add."""
-    b, h = work.batch, cfg.hidden
+    b, h = work.rows, cfg.hidden
     norm = vector_op(
         f"L{layer}.mlp_norm", layer, "mlp_norm", "norm", "replicate", b, h, 4, params=h
     )
@@ -240,7 +242,7 @@ def expected_distinct_experts(n_experts: int, top_k: int, batch: int) -> float:
 def _moe_ops(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
     """A MoE layer's router, routed experts (the expected distinct experts the batch reads) and
     shared experts."""
-    b, h = work.batch, cfg.hidden
+    b, h = work.rows, cfg.hidden
     e, k = cfg.n_experts, cfg.top_k
     distinct = expected_distinct_experts(e, k, b)
     router = matmul_op(
@@ -316,7 +318,7 @@ def build_graph(
 
 def _embed_op(model: ModelConfig, work: Workload) -> Op:
     """The token embedding: one 16-bit row read per sequence from a ``vocab x hidden`` table."""
-    b, h, v = work.batch, model.hidden, model.vocab
+    b, h, v = work.rows, model.hidden, model.vocab
     return Op(
         "embed",
         "embed",
@@ -335,7 +337,7 @@ def _embed_op(model: ModelConfig, work: Workload) -> Op:
 
 def _head_ops(model: ModelConfig, work: Workload) -> list[Op]:
     """Final norm, LM head (reading the embedding table when tied) and sampling."""
-    b, h, v = work.batch, model.hidden, model.vocab
+    b, h, v = work.rows, model.hidden, model.vocab
     head = matmul_op("lm_head", "head", "lm_head", "vocab", b, [(v, h)], work.weights_format,
                      "head")  # fmt: skip
     if model.tied_embeddings:  # the head reads the embedding table, which is stored once

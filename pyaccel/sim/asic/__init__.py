@@ -5,6 +5,7 @@ The package is the kind's engine as the kind registry names it; it exports the e
 (:mod:`pyaccel.sim.contract`).
 """
 
-from .engine import ASSUMPTIONS, PIPELINE, RESOURCES, WHAT_IF, n_stages, pass_model, rates
+from .bound import rates
+from .engine import ASSUMPTIONS, PIPELINE, RESOURCES, WHAT_IF, n_stages, pass_model
 
 __all__ = ["ASSUMPTIONS", "PIPELINE", "RESOURCES", "WHAT_IF", "n_stages", "pass_model", "rates"]

@@ -25,11 +25,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...errors import ConfigError
 from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
-from ..contract import SEQUENCES, BoundRates, PassTiming, Span, StepShape
+from ..contract import SEQUENCES, PassTiming, Span, StepShape
 from . import lora
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
@@ -140,7 +141,7 @@ class AsicCost:
     def fused(self, op, dies: tuple[int, ...]) -> Stage:
         """A vector op fused into the datapath: ``fused_op_busy_cycles`` busy, then its pipeline
         depth (+ a tree)."""
-        tree = tree_cycles(_tree_depth(op), self.p)
+        tree = tree_cycles(tree_depth(op), self.p)
         res = "rom_read" if op.kind == "embed" else "fixed_latency"
         b = self.graph.workload.batch
         n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
@@ -160,7 +161,7 @@ class AsicCost:
         kv_c, mac_c = int(kv_c), int(mac_c)
         rom_c = self.rows if op.params else 0
         res = "kv_sram" if kv_c >= mac_c else "mac_lanes"
-        tree = tree_cycles(_tree_depth(op), self.p)
+        tree = tree_cycles(tree_depth(op), self.p)
         return Stage(
             op.name,
             layer,
@@ -210,7 +211,7 @@ class AsicCost:
         )
 
 
-def _tree_depth(op) -> int:
+def tree_depth(op) -> int:
     """Levels of the log2 reduction tree a fused op or attention adds to its block's pipeline
     depth: a norm over its width, sampling's argmax over the vocabulary, attention's softmax
     over the tokens attended; 0 for ops that do not reduce (cycles)."""
@@ -329,57 +330,6 @@ def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     return col if col[0] == first.occ else None
 
 
-def rates(spec, work) -> BoundRates:
-    """Peak rates for the lower bound. ``mem`` (named ``kv_sram``: it bounds attention): every
-    KV SRAM port of a die plus every ROM column read each cycle (lanes bounded by the die's logic
-    budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
-    a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
-    in one pass (``asic.roofline``); ``link``: the chip link."""
-    from ...formats import get_format
-
-    p, f = spec.params, spec.clock_hz
-    widest = 0
-    for fmt in (work.weights_format, work.expert_weights_format):
-        fmt = fmt or get_format(spec.native_format)
-        widest = max(widest, fmt.value_bits, *fmt.role_bits.values())
-    lanes_max = design.die_logic_budget(p) * p.lane_logic_share / p.lane_transistors
-    rom_bw = lanes_max * p.rom_rows_per_cycle * (widest + 1) / BITS_PER_BYTE * f
-    sram_bw = design.kv_banks(p) * p.kv_sram_port_bytes * f
-
-    def compute(op) -> float:
-        one, copies = design.gemv_shape(op)
-        if op.op_class not in design.ROM_CLASSES or not one:
-            return 0.0
-        # one copy's weights in its row reads (the block's MACs a cycle), every copy at once
-        block = design.op_block(op, work, p)
-        macs = copies * one * p.rom_rows_per_cycle / block.row_reads
-        return FLOPS_PER_MAC * macs * f * max(1, op.m)
-
-    return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
-                      "chip_link", _drain_floor(spec, work), latency_serial=True)  # fmt: skip
-
-
-def _drain_floor(spec, work):
-    """``latency_s(op, slot)`` for the bound: the latency every token waits after a block's busy
-    cycles (s, class ``fixed_latency``): a GEMV's drain, a fused op's or attention's pipeline
-    depth and reduction tree, and the pipeline register after each block. A block drains after
-    it is busy and the next block starts on the whole output (``asic.op_serial``), so the floor
-    is serial with the op's work (chip-link hops between dies are not graph ops: none here);
-    a GEMV's adder tree is part of its drain."""
-    p, clock = spec.params, spec.clock_hz
-    reg = _c(p.stage_register_cycles)
-
-    def latency_s(op, slot) -> float:
-        if op.op_class in design.ROM_CLASSES:
-            block = design.op_block(op, work, p)
-            depth = _c(p.matmul_latency_cycles) + tree_cycles(block.tree_levels if block else 0, p)
-        else:
-            depth = _c(p.vector_latency_cycles) + tree_cycles(_tree_depth(op), p)
-        return (depth + reg) / clock
-
-    return latency_s
-
-
 def _spans(stages, starts_u, user: int, n_users: int) -> list[Span]:
     """One user's spans of a step: each stage busy from its start, then its latency."""
     tag = f"[u{user}]" if n_users > 1 else ""
@@ -440,6 +390,12 @@ class AsicPipeline:
     through it with the ``asic_pipeline`` kernel)."""
 
     def __init__(self, graph, system, placement):
+        if graph.workload.step_tokens != 1:
+            raise ConfigError(
+                f"step_tokens = {graph.workload.step_tokens}: the ASIC pipeline takes one token "
+                "of each sequence a step; verifying several at once (speculative decoding) is "
+                "not modelled on this kind yet"
+            )
         self.graph, self.spec, self.placement = graph, system.spec, placement
         self.stages, attn = build_stages(graph, system.spec, placement)
         self.attn = attn

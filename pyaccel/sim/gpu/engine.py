@@ -233,7 +233,7 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
     """Kernels of one micro-batch pass, in order, with collectives and stage transfers."""
     out: list[Kernel] = []
     tp, pending_reduce = cost.tp, False
-    act = ACT_BYTES * graph.workload.batch * graph.hidden
+    act = ACT_BYTES * graph.workload.rows * graph.hidden
     for i, op in enumerate(graph.ops):
         stage = stage_of[op.layer]
         if op.kind.endswith("residual"):  # fused into the next norm (gpu.fusion)

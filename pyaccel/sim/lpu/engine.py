@@ -201,8 +201,8 @@ class LpuSim:
         nxt = (i + 1) % n
         a, b = self.stages[i][0], self.stages[nxt][0]
         same = a[0] // self.node_size == b[0] // self.node_size
-        batch = self.graph.workload.batch
-        n_bytes = ACT_BYTES * batch * self.graph.hidden if nxt else TOKEN_ID_BYTES * batch
+        rows = self.graph.workload.rows  # a verify step carries step_tokens rows a sequence
+        n_bytes = ACT_BYTES * rows * self.graph.hidden if nxt else TOKEN_ID_BYTES * rows
         return self.net.stage_hop(len(a), len(b), n_bytes, same)
 
     def stage_plans(self, graph, i: int) -> tuple[tuple, list]:

@@ -203,7 +203,7 @@ class WaferPass:
         n = int(p.host_transfers_per_step)
         if n <= 0:
             return []
-        batch = self.graph.workload.batch
+        batch = self.graph.workload.rows  # token rows: step_tokens a sequence when verifying
         sizes = [TOKEN_ID_BYTES * batch] * n
         host_s = 0.0
         if int(p.host_sampling):
@@ -223,7 +223,7 @@ class WaferPass:
         if a == b:
             return []
         c, p = self.coster.c, self.spec.params
-        m = self.graph.workload.batch
+        m = self.graph.workload.rows
         elems = m if loopback else m * _ceil(self.graph.hidden, b.w)
         cost = OpCost()
         stage = self.stage_of[dst_key]
