@@ -10,6 +10,7 @@ from conftest import TINY_LLAMA, write_config
 # Published totals (SPEC issue: within 2 %): Meta model cards, DeepSeek-V3 and Kimi K2 reports.
 PUBLISHED_PARAMS = {
     "llama-3.1-8b": 8.03e9,
+    "llama-3.2-1b": 1.23e9,
     "llama-3.1-70b": 70.6e9,
     "llama-3.1-405b": 405e9,
     "deepseek-v3": 671e9,
