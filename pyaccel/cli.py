@@ -21,6 +21,7 @@ from .cli_options import (
     Json,
     Kv,
     Model,
+    Seed,
     Sets,
     Spec,
     System,
@@ -125,7 +126,7 @@ def _check_plot_file(plot: str | None) -> None:
         check_output_file(plot, "--plot")
 
 
-def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode) -> Workload:
+def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed) -> Workload:
     return Workload(
         batch=batch,
         context=context,
@@ -134,6 +135,7 @@ def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode) 
         expert_weights=expert_weights,
         kv=kv,
         spec_decode=spec_decode,
+        seed=seed,
     )
 
 
@@ -160,6 +162,7 @@ def run_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    seed: Seed = 0,
     etch: Etch = False,
     functional: Annotated[
         bool,
@@ -187,7 +190,7 @@ def run_cmd(
     from .what_if import run_what_if
 
     with _user_errors():
-        work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
+        work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
         if trace is not None:  # before emulating: a bad path costs nothing
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
@@ -216,6 +219,7 @@ def report_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    seed: Seed = 0,
     etch: Etch = False,
     sets: Sets = None,
     plot: Annotated[
@@ -245,7 +249,7 @@ def report_cmd(
     from .what_if import run_what_if
 
     with _user_errors():
-        work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
+        work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
         if sensitivity is not None and not 0 < sensitivity < 100:
             raise ConfigError(f"--sensitivity {sensitivity:g}: must be a percent in (0, 100)")
         if plot is not None:  # before emulating: a bad path costs nothing
@@ -293,6 +297,7 @@ def place_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    seed: Seed = 0,
     etch: Etch = False,
     sets: Sets = None,
     check: Annotated[Path | None, typer.Option("--check", help="check a placement JSON")] = None,
@@ -317,7 +322,7 @@ def place_cmd(
 
             if not system or not model:
                 raise ConfigError("place needs --system and --model (or --check FILE.json)")
-            work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
+            work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
             plc = prepare(model, system, parse_units(units), work, sets, etch).placement
         if as_json:
             _print_json(plc.to_dict())
@@ -343,6 +348,7 @@ def compare_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    seed: Seed = 0,
     batches: Annotated[
         str | None,
         typer.Option(
@@ -366,7 +372,7 @@ def compare_cmd(
 
     with _user_errors():
         names = parse_systems(systems)
-        base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode)
+        base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
         _check_plot_file(plot)
         with _progress(not as_json) as bar:
             sizes = parse_batches(batches, base.batch)

@@ -89,7 +89,19 @@ Kv = Annotated[
 
 Spec = Annotated[
     str | None,
-    typer.Option("--spec-decode", metavar="KIND", help="speculative decoding (not modelled yet)"),
+    typer.Option(
+        "--spec-decode",
+        metavar="KIND[:DRAFT][,k=N][,accept=R|R1/R2/...]",
+        help="speculative decoding: KIND draft (a draft model, e.g. draft:llama-3.2-1b), "
+        "k tokens drafted a round (default 4), acceptance a rate or one per position (default: "
+        "the published profile)",
+    ),
+]
+
+
+Seed = Annotated[
+    int,
+    typer.Option("--seed", min=0, help="seed of the drawn speculative rounds (and routers)"),
 ]
 
 

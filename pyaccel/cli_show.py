@@ -82,6 +82,26 @@ def _print_warnings(warnings) -> None:
         err.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
+def _spec_rows(extra: dict) -> list[tuple[str, str]]:
+    """A speculative run's rows: the speed distribution, tokens a round, where a round goes."""
+    spec = extra.get("spec_decode")
+    if not spec:
+        return []
+    p10, p50, p90 = (extra[f"tokens_per_s_per_user_p{q}"] for q in (10, 50, 90))
+    accept = "/".join(f"{a:.2f}" for a in spec["acceptance"])
+    return [
+        ("speculation", f"{spec['kind']} {spec['draft'] or ''}, k={spec['k']}".replace(" ,", ",")),
+        ("tokens/s per user p10 / p50 / p90", f"{p10:,.1f} / {p50:,.1f} / {p90:,.1f}"),
+        ("tokens per round (mean)", f"{spec['tokens_per_round_mean']:.2f} (acceptance {accept})"),
+        (
+            "round time",
+            f"draft {fmt_seconds(spec['draft_s_per_round'])} + verify "
+            f"{fmt_seconds(spec['verify_s_per_round'])}",
+        ),  # fmt: skip
+        ("acceptance source", spec["acceptance_source"]),
+    ]
+
+
 def _print_run(rec) -> None:
     """A :class:`~pyaccel.records.RunRecord` as a table."""
     from .report import fmt_ratio
@@ -107,6 +127,7 @@ def _print_run(rec) -> None:
         ),
     ]
     rows += _functional_rows(rec.functional)
+    rows += _spec_rows(rec.extra)
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
@@ -308,18 +329,38 @@ def _print_validate(rows) -> None:
             out.print(f"{r.system} {r.model}: not run: {r.error}", markup=False, highlight=False)
 
 
+def _print_spec(spec) -> None:
+    """A speculative run's rounds under the report of its verification step."""
+    table = Table(title="speculative decoding (the tables above: one verification step)",
+                  show_header=False)  # fmt: skip
+    for k, v in _spec_rows(spec.record()):
+        table.add_row(k, v)
+    table.add_row("tokens/s per user (mean)", f"{float(spec.rounds.tokens_per_s.mean()):,.1f}")
+    out.print(table)
+
+
 def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
     """``report``: the :class:`~pyaccel.report.Report` of ``result`` with its formats and
     warnings, and the sensitivity ``rows`` and ``alts`` when ``--sensitivity PCT`` asked."""
+    spec = getattr(result, "spec", None)
     if as_json:
         data = json.loads(rep.to_json())
         data.update(formats_from=result.formats_from, warnings=list(result.warnings))
+        if spec is not None:  # headline numbers over the rounds; the rest is the verify step
+            from .results import speculative_summary
+            from .speculate import ASSUMPTIONS
+
+            data["summary"], extra = speculative_summary(data["summary"], spec)
+            data.update(extra)
+            data["assumptions"] = [*data["assumptions"], *ASSUMPTIONS]
         if rows is not None:
             data["sensitivity"] = [r.to_dict(pct) for r in rows]
             data["alternatives"] = [a.to_dict() for a in alts]
         _print_json(data)
     else:
         _print_report(rep)
+        if spec is not None:
+            _print_spec(spec)
         _print_warnings(result.warnings)
         if rows is not None:
             _print_sensitivity(rows, pct)

@@ -93,12 +93,15 @@ class RunRecord:
     formats_from: dict[str, str]
     warnings: list[str]
     functional: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """The ``run --json`` object (keys in the order of the fields, ``functional`` spread
-        at the end)."""
+        """The ``run --json`` object (keys in the order of the fields, ``functional`` and then
+        ``extra`` -- a speculative run's distribution and ``spec_decode`` -- spread at the
+        end)."""
         out = _plain(self)
         out.update(out.pop("functional"))
+        out.update(out.pop("extra"))
         return out
 
 

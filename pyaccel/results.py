@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .emulation import emulate
+from .errors import ConfigError
 from .hw.io import load_system
 from .model.config import load_model
 from .place.kinds import as_dict
@@ -29,9 +30,12 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Run(Prepared):
-    """Everything one run produced: the prepared case and its :class:`~pyaccel.trace.Trace`."""
+    """Everything one run produced: the prepared case and its :class:`~pyaccel.trace.Trace`
+    (with ``--spec-decode``: the target's verification steps, and ``spec`` the
+    :class:`~pyaccel.speculate.SpecResult` of the drawn rounds)."""
 
     trace: object = None
+    spec: object = None
 
 
 def prepare(
@@ -68,34 +72,74 @@ def run(
 
     parse_trace_steps(trace_steps, (workload or Workload()).tokens)  # bad syntax: fail first
     p = prepare(model, system, units, workload, sets, etch)
-    trace = emulate(p.model, p.system, p.placement, p.workload, functional=functional,
-                    progress=progress, trace_steps=trace_steps)  # fmt: skip
-    return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace)
+    spec = None
+    if p.workload.spec_decode:
+        from .speculate import speculate
+
+        if functional:
+            raise ConfigError("--functional with --spec-decode: run them separately")
+        trace, spec = speculate(p.model, p.system, p.placement, p.workload, progress,
+                                trace_steps)  # fmt: skip
+    else:
+        trace = emulate(p.model, p.system, p.placement, p.workload, functional=functional,
+                        progress=progress, trace_steps=trace_steps)  # fmt: skip
+    return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace, spec=spec)
 
 
 def run_record(result: Run, report) -> RunRecord:
     """The ``run --json`` record of a run: SPEC §7 keys plus layout details; the bottleneck
     (what-if winner) and busiest resource are ``report``'s (a :class:`~pyaccel.report.Report`)."""
     tr = result.trace
+    summary, extra, assumptions = tr.summary(), {}, list(tr.assumptions)
+    if result.spec is not None:
+        summary, extra = speculative_summary(summary, result.spec)
+        assumptions += _spec_assumptions()
     return RunRecord(
         schema_version=SCHEMA_VERSION,
         pyaccel_version=pyaccel_version(),
         kind=tr.kind,
-        **tr.summary(),
+        **summary,
         bottleneck=report.bottleneck,
         busiest_resource=report.busiest_resource,
         # a bound under one cycle floors to 0 (tiny models on a wafer): no ratio, as in Report
-        emulated_over_lower_bound=tr.step_time_s / tr.lower_bound_step_time_s
-        if tr.lower_bound_step_time_s
+        emulated_over_lower_bound=summary["step_time_s"] / summary["lower_bound_step_time_s"]
+        if summary["lower_bound_step_time_s"]
         else None,
         layout=as_dict(result.placement.layout),
         placement_reason=result.placement.reason,
-        assumptions=tr.assumptions,
+        assumptions=assumptions,
         left_out=tr.left_out,
         formats_from=dict(result.formats_from),
         warnings=list(result.warnings),
         functional=dict(tr.functional),
+        extra=extra,
     )
+
+
+def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:
+    """The summary of a speculative run: tokens/s per user the mean over the drawn sequences,
+    the step time the mean time per token (rounds over tokens), its lower bound the
+    verification step's over the k + 1 tokens a round yields at most, energy scaled from the
+    verification step to it; and its distribution and ``spec_decode`` object."""
+    r = spec.rounds
+    per_user = float(r.tokens_per_s.mean())
+    per_token_s = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
+    out = dict(summary)
+    out.update(
+        tokens_per_s_per_user=per_user,
+        tokens_per_s=per_user * summary["batch"],
+        step_time_s=per_token_s,
+        # a round yields at most k + 1 tokens and needs at least one verification
+        lower_bound_step_time_s=summary["lower_bound_step_time_s"] / (spec.request.k + 1),
+        joules_per_token=summary["joules_per_token"] * per_token_s / summary["step_time_s"],
+    )
+    return out, spec.record()
+
+
+def _spec_assumptions() -> list[str]:
+    from .speculate import ASSUMPTIONS
+
+    return list(ASSUMPTIONS)
 
 
 def run_and_record(model: str, system: str, units, workload, sets=None, etch=False,

@@ -17,9 +17,10 @@ class Workload:
     """A decode run: ``batch`` sequences, each starting with ``context`` cached tokens and
     generating ``tokens`` more (the context grows by one per step).
 
-    ``step_tokens``: tokens each sequence feeds through one step (1 when decoding; ``k + 1``
-    when a speculative round's target verifies ``k`` drafted tokens; engines see
-    ``batch x step_tokens`` token rows). ``weights`` applies to every linear weight,
+    ``spec_decode``: a speculative-decoding request (:mod:`pyaccel.spec_decode`), ``seed`` the
+    seed of its drawn rounds. ``step_tokens``: tokens each sequence feeds through one step (1
+    when decoding; ``k + 1`` when a speculative round's target verifies ``k`` drafted tokens;
+    engines see ``batch x step_tokens`` token rows). ``weights`` applies to every linear weight,
     ``expert_weights`` overrides it for routed experts,
     ``kv`` is the KV-cache format. ``None`` formats mean "the system's native format".
 
@@ -36,6 +37,7 @@ class Workload:
     kv: str = "bf16"
     spec_decode: str | None = None
     step_tokens: int = 1
+    seed: int = 0
     weights_format: Format | None = field(default=None, init=False, repr=False, compare=False)
     expert_weights_format: Format | None = field(
         default=None, init=False, repr=False, compare=False
@@ -43,7 +45,8 @@ class Workload:
     kv_format: Format | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name, low in (("batch", 1), ("context", 0), ("tokens", 1), ("step_tokens", 1)):
+        for name, low in (("batch", 1), ("context", 0), ("tokens", 1), ("step_tokens", 1),
+                          ("seed", 0)):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(
@@ -60,11 +63,10 @@ class Workload:
                 fmt = get_format(value, f"--{name.replace('_', '-')} format")
                 object.__setattr__(self, name, fmt.name)
                 object.__setattr__(self, f"{name}_format", fmt)
-        if self.spec_decode:
-            raise ConfigError(
-                f"--spec-decode '{self.spec_decode}': speculative decoding is not "
-                "modelled yet (a later stage); run without it"
-            )
+        if self.spec_decode:  # canonical spelling; a bad request fails here, before placing
+            from .spec_decode import parse
+
+            object.__setattr__(self, "spec_decode", parse(self.spec_decode).text)
 
     def resolved(self, native_format: str) -> Workload:
         """This workload with unset weight formats filled in from a system's native format."""

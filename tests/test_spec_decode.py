@@ -1,0 +1,169 @@
+"""Speculative decoding (issue 18): the request's syntax, the drawn rounds and whole runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyaccel as pa
+from pyaccel.errors import CapacityError, ConfigError
+from pyaccel.results import run, run_record
+from pyaccel.spec_decode import Profile, draw_rounds, parse
+from pyaccel.speculate import acceptance_profiles
+
+# --- syntax ---------------------------------------------------------------------------------
+
+
+def test_parse_forms():
+    s = parse("draft:llama-3.2-1b,k=4,accept=0.7")
+    assert (s.kind, s.draft, s.k, s.accept) == ("draft", "llama-3.2-1b", 4, (0.7,) * 4)
+    assert parse("eagle3").k == 4 and parse("eagle3").accept is None
+    assert parse("mtp,k=2,accept=0.9/0.8").accept == (0.9, 0.8)
+    assert parse("block,accept=measured").accept == "measured"
+    assert (
+        parse("draft:llama-3.2-1b,accept=0.5,k=2").text == "draft:llama-3.2-1b,k=2,accept=0.5/0.5"
+    )
+
+
+@pytest.mark.parametrize(
+    "text,word",
+    [
+        ("medusa", "kind 'medusa'"),
+        ("draft", "needs its model"),
+        ("eagle3:foo", "only 'draft'"),
+        ("draft:x,k=0", "k=0"),
+        ("draft:x,k=two", "k=two"),
+        ("draft:x,accept=1.5", "[0, 1]"),
+        ("draft:x,k=3,accept=0.9/0.8", "2 rates for k=3"),
+        ("draft:x,accept=high", "accept=high"),
+        ("draft:x,top=3", "'top=3'"),
+        ("draft:x,k=2,k=3", "each at most once"),
+    ],
+)
+def test_parse_errors_name_the_part(text, word):
+    with pytest.raises(ConfigError, match="--spec-decode") as exc:
+        parse(text)
+    assert word in str(exc.value)
+
+
+def test_workload_takes_the_canonical_spelling():
+    assert pa.Workload(spec_decode="draft:llama-3.2-1b").spec_decode == "draft:llama-3.2-1b,k=4"
+
+
+# --- drawn rounds, by hand --------------------------------------------------------------------
+
+FLAT = np.full(64, 1.0)  # 1 s of drafting and 1 s of verifying at every context
+
+
+def test_all_accepted_gives_k_plus_one_tokens_a_round():
+    r = draw_rounds([Profile("all", (1.0,) * 3)], FLAT, FLAT, tokens=40, n=5)
+    # 10 rounds of 4 tokens, 2 s each: 2 tok/s for every sequence
+    assert r.tokens_per_round_mean == 4 and r.rounds == 50
+    assert np.allclose(r.tokens_per_s, 40 / 20)
+
+
+def test_none_accepted_gives_one_token_a_round():
+    r = draw_rounds([Profile("none", (0.0,) * 3)], FLAT, FLAT, tokens=10, n=3)
+    assert r.tokens_per_round_mean == 1 and np.allclose(r.tokens_per_s, 0.5)
+
+
+def test_seed_fixes_the_draws_and_another_seed_moves_p10():
+    prof = [Profile("a", (0.8, 0.7, 0.6)), Profile("b", (0.4, 0.4, 0.4))]
+    one = draw_rounds(prof, FLAT, FLAT, tokens=32, seed=0)
+    again = draw_rounds(prof, FLAT, FLAT, tokens=32, seed=0)
+    other = draw_rounds(prof, FLAT, FLAT, tokens=32, seed=1)
+    assert np.array_equal(one.tokens_per_s, again.tokens_per_s)
+    assert one.percentile(10) != other.percentile(10)
+
+
+def test_published_profiles_come_with_their_source():
+    profiles, source = acceptance_profiles(parse("draft:llama-3.2-1b,k=3"), "llama-3.3-70b")
+    assert len(profiles) == 5 and all(len(p.rates) == 3 for p in profiles)
+    assert "arXiv 2503.01840" in source
+    # DeepSeek-V3's own MTP rows win over the generic ones
+    mtp, source = acceptance_profiles(parse("mtp,k=1"), "deepseek-v3")
+    assert sorted(p.rates for p in mtp) == [(0.85,), (0.90,)] and "2412.19437" in source
+    # positions beyond the published ones keep the last rate
+    (longer,) = acceptance_profiles(parse("draft:x,k=6"), "t")[0][:1]
+    assert longer.rates == (0.559,) * 6
+
+
+# --- whole runs ---------------------------------------------------------------------------------
+
+
+def _spec_run(spec: str, system="h200", units=1, model="llama-3.1-8b", tokens=32, **work):
+    w = pa.Workload(context=256, tokens=tokens, spec_decode=spec, **work)
+    return run(model, system, units, w)
+
+
+def _plain(system="h200", units=1, model="llama-3.1-8b", tokens=32, **work):
+    return run(model, system, units, pa.Workload(context=256, tokens=tokens, **work))
+
+
+def test_accept_one_is_k_plus_one_tokens_and_the_drafter_costs():
+    res = _spec_run("draft:llama-3.2-1b,k=3,accept=1")
+    r = res.spec.rounds
+    assert r.tokens_per_round_mean == 4 and r.draft_s_mean > 0
+    # the round's time is the drafter's 3 steps plus one verification of 4 tokens
+    plain = _plain().trace.step_time_s
+    assert r.verify_s_mean >= plain
+
+
+def test_accept_zero_is_never_faster_than_no_speculation():
+    res = _spec_run("draft:llama-3.2-1b,k=3,accept=0")
+    rec = run_record(res, _report(res))
+    assert rec.tokens_per_s_per_user <= _plain().trace.tokens_per_s_per_user
+    assert res.spec.rounds.tokens_per_round_mean == 1
+
+
+def _report(res):
+    from pyaccel.report import Report
+
+    return Report.from_trace(res.trace, ())
+
+
+def test_record_has_the_distribution_and_spec_object():
+    res = _spec_run("draft:llama-3.2-1b,k=4")
+    d = run_record(res, _report(res)).to_dict()
+    assert d["tokens_per_s_per_user_p10"] < d["tokens_per_s_per_user_p50"]
+    assert d["tokens_per_s_per_user_p50"] < d["tokens_per_s_per_user_p90"]
+    spec = d["spec_decode"]
+    assert spec["kind"] == "draft" and spec["k"] == 4 and len(spec["acceptance"]) == 4
+    assert 1 < spec["tokens_per_round_mean"] < 5 and spec["sequences"] == 200
+    assert any(a.startswith("spec.serial_round") for a in d["assumptions"])
+    assert d["emulated_over_lower_bound"] >= 1
+
+
+def test_same_seed_same_result_other_seed_other_p10():
+    a = _spec_run("draft:llama-3.2-1b,k=4", seed=3).spec.rounds
+    b = _spec_run("draft:llama-3.2-1b,k=4", seed=3).spec.rounds
+    c = _spec_run("draft:llama-3.2-1b,k=4", seed=4).spec.rounds
+    assert np.array_equal(a.tokens_per_s, b.tokens_per_s)
+    assert a.percentile(10) != c.percentile(10)
+
+
+def test_drafter_must_share_the_vocabulary():
+    with pytest.raises(ConfigError, match="vocabulary"):
+        _spec_run("draft:tiny-llama,k=2", model="llama-3.1-8b")
+
+
+def test_drafter_and_target_must_fit_together():
+    # llama-3.1-70b in bf16 at context 16,000 leaves ~90 MB of each H100's HBM (TP 2); the
+    # drafter's 1.2 GB share of weights no longer fits beside it
+    w = pa.Workload(context=16_000, tokens=4, weights="bf16", spec_decode="draft:llama-3.2-1b")
+    with pytest.raises(CapacityError, match="target and draft model llama-3.2-1b"):
+        run("llama-3.1-70b", "h100", 2, w)
+
+
+NOT_YET = [("eagle3", "not modelled yet"), ("draft:llama-3.2-1b,accept=measured", "measured")]
+
+
+@pytest.mark.parametrize("spec,word", NOT_YET)
+def test_kinds_not_built_yet_say_so(spec, word):
+    with pytest.raises(ConfigError, match=word):
+        _spec_run(spec, tokens=4)
+
+
+def test_asic_says_its_drafter_needs_dies():
+    with pytest.raises(ConfigError, match="etched"):
+        _spec_run("draft:llama-3.2-1b", system="taalas-hc1", units="auto", tokens=4)
