@@ -64,6 +64,22 @@ def test_golden_shared_unit_waits():
     assert finish.tolist() == [[10, 20]]
 
 
+def test_golden_rows_of_one_sequence_wait_for_its_last():
+    # one sequence verifying 2 tokens (group 2) on the 3-stage pipeline above, two steps:
+    # step 0, row 0: finish 12; row 1: s0 [3,6) ->7; s1 [9,14) ->15; s2 [15,17) -> finish 17
+    # step 1: both rows wait for the sequence's last row (17), not their own (12 and 17):
+    #   row 0: s0 [17,20) ->21; s1 [21,26) ->27; s2 [27,29) -> 29
+    #   row 1: s0 [20,23) ->24; s1 [26,31) ->32; s2 [32,34) -> 34
+    occ = np.array([[3, 5, 2], [3, 5, 2]], dtype=np.int64)
+    lat = np.array([1, 1, 0], dtype=np.int64)
+    for backend in ("numpy", "numba"):
+        fn = kernels.get("asic_pipeline", backend)
+        finish, _ = fn(occ, lat, np.arange(3), 2, np.array([False, False]), 2)
+        assert finish.tolist() == [[12, 17], [29, 34]]
+    with pytest.raises(ValueError, match="group = 2"):
+        reference_asic.asic_pipeline(occ, lat, np.arange(3), 3, np.array([False, False]), 2)
+
+
 def test_pipeline_twins_match_exactly():
     rng = np.random.default_rng(5)
     fast = kernels.get("asic_pipeline", "numba")
@@ -73,8 +89,9 @@ def test_pipeline_twins_match_exactly():
         lat = rng.integers(0, 6, stages).astype(np.int64)
         record = rng.random(steps) < 0.5
         res = rng.integers(0, stages, stages).astype(np.int64)  # some stages share hardware
-        f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users, record)
-        f2, s2 = fast(occ, lat, res, users, record)
+        group = int(rng.integers(1, 3))
+        f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users * group, record, group)
+        f2, s2 = fast(occ, lat, res, users * group, record, group)
         assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
 
 

@@ -55,6 +55,7 @@ NOT_TIMING = {
 
 # per module and value: how many literals are arithmetic of the model's structure, and what
 STRUCTURAL = {
+    ("sim/driver.py", 2): (1, "array axis: a verify step's rows of one sequence"),
     ("sim/lpu/plans.py", 2): (2, "K and V: the two halves of the cache's K+V elements"),
     ("place/lpu.py", 2): (1, "bisection's midpoint over stage counts"),
     ("sim/lpu/program.py", 2): (6, "resource ids: install[P], mxm[P], then vxm, sxm, memio"),

@@ -112,8 +112,9 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
     ids_in("path_link", path_link, 0, len(link_lat))
 
 
-def asic_pipeline(occ, lat, res, n_users, record) -> None:
-    """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0; per-step ``record``."""
+def asic_pipeline(occ, lat, res, n_users, record, group=1) -> None:
+    """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0; per-step ``record``;
+    ``n_users`` rows in whole groups of ``group`` >= 1."""
     if np.ndim(occ) != 2:
         raise ValueError(f"occ has shape {np.shape(occ)}; expected (steps, stages)")
     n_steps, n_stages = np.shape(occ)
@@ -122,6 +123,8 @@ def asic_pipeline(occ, lat, res, n_users, record) -> None:
     ids_in("res", res, 0, None)
     if int(n_users) < 0:
         raise ValueError(f"n_users = {n_users} is out of range (must be >= 0)")
+    if int(group) < 1 or int(n_users) % int(group):
+        raise ValueError(f"group = {group} must be >= 1 and divide n_users = {n_users}")
 
 
 def gemv_packed(packed, bits, lut, bscale, block, rscale, x) -> None:

@@ -9,7 +9,7 @@ from . import checks
 
 
 @numba.njit(cache=True)
-def _asic_pipeline(occ, lat, res, n_users, record, finish, starts):  # pragma: no cover - compiled
+def _asic_pipeline(occ, lat, res, n_users, record, finish, starts, group):  # pragma: no cover
     n_steps, n_stages = occ.shape
     free = np.zeros(res.max() + 1 if n_stages else 0, dtype=np.int64)
     ready = np.zeros(n_users, dtype=np.int64)
@@ -17,7 +17,7 @@ def _asic_pipeline(occ, lat, res, n_users, record, finish, starts):  # pragma: n
     for t in range(n_steps):
         rec = record[t]
         for u in range(n_users):
-            tt = ready[u]
+            tt = ready[u - u % group]
             for s in range(n_stages):
                 unit = res[s]
                 start = tt if tt > free[unit] else free[unit]
@@ -26,21 +26,30 @@ def _asic_pipeline(occ, lat, res, n_users, record, finish, starts):  # pragma: n
                 free[unit] = start + occ[t, s]
                 tt = free[unit] + lat[s]
             finish[t, u] = tt
-            ready[u] = tt
+        for u in range(0, n_users, group):  # a sequence's rows all wait for its last one
+            last = finish[t, u]
+            for v in range(u + 1, min(u + group, n_users)):
+                last = finish[t, v] if finish[t, v] > last else last
+            ready[u] = last
         if rec:
             r += 1
 
 
 def asic_pipeline(
-    occ: np.ndarray, lat: np.ndarray, res: np.ndarray, n_users: int, record: np.ndarray
+    occ: np.ndarray,
+    lat: np.ndarray,
+    res: np.ndarray,
+    n_users: int,
+    record: np.ndarray,
+    group: int = 1,
 ):
     """Numba twin of :func:`pyaccel.kernels.reference_asic.asic_pipeline`."""
     occ = np.ascontiguousarray(occ, dtype=np.int64)
     lat = np.ascontiguousarray(lat, dtype=np.int64)
     res = np.ascontiguousarray(res, dtype=np.int64)
     record = np.ascontiguousarray(record, dtype=np.bool_)
-    checks.asic_pipeline(occ, lat, res, n_users, record)
+    checks.asic_pipeline(occ, lat, res, n_users, record, group)
     finish = np.zeros((occ.shape[0], n_users), dtype=np.int64)
     starts = np.zeros((int(record.sum()), n_users, occ.shape[1]), dtype=np.int64)
-    _asic_pipeline(occ, lat, res, int(n_users), record, finish, starts)
+    _asic_pipeline(occ, lat, res, int(n_users), record, finish, starts, int(group))
     return finish, starts

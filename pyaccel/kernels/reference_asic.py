@@ -8,7 +8,12 @@ from . import checks
 
 
 def asic_pipeline(
-    occ: np.ndarray, lat: np.ndarray, res: np.ndarray, n_users: int, record: np.ndarray
+    occ: np.ndarray,
+    lat: np.ndarray,
+    res: np.ndarray,
+    n_users: int,
+    record: np.ndarray,
+    group: int = 1,
 ):
     """Tokens of ``n_users`` users flowing through a spatial pipeline of stages, step by step.
 
@@ -22,10 +27,14 @@ def asic_pipeline(
     one stage uses this is first come, first served). All users' first
     tokens are ready at cycle 0.
 
+    ``group`` consecutive rows are the tokens one sequence feeds a step (verifying a speculative
+    round): they enter one after another and the sequence's next step waits for the last of them
+    (``n_users`` is then the number of rows, a multiple of ``group``).
+
     Returns ``finish[t, u]`` (int64: cycle the token leaves the last stage) and, for the steps
     with ``record[t]`` true in order, ``starts[r, u, s]`` (cycle each token starts each stage).
     """
-    checks.asic_pipeline(occ, lat, res, n_users, record)
+    checks.asic_pipeline(occ, lat, res, n_users, record, group)
     n_steps, n_stages = occ.shape
     free = [0] * (int(res.max()) + 1 if n_stages else 0)
     ready = [0] * n_users
@@ -34,7 +43,7 @@ def asic_pipeline(
     r = 0
     for t in range(n_steps):
         for u in range(n_users):
-            tt = ready[u]
+            tt = ready[u // group]
             for s in range(n_stages):
                 unit = int(res[s])
                 start = max(tt, free[unit])
@@ -43,7 +52,8 @@ def asic_pipeline(
                 free[unit] = start + int(occ[t, s])
                 tt = free[unit] + int(lat[s])
             finish[t, u] = tt
-            ready[u] = tt
+        for u in range(0, n_users, group):
+            ready[u // group] = int(finish[t, u : u + group].max())
         if record[t]:
             r += 1
     return finish, starts

@@ -169,16 +169,20 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
     order = sorted(t for t in kept if 0 <= t < work.tokens)
     record = np.zeros(work.tokens, dtype=np.bool_)
     record[order] = True
-    finish, starts = get("asic_pipeline")(occ, lat, hw, work.batch, record)
-    prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), finish[:-1]])
-    gaps = (finish - prev).sum(axis=1)
+    # a verify step's tokens of one sequence are rows that enter one after another; the
+    # sequence's step ends when its last row leaves
+    q = work.step_tokens
+    finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q)
+    done = finish.reshape(work.tokens, work.batch, q).max(axis=2)
+    prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), done[:-1]])
+    gaps = (done - prev).sum(axis=1)
     steps = [int(-(-int(g) // work.batch)) for g in gaps]
     out = Stepped(EventLog(), steps)
     for r, t in enumerate(order):  # span starts are already on the run's timeline
         _lay(out.log, t, 0, model.spans(StepShape(graph, work.context + t, model.group_key, t),
                                         starts[r]))  # fmt: skip
     _progress_all(progress, work.tokens)
-    extras = model.extras(occ, steps[-1], work.batch)
+    extras = model.extras(occ, steps[-1], work.rows)
     out.meta, out.arrays = dict(extras.notes), dict(extras.arrays)
     return out
 

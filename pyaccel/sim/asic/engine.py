@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...errors import ConfigError
 from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
@@ -110,7 +109,8 @@ class AsicCost:
         self.rows = int(self.p.rom_rows_per_bitline)
         self.reg = _c(self.p.stage_register_cycles)
         self.vec = _c(self.p.vector_latency_cycles)
-        self.one = replace(graph.workload, batch=1)
+        # one token row of one user (a verify step's rows each stream their user's K/V)
+        self.one = replace(graph.workload, batch=1, step_tokens=1)
         self._macs: dict = {}
 
     def gemv(self, op, dies: tuple[int, ...], lora_banks: int = 0) -> Stage:
@@ -123,7 +123,7 @@ class AsicCost:
         occ = _c(block.row_reads / self.p.rom_rows_per_cycle)
         adapter = lora.cycles(op, int(self.p.lora_rank), s, lora_banks, self.p)
         res = "kv_sram" if adapter > occ else "rom_read"
-        b = self.graph.workload.batch
+        b = self.graph.workload.rows
         per_copy = (op.resident_weight_bytes or op.weight_bytes) // max(1, copies)
         tokens = max(1, op.m // b)  # routed experts: top-k copies per token
         return Stage(
@@ -143,7 +143,7 @@ class AsicCost:
         depth (+ a tree)."""
         tree = tree_cycles(tree_depth(op), self.p)
         res = "rom_read" if op.kind == "embed" else "fixed_latency"
-        b = self.graph.workload.batch
+        b = self.graph.workload.rows
         n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
         busy = max(1, _c(self.p.fused_op_busy_cycles))
         return Stage(
@@ -390,12 +390,6 @@ class AsicPipeline:
     through it with the ``asic_pipeline`` kernel)."""
 
     def __init__(self, graph, system, placement):
-        if graph.workload.step_tokens != 1:
-            raise ConfigError(
-                f"step_tokens = {graph.workload.step_tokens}: the ASIC pipeline takes one token "
-                "of each sequence a step; verifying several at once (speculative decoding) is "
-                "not modelled on this kind yet"
-            )
         self.graph, self.spec, self.placement = graph, system.spec, placement
         self.stages, attn = build_stages(graph, system.spec, placement)
         self.attn = attn
