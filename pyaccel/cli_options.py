@@ -91,10 +91,12 @@ Spec = Annotated[
     str | None,
     typer.Option(
         "--spec-decode",
-        metavar="KIND[:DRAFT][,k=N][,accept=R|R1/R2/...]",
-        help="speculative decoding: KIND draft (a draft model, e.g. draft:llama-3.2-1b), "
-        "k tokens drafted a round (default 4), acceptance a rate or one per position (default: "
-        "the published profile)",
+        metavar="KIND[:DRAFT][,k=N][,accept=R|R1/R2/...|measured]",
+        help="speculative decoding: KIND draft:MODEL (a draft model, e.g. "
+        "draft:llama-3.2-1b), eagle3 (a feature-draft head), mtp (the model's MTP module) or "
+        "block (k tokens in one pass); k tokens drafted a round (default 4); acceptance a rate, "
+        "one per position, or measured with the functional path (default: the published "
+        "profile)",
     ),
 ]
 

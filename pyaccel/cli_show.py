@@ -99,7 +99,21 @@ def _spec_rows(extra: dict) -> list[tuple[str, str]]:
             f"{fmt_seconds(spec['verify_s_per_round'])}",
         ),  # fmt: skip
         ("acceptance source", spec["acceptance_source"]),
+        *_drafter_rows(spec.get("drafter")),
     ]
+
+
+def _drafter_rows(d: dict | None) -> list[tuple[str, str]]:
+    """The drafter's shape, where it runs and where its shapes come from."""
+    if not d:
+        return []
+    where = f"{d['own_units']} units of its own" if d["own_units"] else "the target's units"
+    shape = f"{d['model']}: {d['layers']} layer(s), hidden {d['hidden']:,}, vocab {d['vocab']:,}"
+    return [
+        ("drafter", f"{shape}; drafts as a {d['mode']}; on {where}"),
+        ("drafter shapes", ("assumed from the kind's rule: " if d["shapes_assumed"] else "")
+         + d["source"]),
+    ]  # fmt: skip
 
 
 def _print_run(rec) -> None:
@@ -331,7 +345,8 @@ def _print_validate(rows) -> None:
 
 def _print_spec(spec) -> None:
     """A speculative run's rounds under the report of its verification step."""
-    table = Table(title="speculative decoding (the tables above: one verification step)",
+    table = Table(title="speculative decoding (the tables above: one verification step; the "
+                  "what-if: the whole round, step time per generated token)",
                   show_header=False)  # fmt: skip
     for k, v in _spec_rows(spec.record()):
         table.add_row(k, v)

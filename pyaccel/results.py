@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from .emulation import emulate
 from .errors import ConfigError
@@ -74,10 +74,12 @@ def run(
     p = prepare(model, system, units, workload, sets, etch)
     spec = None
     if p.workload.spec_decode:
-        from .speculate import speculate
+        from .speculate import fit_with_drafter, speculate
 
         if functional:
             raise ConfigError("--functional with --spec-decode: run them separately")
+        system, placement = fit_with_drafter(p.model, p.system, p.placement, p.workload)
+        p = replace(p, system=system, placement=placement)
         trace, spec = speculate(p.model, p.system, p.placement, p.workload, progress,
                                 trace_steps)  # fmt: skip
     else:

@@ -1,24 +1,25 @@
-"""Speculative decoding end to end (SPEC §7 ``--spec-decode``): the drafter placed on the same
-units as the target (their weights and caches sharing each unit's memory), the drafter's steps
-and the target's verification steps emulated by the engines, and the rounds drawn per sequence
-(:mod:`pyaccel.spec_decode`).
+"""Speculative decoding end to end (SPEC §7 ``--spec-decode``): the drafter (:mod:`.drafters`)
+placed on the same units as the target (their weights and caches sharing each unit's memory;
+on an ASIC, dies etched for it), the drafter's steps and the target's verification steps
+emulated by the engines, and the rounds drawn per sequence (:mod:`pyaccel.spec_decode`).
 
-A round at context offset ``c`` costs the drafter's ``k`` steps at ``c .. c + k - 1`` and the
-target's one step over ``k + 1`` tokens of each sequence at ``c`` (``Workload.step_tokens``),
-one after the other on the same machines (``spec.serial_round``).
+A round at context offset ``c`` costs the drafter's work for ``k`` tokens (a chain drafter's
+catch-up step over ``k + 1`` tokens, then ``k - 1`` one-token steps; a block drafter's one pass
+over ``k + 1`` positions) and the target's one step over ``k + 1`` tokens of each sequence at
+``c`` (``Workload.step_tokens``), one after the other (``spec.serial_round``).
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
 
+from .drafters import BLOCK, Drafter, drafter_for
 from .emulation import emulate
 from .errors import CapacityError, ConfigError
-from .model.config import load_model
 from .placing import place
 from .spec_decode import Profile, Rounds, SpecDecode, draw_rounds, parse
 from .units import fmt_bytes
@@ -30,22 +31,39 @@ ASSUMPTIONS = (
     "spec.acceptance_per_position: draft token i is kept when tokens 1..i-1 were and a draw "
     "under its position's published (or given) conditional acceptance succeeds; each of the "
     "drawn sequences follows one published profile (a task category where the source splits "
-    "them), picked uniformly with --seed; positions beyond the published ones keep the last "
-    "published rate",
+    "them), picked uniformly with --seed; the target's own rows are used when they publish all "
+    "k positions, else rows of other targets that do; positions beyond every published one keep "
+    "the last published rate",
     "spec.kv_rollback: rejected drafts' K/V rows are dropped at no cost (paged caches free "
     "them by bookkeeping); the context grows by the tokens kept",
+    "spec.draft_catchup: a chain drafter's first step of a round feeds the tokens the target "
+    "kept to its own cache while drafting; costed over k + 1 tokens a sequence (the most a "
+    "round keeps), the other k - 1 steps over one",
+    "spec.host_per_round: a round is one step of the serving engine: its per-step host work "
+    "(a GPU's step_host_s) is paid once, by the verification; the drafter's steps run inside it",
+    "spec.chain_drafts: drafts form one chain (no token tree); the target verifies k + 1 "
+    "tokens a sequence",
+    "spec.own_drafter_units: on an ASIC the drafter runs on dies of the same kind etched for "
+    "it (--etch rules), on an LPU on a chain of chips of its own (the fewest that hold it); a "
+    "sequence's drafting and verifying still alternate, each timed with all sequences in that "
+    "phase; on a GPU or wafer the drafter shares the target's units",
 )
 
 
 @dataclass(frozen=True)
 class SpecResult:
     """A speculative run: the request, the acceptance it used per position (mean over the
-    profiles) and where it came from, and the drawn rounds."""
+    profiles) and where it came from, the drawn rounds, the drafter and the units of its own
+    it runs on (an ASIC's etched dies; 0 when it shares the target's)."""
 
     request: SpecDecode
     acceptance: tuple[float, ...]
     acceptance_source: str
     rounds: Rounds
+    drafter: Drafter | None = None
+    drafter_units: int = 0
+    # (system, placement, workload) the drafter was emulated on, for the round's what-if
+    drafter_run: tuple = field(default=(), repr=False, compare=False)
 
     def record(self) -> dict:
         """The ``run --json`` fields of the run (SPEC §7)."""
@@ -64,70 +82,155 @@ class SpecResult:
                 "draft_s_per_round": r.draft_s_mean,
                 "verify_s_per_round": r.verify_s_mean,
                 "sequences": len(r.tokens_per_s),
+                "drafter": self._drafter_record(),
             },
         }
+
+    def _drafter_record(self) -> dict | None:
+        d = self.drafter
+        if d is None:
+            return None
+        cfg = d.config
+        return {"model": cfg.name, "layers": cfg.n_layers, "hidden": cfg.hidden,
+                "vocab": cfg.vocab, "mode": d.mode, "source": d.source,
+                "shapes_assumed": d.assumed, "own_units": self.drafter_units}  # fmt: skip
 
 
 def speculate(model, system, placement, workload, progress=None, trace_steps="ends"):
     """(the target's verification trace over ``workload.tokens`` steps, the
     :class:`SpecResult`) of ``workload.spec_decode`` on the placed target."""
     req = parse(workload.spec_decode)
-    _check_supported(req, system)
     n, k = workload.tokens, req.k
-    draft_cfg, draft_work, draft_plc = _place_drafter(req, model, system, placement, workload)
-    clock = system.spec.clock_hz
-    # the drafter's steps at every context the rounds can start from, k at a time
-    steps = emulate(draft_cfg, system, draft_plc, draft_work, event_steps=()).step_cycles / clock
-    draft_s = np.convolve(steps, np.ones(k), mode="valid")[:n]
+    drafter = drafter_for(req.kind, req.draft, model)
+    profiles, source = acceptance_profiles(req, model, drafter.config)
+    d_system, d_work, d_plc = _place_drafter(drafter, req, system, placement, workload)
+    draft_s = _draft_times(drafter, d_system, d_plc, d_work, k, n)
     verify = replace(workload, step_tokens=k + 1)
     trace = emulate(model, system, placement, verify, progress=progress,
                     trace_steps=trace_steps)  # fmt: skip
-    verify_s = trace.step_cycles / clock
-    profiles, source = acceptance_profiles(req, model.name)
+    verify_s = trace.step_cycles / system.spec.clock_hz
     rounds = draw_rounds(profiles, draft_s, verify_s, n, workload.seed)
     mean = tuple(float(x) for x in np.mean([p.rates for p in profiles], axis=0))
-    return trace, SpecResult(req, mean, source, rounds)
+    units = d_plc.n_units if system.kind in OWN_UNITS else 0
+    return trace, SpecResult(req, mean, source, rounds, drafter, units, (d_system, d_plc, d_work))
 
 
-def _check_supported(req: SpecDecode, system) -> None:
-    if req.kind != "draft":
-        raise ConfigError(
-            f"--spec-decode {req.kind}: not modelled yet (draft is; {req.kind} drafts from the "
-            "target's own layers or hidden states, which the next part of this work adds)"
-        )
-    if req.accept == "measured":
-        raise ConfigError(
-            "--spec-decode accept=measured: measuring acceptance with the functional path is "
-            "not built yet; give accept=R or leave it out for the published profile"
-        )
-    if system.kind == "asic":
-        raise ConfigError(
-            f"--spec-decode on {system.name}: an ASIC's drafter runs on dies etched for it, "
-            "which is not modelled yet"
-        )
+# --units auto with a drafter beside the target: at most this many units more than the
+# target alone needs are tried before the drafter's shortfall is reported
+MAX_EXTRA_UNITS = 64
 
 
-def _place_drafter(req: SpecDecode, model, system, placement, workload):
-    """(config, workload, placement) of the drafter on the target's units, checked to fit
-    beside the target. Its formats are the target's."""
-    cfg = load_model(req.draft)
-    if cfg.vocab != model.vocab:
-        raise ConfigError(
-            f"--spec-decode draft:{req.draft}: its vocabulary ({cfg.vocab:,}) is not the "
-            f"target's ({model.vocab:,}); a drafter must propose the target's tokens"
-        )
-    # its steps cover every context a round can start from, k at a time
+def fit_with_drafter(model, system, placement, workload):
+    """(system, placement) of the target that leaves room for ``workload.spec_decode``'s
+    drafter on every unit. With ``--units auto`` the fewest units that hold both (the target
+    re-placed on one more unit at a time); with a fixed count, or where the drafter gets
+    units of its own (ASIC, LPU), the placement as given (a drafter that does not fit is
+    reported when the run places it)."""
+    if system.units != "auto" or system.kind in OWN_UNITS:
+        return system, placement
+    req = parse(workload.spec_decode)
+    drafter = drafter_for(req.kind, req.draft, model)
+    last: CapacityError | None = None
+    for n in range(placement.n_units, placement.n_units + MAX_EXTRA_UNITS + 1):
+        fixed = replace(system, units=n)
+        plc = placement if n == placement.n_units else place(model, fixed, workload)
+        try:
+            _place_drafter(drafter, req, fixed, plc, workload)
+        except CapacityError as exc:
+            last = exc
+            continue
+        return system, plc
+    raise CapacityError(
+        f"--units auto: the target and its {req.kind} drafter {drafter.config.name} do not fit "
+        f"together on up to {placement.n_units + MAX_EXTRA_UNITS} units of {system.name} "
+        f"(at that count: {last})"
+    )
+
+
+def round_what_if(result) -> list:
+    """What-if rows of a speculative run over its whole round (SPEC §5): each resource class
+    twice as fast on the target's and the drafter's machines, the drafting and verifying
+    shares of the mean round rescaled by their re-emulated times; ``step_time_s`` is the new
+    time per generated token (s). Largest gain first."""
+    from .emulation import engine_module, step_time_s, what_if_system
+    from .records import WhatIfRow
+    from .sim.inputs import run_graph
+
+    spec, tr = result.spec, result.trace
+    model, system, placement, work = tr.inputs
+    d_system, d_plc, d_work = spec.drafter_run
+    r, k, n = spec.rounds, spec.request.k, work.tokens
+    graph = run_graph(model, system, work)
+    base_draft = float(np.mean(_draft_times(spec.drafter, d_system, d_plc, d_work, k, n)))
+    per_token = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
+    rows = []
+    for resource in engine_module(system.kind).WHAT_IF:
+        verify = step_time_s(graph, what_if_system(system, resource), placement)
+        draft = _draft_times(spec.drafter, what_if_system(d_system, resource), d_plc, d_work,
+                             k, n)  # fmt: skip
+        round_s = (r.draft_s_mean * float(np.mean(draft)) / base_draft
+                   + r.verify_s_mean * verify / tr.step_time_s)  # fmt: skip
+        new = round_s / r.tokens_per_round_mean
+        rows.append(WhatIfRow(resource, new, per_token / new))
+    return sorted(rows, key=lambda row: -row.gain)
+
+
+def _draft_times(drafter: Drafter, system, placement, work, k: int, n: int) -> np.ndarray:
+    """Seconds each round's drafting takes, by the context offset it starts at (``n`` of them).
+
+    A chain drafter's round is a catch-up step over ``k + 1`` tokens of each sequence (it feeds
+    the tokens the target kept to its own cache and drafts the first token; spec.draft_catchup)
+    and ``k - 1`` one-token steps; a block drafter's is one pass over ``k + 1`` positions."""
+    clock = system.spec.clock_hz
+    wide = replace(work, step_tokens=k + 1, tokens=n)
+    first = emulate(drafter.config, system, placement, wide, event_steps=()).step_cycles / clock
+    if drafter.mode == BLOCK or k == 1:
+        return first[:n]
+    # one-token steps at offsets 1 .. n + k - 2: the rest of every round's chain
+    one = replace(work, step_tokens=1, tokens=n + k - 2, context=work.context + 1)
+    rest = emulate(drafter.config, system, placement, one, event_steps=()).step_cycles / clock
+    return first[:n] + np.convolve(rest, np.ones(k - 1), mode="valid")[:n]
+
+
+# machine kinds whose drafter runs on units of its own: an ASIC's dies etched for it, an LPU's
+# chips of its own chain (their SRAM holds the target's layers to the byte)
+OWN_UNITS = ("asic", "lpu")
+
+
+def _place_drafter(drafter: Drafter, req: SpecDecode, system, placement, workload):
+    """(system, workload, placement) of the drafter: on the target's units, checked to fit
+    beside the target, or on units of its own (:data:`OWN_UNITS`: an ASIC's dies etched for it,
+    spec.own_drafter_units). Its formats are the target's."""
+    cfg = drafter.config
     one = replace(workload, spec_decode=None, step_tokens=1, expert_weights=None,
-                  tokens=workload.tokens + req.k - 1)  # fmt: skip
+                  tokens=workload.tokens + req.k)  # fmt: skip
+    own = system.kind in OWN_UNITS
+    if own:
+        system = replace(system, units="auto", etch=system.kind == "asic")
+    else:  # a GPU's drafter spreads over the target's GPUs (the same TP group); a wafer's
+        # takes the fewest of the target's wafers that hold it
+        units = placement.n_units if system.kind == "gpu" else "auto"
+        system = _one_host_step_per_round(replace(system, units=units))
     work = resolve_workload(one, cfg, system.spec).workload
     plc = place(cfg, system, work)
-    if plc.n_units > placement.n_units:
-        raise CapacityError(
-            f"draft model {req.draft} needs {plc.n_units} units of {system.name} on its own; "
-            f"the target runs on {placement.n_units}"
-        )
-    _check_shared(placement, plc, req.draft)
-    return cfg, work, plc
+    if not own:
+        _check_shared(placement, plc, cfg.name)
+    return system, work, plc
+
+
+# Per-step host work a serving engine does once per engine step: a speculative round is one
+# engine step (its verification pays it), its drafter's steps run inside it (spec.host_per_round)
+ROUND_HOST_PARAMS = ("step_host_s",)
+
+
+def _one_host_step_per_round(system):
+    """``system`` for the drafter's steps: the per-step host work left to the verification."""
+    params = system.spec.params
+    zero = {n: 0.0 for n in ROUND_HOST_PARAMS if getattr(params, n, 0)}
+    if not zero:
+        return system
+    note = "drafter steps: the round's host step is paid once, by the verification"
+    return replace(system, spec=system.spec.with_params(note, **zero))
 
 
 def _check_shared(target, drafter, name: str) -> None:
@@ -141,7 +244,7 @@ def _check_shared(target, drafter, name: str) -> None:
             cap = target.capacity_bytes.get(level, 0)
             if used > cap:
                 raise CapacityError(
-                    f"unit {unit} of {target.system} holds the target and draft model {name} "
+                    f"unit {unit} of {target.system} holds the target and drafter {name} "
                     f"only with {fmt_bytes(used)} of {level}, more than its {fmt_bytes(cap)} "
                     f"(short {fmt_bytes(used - cap)}); try more --units or a smaller --context"
                 )
@@ -150,24 +253,29 @@ def _check_shared(target, drafter, name: str) -> None:
 ACCEPTANCE_FILE = "acceptance.csv"
 
 
-def acceptance_profiles(req: SpecDecode, target: str) -> tuple[list[Profile], str]:
-    """The per-position acceptance profiles of ``req`` on ``target`` and their source: the
-    user's ``accept=``, else the published ones of the data file (``pyaccel/data``)."""
+def acceptance_profiles(req: SpecDecode, target, drafter) -> tuple[list[Profile], str]:
+    """The per-position acceptance profiles of ``req`` for the ``target`` and ``drafter``
+    configs and their source: the user's ``accept=``, measured with the functional path
+    (``accept=measured``), else the published ones of the data file (``pyaccel/data``)."""
     if isinstance(req.accept, tuple):
         return [Profile("given", req.accept)], "given (accept=)"
-    rows = _published(req.kind, req.draft or "", target)
+    if req.accept == "measured":
+        from .spec_measure import measure_acceptance
+
+        return measure_acceptance(req, target, drafter)
+    rows = _published(req.kind, req.draft or "", target.name, req.k)
     if not rows:
         raise ConfigError(
             f"--spec-decode {req.text}: no published acceptance for {req.kind} "
-            f"{req.draft or ''} on {target} in pyaccel/data/{ACCEPTANCE_FILE}; give accept=R "
-            "or R1/R2/..."
+            f"{req.draft or ''} on {target.name} in pyaccel/data/{ACCEPTANCE_FILE}; give "
+            "accept=R or R1/R2/..., or accept=measured on a model with weights"
         )
     profiles = [Profile(r["category"], _extend(r["rates"], req.k)) for r in rows]
     cats = ", ".join(p.name for p in profiles)
     return profiles, f"{rows[0]['source']} [{rows[0]['quality']}; profiles: {cats}]"
 
 
-def _published(kind: str, draft: str, target: str) -> list[dict]:
+def _published(kind: str, draft: str, target: str, k: int) -> list[dict]:
     text = resources.files("pyaccel.data").joinpath(ACCEPTANCE_FILE).read_text("utf-8")
     lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
     out = []
@@ -178,8 +286,15 @@ def _published(kind: str, draft: str, target: str) -> list[dict]:
             continue
         rates = tuple(float(x) for x in row["rates"].split("/"))
         out.append({**row, "rates": rates})
+    # the target's own rows first, then any target's; within each, the rows that publish all
+    # k positions (a k = 1 measurement says nothing of a fourth draft)
     exact = [r for r in out if r["target"] == target]
-    return exact or out
+    generic = [r for r in out if r["target"] == "*"]
+    for group in (exact, generic):
+        covering = [r for r in group if len(r["rates"]) >= k]
+        if covering:
+            return covering
+    return exact or generic
 
 
 def _extend(rates: tuple[float, ...], k: int) -> tuple[float, ...]:

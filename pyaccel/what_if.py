@@ -54,5 +54,10 @@ def trace_what_if(trace) -> list[WhatIfRow]:
 
 
 def run_what_if(result) -> list[WhatIfRow]:
-    """:func:`what_if_gains` of a :class:`~pyaccel.results.Run`."""
+    """:func:`what_if_gains` of a :class:`~pyaccel.results.Run`; of a speculative run, over
+    its whole round (drafting and verifying, :func:`pyaccel.speculate.round_what_if`)."""
+    if getattr(result, "spec", None) is not None:
+        from .speculate import round_what_if
+
+        return round_what_if(result)
     return trace_what_if(result.trace)

@@ -96,6 +96,7 @@ def test_wheels_carry_presets_license_and_no_build_script(wheels):
     assert "pyaccel/hw/presets/h100.toml" in names
     assert "pyaccel/model/presets/llama-3.1-8b.json" in names
     assert "pyaccel/data/published.csv" in names
+    assert "pyaccel/data/acceptance.csv" in names and "pyaccel/data/drafters.toml" in names
     assert any(n.startswith("pyaccel/_ckernels") for n in names)
     assert not any(n.startswith("csrc/") for n in names)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

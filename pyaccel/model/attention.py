@@ -204,9 +204,10 @@ def _gqa_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list
     and the width the output projection reads."""
     b, h, hd = work.rows, cfg.hidden, cfg.head_dim
     q, kv = cfg.n_heads * hd, cfg.n_kv_heads * hd
+    w_in = h * cfg.draft_head.attn_input if cfg.draft_head and layer == 0 else h
     ops = [
         matmul_op(
-            f"L{layer}.qkv_proj", layer, "qkv_proj", "col", b, [(q, h), (kv, h), (kv, h)],
+            f"L{layer}.qkv_proj", layer, "qkv_proj", "col", b, [(q, w_in), (kv, w_in), (kv, w_in)],
             work.weights_format, "attn", bias=cfg.qkv_bias,
         )
     ]  # fmt: skip

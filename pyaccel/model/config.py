@@ -35,6 +35,25 @@ MAX_LAYERS = 10_000
 
 
 @dataclass(frozen=True)
+class DraftHead:
+    """What a speculative drafter built on the target's own states (EAGLE-3 head, MTP module,
+    block drafter; SPEC §7) adds to a plain decoder, whose layers the rest of
+    :class:`ModelConfig` describes.
+
+    ``fused_states``: hidden-wide vectors (the target's hidden states, and for MTP the token's
+    embedding) an ``fc`` projection concatenates into the drafter's ``hidden``-wide input before
+    its first layer (0: none). ``attn_input``: how many hidden widths layer 0's q/k/v
+    projections read (EAGLE-3: 2, the embedding beside the fused state). ``shares_embedding`` /
+    ``shares_head``: the table is the target's (read every step, stored once, by the target).
+    """
+
+    fused_states: int = 0
+    attn_input: int = 1
+    shares_embedding: bool = False
+    shares_head: bool = False
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """Shapes of a decoder-only transformer (all sizes in elements, not bytes).
 
@@ -73,6 +92,7 @@ class ModelConfig:
     sliding_window: int = 0
     layer_types: tuple[str, ...] = ()
     mtp_layers: int = 0
+    draft_head: DraftHead | None = None
     max_position: int = 0
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5

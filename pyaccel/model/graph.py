@@ -156,7 +156,8 @@ class DecodeGraph:
             if op.expert:
                 count = expected_distinct_experts(self.n_experts, self.top_k, new_b)
                 stored = self.n_experts
-            fields.update(weight_bytes=round(one * count), resident_weight_bytes=one * stored)
+            resident = 0 if op.shared else one * stored
+            fields.update(weight_bytes=round(one * count), resident_weight_bytes=resident)
         return replace(op, **fields) if fields else op
 
     def to_dataframe(self):
@@ -296,7 +297,7 @@ def build_graph(
     check_graph_inputs(model, workload)
     work = workload.resolved(native_format)
     ctx = work.context if context is None else context
-    ops: list[Op] = [_embed_op(model, work)]
+    ops: list[Op] = [_embed_op(model, work), *_fuse_ops(model, work)]
     att = AttentionShape.of(model)
     for layer in range(model.n_layers):
         ops += attention_block(model, att, work, layer, ctx)
@@ -317,8 +318,13 @@ def build_graph(
 
 
 def _embed_op(model: ModelConfig, work: Workload) -> Op:
-    """The token embedding: one 16-bit row read per sequence from a ``vocab x hidden`` table."""
+    """The token embedding: one 16-bit row read per sequence from a ``vocab x hidden`` table
+    (a drafter sharing its target's table reads it and stores none)."""
     b, h, v = work.rows, model.hidden, model.vocab
+    if model.draft_head and model.draft_head.shares_embedding:
+        return Op("embed", "embed", "embed", "embedding", "replicate", m=b, n=h, k=v,
+                  weight_bytes=b * h * SMALL_PARAM_BYTES, act_bytes=ACT_BYTES * b * h,
+                  shared=True)  # fmt: skip
     return Op(
         "embed",
         "embed",
@@ -335,12 +341,28 @@ def _embed_op(model: ModelConfig, work: Workload) -> Op:
     )
 
 
+def _fuse_ops(model: ModelConfig, work: Workload) -> list[Op]:
+    """A drafter's ``fc``: the fused hidden-wide states (the target's hidden states, MTP's
+    embedding beside one) projected to its own width before its first layer (none for a plain
+    model). Row-split like the other projections whose outputs the ranks sum."""
+    head = model.draft_head
+    if not head or not head.fused_states:
+        return []
+    b, h = work.rows, model.hidden
+    fc = matmul_op("fc", "embed", "fc", "row", b, [(h, head.fused_states * h)],
+                   work.weights_format, "attn")  # fmt: skip
+    return [replace(fc, reduces=True)]
+
+
 def _head_ops(model: ModelConfig, work: Workload) -> list[Op]:
-    """Final norm, LM head (reading the embedding table when tied) and sampling."""
+    """Final norm, LM head (reading the embedding table when tied, the target's head when a
+    drafter shares it) and sampling."""
     b, h, v = work.rows, model.hidden, model.vocab
     head = matmul_op("lm_head", "head", "lm_head", "vocab", b, [(v, h)], work.weights_format,
                      "head")  # fmt: skip
-    if model.tied_embeddings:  # the head reads the embedding table, which is stored once
+    if model.draft_head and model.draft_head.shares_head:
+        head = replace(head, resident_weight_bytes=0, params=0, shared=True)
+    elif model.tied_embeddings:  # the head reads the embedding table, which is stored once
         head = replace(
             head, weight_bytes=v * h * SMALL_PARAM_BYTES, resident_weight_bytes=0, params=0,
             tensors=(),

@@ -31,7 +31,9 @@ class Op:
     ``expert`` marks the ops of routed experts (their matmuls read the weights of the step's
     distinct experts and store all of them; each runs on its experts' tokens only). A weight
     matmul keeps its ``tensors`` (rows, cols), the ``role`` its format applies to and whether it
-    has a ``bias``, so its bytes can be recounted in another format.
+    has a ``bias``, so its bytes can be recounted in another format. ``shared``: the weights
+    belong to another model (a drafter reading its target's embedding or LM head): read every
+    step, stored by their owner (no resident bytes, no parameters of this model).
     """
 
     name: str
@@ -55,6 +57,7 @@ class Op:
     role: str = ""
     bias: bool = False
     reduces: bool = False
+    shared: bool = False
 
     @property
     def mem_bytes(self) -> int:

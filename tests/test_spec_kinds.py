@@ -1,0 +1,174 @@
+"""Speculative decoding's drafter kinds (issue 18): EAGLE-3 heads, MTP modules and block
+drafters built from the target, drafters on units of their own (ASIC dies, LPU chips), the
+drafting cost per round, and acceptance measured with the functional path."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import pyaccel as pa
+from pyaccel.drafters import BLOCK, CHAIN, drafter_for
+from pyaccel.errors import ConfigError
+from pyaccel.numerics.weights import random_weights, write_safetensors
+from pyaccel.results import prepare, run
+from pyaccel.spec_decode import parse
+from pyaccel.speculate import _draft_times, _place_drafter, acceptance_profiles
+
+from conftest import TINY_LLAMA, write_config
+
+
+def _graph(cfg, **work):
+    return pa.build_graph(cfg, pa.Workload(**work).resolved("bf16"))
+
+
+def _op(graph, name):
+    (op,) = [o for o in graph.ops if o.name == name]
+    return op
+
+
+# --- drafter shapes ---------------------------------------------------------------------------
+
+
+def test_eagle3_head_of_llama_8b_by_hand(llama8b):
+    d = drafter_for("eagle3", None, llama8b)
+    cfg, h = d.config, 4096
+    assert (cfg.n_layers, cfg.hidden, cfg.vocab, d.mode) == (1, h, 32000, CHAIN)
+    g = _graph(cfg)
+    # fc: the three fused target states (3h) to h; q/k/v read [embedding; fused state] (2h)
+    assert _op(g, "fc").tensors == ((h, 3 * h),)
+    assert _op(g, "L0.qkv_proj").tensors == ((h, 2 * h), (1024, 2 * h), (1024, 2 * h))
+    # the embedding is the target's (read, not stored); the 32k head is the drafter's own
+    assert _op(g, "embed").resident_weight_bytes == 0 and _op(g, "embed").weight_bytes > 0
+    assert _op(g, "lm_head").resident_weight_bytes == 32000 * h * 2
+    params = 3 * h * h + 6144 * 2 * h + h * h + 2 * 14336 * h + 14336 * h + 32000 * h
+    assert g.param_count == params + 3 * h  # + the three norms
+
+
+def test_mtp_module_of_deepseek_v3_is_one_moe_layer_sharing_the_tables():
+    target = pa.load_model("deepseek-v3")
+    d = drafter_for("mtp", None, target)
+    cfg = d.config
+    assert cfg.n_layers == 1 and not cfg.is_dense_layer(0) and cfg.n_experts == 256
+    g = _graph(cfg)
+    assert _op(g, "fc").tensors == ((7168, 2 * 7168),)  # eh_proj over [embedding; hidden]
+    for name in ("embed", "lm_head"):  # the target's tables, read every draft step
+        assert _op(g, name).resident_weight_bytes == 0 and _op(g, name).weight_bytes > 0
+    # the module is about the 14B of weights DeepSeek-V3's checkpoint adds (671B -> 685B)
+    assert 11e9 < g.param_count < 15e9
+
+
+def test_mtp_needs_mtp_layers_in_the_config(llama8b):
+    with pytest.raises(ConfigError, match="no MTP layers"):
+        drafter_for("mtp", None, llama8b)
+
+
+def test_block_drafter_drafts_in_one_pass(llama8b):
+    d = drafter_for("block", None, llama8b)
+    assert d.mode == BLOCK and d.config.n_layers >= 1
+    g = _graph(d.config)
+    assert _op(g, "lm_head").resident_weight_bytes == 0  # the target's head
+
+
+# --- drafting cost per round -----------------------------------------------------------------
+
+
+def _placed(spec, system="h100", model="llama-3.1-8b", tokens=6):
+    p = prepare(model, system, "auto", pa.Workload(context=128, tokens=tokens, spec_decode=spec))
+    req = parse(p.workload.spec_decode)
+    d = drafter_for(req.kind, req.draft, p.model)
+    return p, req, d, _place_drafter(d, req, p.system, p.placement, p.workload)
+
+
+def _steps(cfg, system, plc, work, **change):
+    tr = pa.emulate(cfg, system, plc, replace(work, **change), event_steps=())
+    return tr.step_cycles / system.spec.clock_hz
+
+
+def test_chain_round_is_a_catch_up_step_and_k_minus_one_steps():
+    p, req, d, (sysm, work, plc) = _placed("eagle3,k=3")
+    got = _draft_times(d, sysm, plc, work, 3, 6)
+    wide = _steps(d.config, sysm, plc, work, step_tokens=4, tokens=6)
+    one = _steps(d.config, sysm, plc, work, tokens=8)  # one-token steps from the context on
+    want = [wide[c] + one[c + 1] + one[c + 2] for c in range(6)]
+    assert np.allclose(got, want, rtol=1e-12, atol=0) and (got > 0).all()
+
+
+def test_block_round_is_one_pass_over_k_plus_one_positions():
+    p, req, d, (sysm, work, plc) = _placed("block,k=5")
+    got = _draft_times(d, sysm, plc, work, 5, 6)
+    assert np.array_equal(got, _steps(d.config, sysm, plc, work, step_tokens=6, tokens=6))
+
+
+# --- runs of every kind -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("system", ["h100", "wse3", "groq-tsp", "taalas-hc1"])
+def test_eagle3_accept_one_gives_k_plus_one_and_costs_its_drafter(system):
+    res = run("llama-3.1-8b", system, "auto",
+              pa.Workload(context=128, tokens=8, spec_decode="eagle3,k=3,accept=1"))  # fmt: skip
+    r = res.spec.rounds
+    assert r.tokens_per_round_mean == 4 and r.draft_s_mean > 0
+    own = res.spec.drafter_units
+    assert own >= 1 if system in ("groq-tsp", "taalas-hc1") else own == 0
+
+
+def test_asic_drafter_runs_on_dies_etched_for_it():
+    p, req, d, (sysm, work, plc) = _placed("draft:llama-3.2-1b,k=2", system="taalas-hc1")
+    assert sysm.etch and plc.n_units >= 1 and plc.system == "taalas-hc1"
+
+
+def test_accept_zero_is_never_faster_on_the_asic():
+    w = pa.Workload(context=128, tokens=8)
+    plain = run("llama-3.1-8b", "taalas-hc1", "auto", w).trace.tokens_per_s_per_user
+    spec = run("llama-3.1-8b", "taalas-hc1", "auto", replace(w, spec_decode="eagle3,accept=0"))
+    assert spec.spec.rounds.tokens_per_s.max() < plain
+
+
+def test_auto_units_grow_until_the_drafter_fits_beside_the_target():
+    # 70B in bf16 on H100s, 4 x 100k tokens of cache: 4 GPUs hold it (81.4 of 85.0 GB each);
+    # the 1B drafter and its cache beside it need more GPUs
+    w = pa.Workload(batch=4, context=100_000, tokens=2, weights="bf16")
+    alone = prepare("llama-3.1-70b", "h100", "auto", w).placement.n_units
+    res = run("llama-3.1-70b", "h100", "auto", replace(w, spec_decode="draft:llama-3.2-1b"))
+    assert res.placement.n_units > alone
+
+
+# --- acceptance measured with the functional path --------------------------------------------
+
+
+def _noisy_copy(tmp_path, scale: float):
+    """tiny-llama's seeded weights plus Gaussian noise, as a model folder."""
+    folder = write_config(tmp_path / f"noisy-{scale}", TINY_LLAMA)
+    cfg = pa.load_model(str(folder))
+    rng = np.random.default_rng(1)
+    weights = {
+        k: v + scale * np.std(v) * rng.standard_normal(v.shape).astype(np.float32)
+        for k, v in random_weights(cfg, 0).items()
+    }
+    write_safetensors(folder / "model.safetensors", weights)
+    return str(folder)
+
+
+def test_measured_acceptance_of_the_target_itself_is_one():
+    target = pa.load_model("tiny-llama")
+    profiles, source = acceptance_profiles(parse("draft:tiny-llama,k=3,accept=measured"),
+                                           target, target)  # fmt: skip
+    assert profiles[0].rates == (1.0, 1.0, 1.0) and "measured" in source
+
+
+def test_measured_acceptance_falls_with_the_drafter_s_noise(tmp_path):
+    target = pa.load_model("tiny-llama")
+    rates = []
+    for scale in (0.05, 3.0):
+        drafter = pa.load_model(_noisy_copy(tmp_path, scale))
+        req = parse(f"draft:{drafter.source},k=3,accept=measured")
+        rates.append(np.mean(acceptance_profiles(req, target, drafter)[0][0].rates))
+    assert 1.0 >= rates[0] > rates[1] >= 0.0
+
+
+def test_measured_needs_a_drafter_with_weights(llama8b):
+    with pytest.raises(ConfigError, match="only draft:MODEL"):
+        acceptance_profiles(parse("eagle3,accept=measured"), llama8b, llama8b)
