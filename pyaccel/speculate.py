@@ -41,6 +41,9 @@ ASSUMPTIONS = (
     "round keeps), the other k - 1 steps over one",
     "spec.host_per_round: a round is one step of the serving engine: its per-step host work "
     "(a GPU's step_host_s) is paid once, by the verification; the drafter's steps run inside it",
+    "spec.batch_rounds: with --batch B each drawn sequence's round is timed as a draft and a "
+    "verification step of the whole batch at that sequence's own context offset (a batch's "
+    "sequences do not wait for one another's rounds)",
     "spec.chain_drafts: drafts form one chain (no token tree); the target verifies k + 1 "
     "tokens a sequence",
     "spec.own_drafter_units: on an ASIC the drafter runs on dies of the same kind etched for "

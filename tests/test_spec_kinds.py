@@ -172,3 +172,16 @@ def test_measured_acceptance_falls_with_the_drafter_s_noise(tmp_path):
 def test_measured_needs_a_drafter_with_weights(llama8b):
     with pytest.raises(ConfigError, match="only draft:MODEL"):
         acceptance_profiles(parse("eagle3,accept=measured"), llama8b, llama8b)
+
+
+def test_what_if_covers_the_whole_round():
+    from pyaccel.speculate import round_what_if
+
+    res = run("llama-3.1-8b", "h100", 1, pa.Workload(context=128, tokens=4, spec_decode="eagle3"))
+    r = res.spec.rounds
+    per_token = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
+    rows = round_what_if(res)
+    assert rows[0].resource == "hbm" and rows[0].gain > 1.5
+    for row in rows:  # each row: the new time per generated token, and the gain it gives
+        assert row.step_time_s * row.gain == pytest.approx(per_token, rel=1e-12)
+        assert row.gain >= 1.0 - 1e-12
