@@ -65,7 +65,8 @@ class SpecResult:
     rounds: Rounds
     drafter: Drafter | None = None
     drafter_units: int = 0
-    # (system, placement, workload) the drafter was emulated on, for the round's what-if
+    # (system, placement, workload) the drafter was emulated on and its mean draft time over
+    # the round offsets (s), for the round's what-if
     drafter_run: tuple = field(default=(), repr=False, compare=False)
 
     def record(self) -> dict:
@@ -115,7 +116,15 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
     rounds = draw_rounds(profiles, draft_s, verify_s, n, workload.seed)
     mean = tuple(float(x) for x in np.mean([p.rates for p in profiles], axis=0))
     units = d_plc.n_units if system.kind in OWN_UNITS else 0
-    return trace, SpecResult(req, mean, source, rounds, drafter, units, (d_system, d_plc, d_work))
+    return trace, SpecResult(
+        req,
+        mean,
+        source,
+        rounds,
+        drafter,
+        units,
+        (d_system, d_plc, d_work, float(np.mean(draft_s))),
+    )
 
 
 # --units auto with a drafter beside the target: at most this many units more than the
@@ -161,10 +170,9 @@ def round_what_if(result) -> list:
 
     spec, tr = result.spec, result.trace
     model, system, placement, work = tr.inputs
-    d_system, d_plc, d_work = spec.drafter_run
+    d_system, d_plc, d_work, base_draft = spec.drafter_run
     r, k, n = spec.rounds, spec.request.k, work.tokens
     graph = run_graph(model, system, work)
-    base_draft = float(np.mean(_draft_times(spec.drafter, d_system, d_plc, d_work, k, n)))
     per_token = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
     rows = []
     for resource in engine_module(system.kind).WHAT_IF:
