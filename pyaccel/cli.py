@@ -21,7 +21,10 @@ from .cli_options import (
     Json,
     Kv,
     Model,
+    PlotDir,
+    RouterOpt,
     Seed,
+    SensitivityPct,
     Sets,
     Spec,
     System,
@@ -126,7 +129,9 @@ def _check_plot_file(plot: str | None) -> None:
         check_output_file(plot, "--plot")
 
 
-def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed) -> Workload:
+def _workload(
+    batch, context, tokens, weights, expert_weights, kv, spec_decode, seed, router="uniform"
+) -> Workload:
     return Workload(
         batch=batch,
         context=context,
@@ -136,6 +141,7 @@ def _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, 
         kv=kv,
         spec_decode=spec_decode,
         seed=seed,
+        router=router,
     )
 
 
@@ -162,6 +168,7 @@ def run_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    router: RouterOpt = "uniform",
     seed: Seed = 0,
     etch: Etch = False,
     functional: Annotated[
@@ -190,7 +197,9 @@ def run_cmd(
     from .what_if import run_what_if
 
     with _user_errors():
-        work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
+        work = _workload(
+            batch, context, tokens, weights, expert_weights, kv, spec_decode, seed, router
+        )
         if trace is not None:  # before emulating: a bad path costs nothing
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
@@ -219,27 +228,12 @@ def report_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    router: RouterOpt = "uniform",
     seed: Seed = 0,
     etch: Etch = False,
     sets: Sets = None,
-    plot: Annotated[
-        str | None,
-        typer.Option(
-            "--plot",
-            metavar="DIR",
-            help="write layers.png, roofline.png (and, for "
-            "wafers, wafer.png) into DIR; DIR is created if missing, its parent must "
-            "exist",
-        ),
-    ] = None,
-    sensitivity: Annotated[
-        float | None,
-        typer.Option(
-            "--sensitivity",
-            help="also re-emulate with each named assumption -PCT and +PCT percent",
-            metavar="PCT",
-        ),
-    ] = None,
+    plot: PlotDir = None,
+    sensitivity: SensitivityPct = None,
     trace_steps: TraceSteps = "ends",
     as_json: Json = False,
 ) -> None:
@@ -249,7 +243,9 @@ def report_cmd(
     from .what_if import run_what_if
 
     with _user_errors():
-        work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
+        work = _workload(
+            batch, context, tokens, weights, expert_weights, kv, spec_decode, seed, router
+        )
         if sensitivity is not None and not 0 < sensitivity < 100:
             raise ConfigError(f"--sensitivity {sensitivity:g}: must be a percent in (0, 100)")
         if plot is not None:  # before emulating: a bad path costs nothing
@@ -297,6 +293,7 @@ def place_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    router: RouterOpt = "uniform",
     seed: Seed = 0,
     etch: Etch = False,
     sets: Sets = None,
@@ -322,7 +319,9 @@ def place_cmd(
 
             if not system or not model:
                 raise ConfigError("place needs --system and --model (or --check FILE.json)")
-            work = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
+            work = _workload(
+                batch, context, tokens, weights, expert_weights, kv, spec_decode, seed, router
+            )
             plc = prepare(model, system, parse_units(units), work, sets, etch).placement
         if as_json:
             _print_json(plc.to_dict())
@@ -348,6 +347,7 @@ def compare_cmd(
     expert_weights: ExpertW = None,
     kv: Kv = "bf16",
     spec_decode: Spec = None,
+    router: RouterOpt = "uniform",
     seed: Seed = 0,
     batches: Annotated[
         str | None,
@@ -372,7 +372,9 @@ def compare_cmd(
 
     with _user_errors():
         names = parse_systems(systems)
-        base = _workload(batch, context, tokens, weights, expert_weights, kv, spec_decode, seed)
+        base = _workload(
+            batch, context, tokens, weights, expert_weights, kv, spec_decode, seed, router
+        )
         _check_plot_file(plot)
         with _progress(not as_json) as bar:
             sizes = parse_batches(batches, base.batch)

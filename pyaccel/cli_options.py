@@ -101,6 +101,18 @@ Spec = Annotated[
 ]
 
 
+RouterOpt = Annotated[
+    str,
+    typer.Option(
+        "--router",
+        metavar="uniform|zipf:S|FILE.npy",
+        help="how MoE tokens pick their experts each step: uniformly, by a zipf law of exponent "
+        "S over each layer's experts (a skew: hot experts), or from a recorded trace (int "
+        "array [tokens, moe_layers, top_k] of expert ids); drawn from --seed",
+    ),
+]
+
+
 Seed = Annotated[
     int,
     typer.Option("--seed", min=0, help="seed of the drawn speculative rounds (and routers)"),
@@ -144,5 +156,26 @@ TraceSteps = Annotated[
         help="decode steps whose events are recorded: 'ends' (first and last), 'all', or "
         "START:STOP:STEP (0-based, STOP exclusive, e.g. 0:128:16); at most 1024 steps",
         metavar="ends|all|START:STOP:STEP",
+    ),
+]
+
+
+PlotDir = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        metavar="DIR",
+        help="write layers.png, roofline.png (and, for wafers, wafer.png) into DIR; DIR is "
+        "created if missing, its parent must exist",
+    ),
+]
+
+
+SensitivityPct = Annotated[
+    float | None,
+    typer.Option(
+        "--sensitivity",
+        help="also re-emulate with each named assumption -PCT and +PCT percent",
+        metavar="PCT",
     ),
 ]

@@ -18,7 +18,7 @@ import numpy as np
 from .errors import ConfigError, EngineNotBuiltError
 from .hw.spec import System
 from .model.config import ModelConfig
-from .sim.driver import run_steps
+from .sim.driver import fewest_experts_graph, run_steps
 from .sim.inputs import engine_module, run_graph
 from .sim.roofline import StepBounds, bound_cycles, first_step_op_bounds
 from .trace import Trace
@@ -111,8 +111,8 @@ def emulate(
     except (OverflowError, CycleRangeError):  # a time beyond int64 cycles (a rate of 1e-300)
         raise ConfigError(_overflow_message(system)) from None
     _check_cycles(run.steps, system)
-    work = graph.workload
-    bound = StepBounds(graph, system, placement)
+    work = graph.workload  # the bound's MoE layers: bound.routed_fewest
+    bound = StepBounds(fewest_experts_graph(graph, run.fewest_experts), system, placement)
     bounds = _bound_cycles_per_step(bound, work, system)
     trace = Trace(
         system=system.name,
@@ -127,9 +127,8 @@ def emulate(
         lower_bound_cycles=np.array(bounds, dtype=np.int64),
         step_context=np.arange(work.context, work.context + work.tokens, dtype=np.int64),
         tokens_per_step=work.batch,
-        assumptions=list(graph.assumptions)
-        + list(engine.ASSUMPTIONS)
-        + system.spec.assumption_list(),
+        assumptions=[*graph.assumptions, *routing_notes(graph), *engine.ASSUMPTIONS,
+                     *system.spec.assumption_list()],  # fmt: skip
         left_out=list(graph.left_out),
         resource_classes=engine.RESOURCES,
         meta={**run.meta, "placement_reason": placement.reason},
@@ -140,6 +139,17 @@ def emulate(
     if functional:
         trace.functional = _functional(model_or_graph, graph, system, placement)
     return trace
+
+
+def routing_notes(graph) -> list[str]:
+    """The router's named assumption and the bound's, for a graph with routed experts."""
+    if not graph.moe_layers:
+        return []
+    from .routing import parse
+
+    return [parse(graph.workload.router).assumption,
+            "bound.routed_fewest: the lower bound's MoE layers read the weights of the fewest "
+            "distinct experts any step of the run routed its batch to"]  # fmt: skip
 
 
 def step_time_s(graph, system: System, placement) -> float:

@@ -17,8 +17,10 @@ class Workload:
     """A decode run: ``batch`` sequences, each starting with ``context`` cached tokens and
     generating ``tokens`` more (the context grows by one per step).
 
-    ``spec_decode``: a speculative-decoding request (:mod:`pyaccel.spec_decode`), ``seed`` the
-    seed of its drawn rounds. ``step_tokens``: tokens each sequence feeds through one step (1
+    ``spec_decode``: a speculative-decoding request (:mod:`pyaccel.spec_decode`); ``router``:
+    how an MoE model's tokens pick their experts (:mod:`pyaccel.routing`: ``uniform``,
+    ``zipf:S`` or a trace ``FILE.npy``); ``seed`` the seed of drawn rounds and routes.
+    ``step_tokens``: tokens each sequence feeds through one step (1
     when decoding; ``k + 1`` when a speculative round's target verifies ``k`` drafted tokens;
     engines see ``batch x step_tokens`` token rows). ``weights`` applies to every linear weight,
     ``expert_weights`` overrides it for routed experts,
@@ -38,6 +40,7 @@ class Workload:
     spec_decode: str | None = None
     step_tokens: int = 1
     seed: int = 0
+    router: str = "uniform"
     weights_format: Format | None = field(default=None, init=False, repr=False, compare=False)
     expert_weights_format: Format | None = field(
         default=None, init=False, repr=False, compare=False
@@ -63,6 +66,9 @@ class Workload:
                 fmt = get_format(value, f"--{name.replace('_', '-')} format")
                 object.__setattr__(self, name, fmt.name)
                 object.__setattr__(self, f"{name}_format", fmt)
+        from .routing import parse as parse_router
+
+        object.__setattr__(self, "router", parse_router(self.router).text)
         if self.spec_decode:  # canonical spelling; a bad request fails here, before placing
             from .spec_decode import parse
 

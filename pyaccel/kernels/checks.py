@@ -112,9 +112,11 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
     ids_in("path_link", path_link, 0, len(link_lat))
 
 
-def asic_pipeline(occ, lat, res, n_users, record, group=1) -> None:
+def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None) -> None:
     """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0; per-step ``record``;
-    ``n_users`` rows in whole groups of ``group`` >= 1."""
+    ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``: per-stage MoE layer
+    indices (-1: not an expert stage) and ``picks`` steps x rows x layers x top_k expert ids
+    >= 0."""
     if np.ndim(occ) != 2:
         raise ValueError(f"occ has shape {np.shape(occ)}; expected (steps, stages)")
     n_steps, n_stages = np.shape(occ)
@@ -125,6 +127,26 @@ def asic_pipeline(occ, lat, res, n_users, record, group=1) -> None:
         raise ValueError(f"n_users = {n_users} is out of range (must be >= 0)")
     if int(group) < 1 or int(n_users) % int(group):
         raise ValueError(f"group = {group} must be >= 1 and divide n_users = {n_users}")
+    if routes is not None:
+        ex_layer, picks = routes
+        same_length(n_stages, ex_layer=ex_layer)
+        if np.ndim(picks) != 4 or np.shape(picks)[:2] != (n_steps, int(n_users)):
+            raise ValueError(f"picks has shape {np.shape(picks)}; expected ({n_steps}, "
+                             f"{n_users}, moe_layers, top_k)")  # fmt: skip
+        ids_in("ex_layer", ex_layer, -1, np.shape(picks)[2])
+        ids_in("picks", picks, 0, None)
+
+
+def asic_units(res, ex_layer, picks) -> int:
+    """Hardware units an ASIC pipeline needs: every stage's unit, and for an expert stage the
+    unit of each expert picked (``res[s] + e``)."""
+    n = int(np.max(res)) + 1 if len(res) else 0
+    if picks is not None and np.size(picks):
+        ex = np.asarray(ex_layer)
+        top = np.asarray(picks).max(axis=(0, 1, 3))  # the highest expert id of each layer
+        for s in np.nonzero(ex >= 0)[0]:
+            n = max(n, int(res[s]) + int(top[ex[s]]) + 1)
+    return n
 
 
 def gemv_packed(packed, bits, lut, bscale, block, rscale, x) -> None:

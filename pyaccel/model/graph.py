@@ -31,8 +31,9 @@ BATCH_LINEAR_FIELDS = ("m", "flops", "act_bytes", "kv_read_bytes", "kv_write_byt
 
 GRAPH_ASSUMPTIONS = (
     "graph.activations_bf16: activations move between ops as bf16 (2 B/element)",
-    "graph.moe_distinct_experts: routed-expert weights read per step = E*(1-(1-k/E)^B) experts "
-    "(expected distinct experts for B tokens routed uniformly), until a router exists",
+    "graph.moe_distinct_experts: the step graph's routed-expert weights read = E*(1-(1-k/E)^B) "
+    "experts (expected distinct experts for B tokens routed uniformly); emulated steps read "
+    "the experts their router draws (--router)",
 )
 
 
@@ -159,6 +160,30 @@ class DecodeGraph:
             resident = 0 if op.shared else one * stored
             fields.update(weight_bytes=round(one * count), resident_weight_bytes=resident)
         return replace(op, **fields) if fields else op
+
+    @cached_property
+    def moe_layers(self) -> tuple[int, ...]:
+        """Layers with routed experts, in order (the router's layer axis)."""
+        return tuple(sorted({op.layer for op in self.ops if op.expert}))
+
+    def routed_ops(self, counts) -> dict[str, Op]:
+        """This graph's routed-expert ops for one step in which expert ``e`` of the ``i``-th
+        MoE layer serves ``counts[i, e]`` token rows (:meth:`pyaccel.routing.Router.counts`),
+        by op name: matmuls read the weights of the experts with rows (``weight_bytes``), and
+        every expert op carries the busiest expert's rows (``hot_rows``). Token rows, FLOPs and
+        activations stay the graph's (each row still goes to ``top_k`` experts)."""
+        index = {layer: i for i, layer in enumerate(self.moe_layers)}
+        out = {}
+        for op in self.ops:
+            if not op.expert:
+                continue
+            row = counts[index[op.layer]]
+            fields = {"hot_rows": int(row.max())}
+            if op.resident_weight_bytes:
+                one = op.resident_weight_bytes // self.n_experts
+                fields["weight_bytes"] = one * int((row > 0).sum())
+            out[op.name] = replace(op, **fields)
+        return out
 
     def to_dataframe(self):
         """The ops as a pandas DataFrame, one row per op."""

@@ -34,6 +34,9 @@ class Op:
     has a ``bias``, so its bytes can be recounted in another format. ``shared``: the weights
     belong to another model (a drafter reading its target's embedding or LM head): read every
     step, stored by their owner (no resident bytes, no parameters of this model).
+    ``hot_rows``: on a routed-expert op of one step (:meth:`DecodeGraph.routed_ops`), the token
+    rows the layer's busiest expert serves; 0 on the graph's own ops, whose ``m`` rows are
+    taken as spread evenly over the expected distinct experts.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Op:
     bias: bool = False
     reduces: bool = False
     shared: bool = False
+    hot_rows: int = 0
 
     @property
     def mem_bytes(self) -> int:

@@ -167,14 +167,29 @@ class StepShape:
     """A step the driver asks a pass model to time: the pass's graph at ``context`` cached
     tokens. :meth:`groups` gives the attention ops of the step, one per group of layers that
     cost the same (the engine names its key for a layer: ``group_key``; ``layout`` is the
-    grouping when the driver has it already)."""
+    grouping when the driver has it already). ``routed``: this step's routed-expert ops by name
+    (the experts its router drew, :meth:`~pyaccel.model.graph.DecodeGraph.routed_ops`), which
+    replace the graph's own; ``None`` for a model without routed experts."""
 
     graph: Any
     context: int
     group_key: Callable[[int], Any]
     index: int = 0  # the step's place in the run (0 = first)
     layout: tuple | None = None
+    routed: dict | None = None
     _groups: list | None = field(default=None, init=False, repr=False)
+
+    def op(self, op):
+        """``op`` as this step runs it (its routed version for a routed-expert op)."""
+        return self.routed.get(op.name, op) if self.routed else op
+
+    @property
+    def routed_key(self) -> tuple:
+        """What of the step's routing the engines' costs depend on (hashable; empty for none):
+        each routed op's weight bytes and busiest expert's rows."""
+        if not self.routed:
+            return ()
+        return tuple((o.weight_bytes, o.hot_rows) for o in self.routed.values())
 
     def groups(self) -> list[AttentionGroup]:
         """Attention groups of the step, in the order of their first layer."""
@@ -231,7 +246,12 @@ class SequenceModel(Protocol):
         """Cycles after each stage's busy time before its output is ready (int64 array)."""
 
     def hardware(self) -> Any:
-        """The hardware unit of every stage (int64 array)."""
+        """The hardware unit of every stage (int64 array; a stage of routed experts: its first
+        expert's, the next ``n_experts - 1`` ids being its other experts')."""
+
+    def expert_stages(self) -> Any:
+        """Each stage's MoE layer index (into ``graph.moe_layers``) when its blocks are routed
+        experts a row takes by its router's picks, else -1 (int64 array)."""
 
     def spans(self, step: StepShape, starts) -> list[Span]:
         """Every sequence's spans at ``step``; ``starts[q, s]`` is stage ``s``'s start cycle

@@ -40,6 +40,7 @@ class Stepped:
     steps: list[int]
     meta: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
+    fewest_experts: np.ndarray | None = None  # per MoE layer, over the run's steps
 
 
 def run_steps(engine, graph, system, placement, kept: frozenset[int], progress=None) -> Stepped:
@@ -75,6 +76,10 @@ class MicroBatchPasses:
         self._last_schedule: tuple = (None, 0)
         host_step = getattr(engine, "host_step", None)
         self.host = host_step(system, placement) if host_step else None
+        self.router = router_of(graph)
+        # per MoE layer, the fewest distinct experts any step's whole batch routed to (the
+        # lower bound's expert reads: bound.routed_fewest)
+        self.fewest: np.ndarray | None = None
 
     def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
         """(cycles of the step at ``context``, the first micro-batch's timing); ``index`` is
@@ -86,32 +91,49 @@ class MicroBatchPasses:
             first = replace(first, spans=[*first.spans, *self.host.spans(cycles, wait)])
         return cycles + wait, first
 
+    def _jobs(self, index: int) -> tuple[list, list]:
+        """The passes step ``index`` times, as ``(key, size, routed ops)``, and the keys of the
+        micro-batches in pipeline order. Without routed experts one pass per distinct size
+        stands for its micro-batches; with them each micro-batch routes its own rows."""
+        if self.router is None:
+            return [(s, s, None) for s in self.models], list(self.sizes)
+        q = self.models[self.first].graph.workload.step_tokens
+        bounds = np.cumsum([0, *self.sizes]) * q
+        spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+        counts = self.router.counts(index, int(bounds[-1]), spans)
+        distinct = (sum(counts) > 0).sum(axis=1)
+        self.fewest = distinct if self.fewest is None else np.minimum(self.fewest, distinct)
+        jobs = [(i, s, self.models[s].graph.routed_ops(c))
+                for i, (s, c) in enumerate(zip(self.sizes, counts, strict=True))]  # fmt: skip
+        return jobs, list(range(len(self.sizes)))
+
     def _machines(self, context: int, events: bool, index: int) -> tuple[int, PassTiming]:
         """The machines' own cycles of the step (the pipeline's interval) and the first
         micro-batch's timing."""
         stage_c, links, windows, first = {}, {}, {}, None
-        for size, model in self.models.items():
+        jobs, order = self._jobs(index)
+        for key, size, routed in jobs:
+            model = self.models[size]
             shape = StepShape(model.graph, context, model.group_key, index,
-                              self.layouts[size])  # fmt: skip
-            timing = model.time(shape, events and size == self.first)
-            stage_c[size], links[size] = timing.stage_cycles, timing.links
-            windows[size] = timing.link_windows
-            if size == self.first:
-                first = timing
+                              self.layouts[size], routed)  # fmt: skip
+            timing = model.time(shape, events and first is None)
+            stage_c[key], links[key] = timing.stage_cycles, timing.links
+            windows[key] = timing.link_windows
+            first = first or timing
         if first.links is None:
-            return int(pipeline_cycles(stage_c, self.sizes)), first
+            return int(pipeline_cycles(stage_c, order)), first
         if first.link_windows is None:
             windows = None
-        return self._schedule(stage_c, links, windows), first
+        return self._schedule(stage_c, links, windows, order), first
 
-    def _schedule(self, stage_c: dict, links: dict, windows: dict | None) -> int:
+    def _schedule(self, stage_c: dict, links: dict, windows: dict | None, order: list) -> int:
         """The simulated schedule's interval, kept per distinct set of stage and link cycles
         and link windows (most steps repeat the last one's: only attention changes with the
         context)."""
         key = tuple((s, tuple(stage_c[s]), tuple(links[s]), windows and windows[s])
                     for s in sorted(stage_c))  # fmt: skip
         if key != self._last_schedule[0]:
-            interval = pipeline_schedule(stage_c, links, self.sizes, windows_of=windows)
+            interval = pipeline_schedule(stage_c, links, order, windows_of=windows)
             self._last_schedule = (key, interval)
         return self._last_schedule[1]
 
@@ -120,6 +142,31 @@ class MicroBatchPasses:
         sizes = self.sizes
         return {"micro_batches": len(sizes), "micro_batch_size": sizes[0],
                 "micro_batch_sizes": sizes}  # fmt: skip
+
+
+def router_of(graph):
+    """The :class:`~pyaccel.routing.Router` of ``graph``'s run (``None`` without routed
+    experts)."""
+    if not graph.moe_layers:
+        return None
+    from ..routing import Router, parse
+
+    work = graph.workload
+    return Router(parse(work.router), graph.n_experts, graph.top_k, len(graph.moe_layers),
+                  work.seed)  # fmt: skip
+
+
+def fewest_experts_graph(graph, fewest) -> object:
+    """``graph`` with each MoE layer reading the weights of ``fewest[i]`` experts (the fewest
+    distinct experts any step of the run routed its batch to), for the lower bound; ``graph``
+    itself when ``fewest`` is ``None``."""
+    if fewest is None:
+        return graph
+    counts = np.zeros((len(graph.moe_layers), graph.n_experts), dtype=np.int64)
+    for i, d in enumerate(fewest):
+        counts[i, : int(d)] = 1
+    routed = graph.routed_ops(counts)
+    return replace(graph, ops=tuple(routed.get(op.name, op) for op in graph.ops))
 
 
 def step_cycles(engine, graph, system, placement, context: int) -> int:
@@ -150,6 +197,7 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
     step_notes = first_kept.notes if first_kept else {}
     out.arrays = dict(first_kept.arrays) if first_kept else {}
     out.meta = {**step_notes, **passes.models[passes.first].notes(), **passes.notes()}
+    out.fewest_experts = passes.fewest
     return out
 
 
@@ -172,12 +220,13 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
     # a verify step's tokens of one sequence are rows that enter one after another; the
     # sequence's step ends when its last row leaves
     q = work.step_tokens
-    finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q)
+    routes, fewest = _sequence_routes(graph, model)
+    finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q, routes)
     done = finish.reshape(work.tokens, work.batch, q).max(axis=2)
     prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), done[:-1]])
     gaps = (done - prev).sum(axis=1)
     steps = [int(-(-int(g) // work.batch)) for g in gaps]
-    out = Stepped(EventLog(), steps)
+    out = Stepped(EventLog(), steps, fewest_experts=fewest)
     for r, t in enumerate(order):  # span starts are already on the run's timeline
         _lay(out.log, t, 0, model.spans(StepShape(graph, work.context + t, model.group_key, t),
                                         starts[r]))  # fmt: skip
@@ -185,6 +234,21 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
     extras = model.extras(occ, steps[-1], work.rows)
     out.meta, out.arrays = dict(extras.notes), dict(extras.arrays)
     return out
+
+
+def _sequence_routes(graph, model) -> tuple:
+    """``(routes, fewest)``: the pipeline kernel's ``(ex_layer, picks)`` (each stage's MoE
+    layer or -1; the experts every row of every step picks) and, per MoE layer, the fewest
+    distinct experts a step's rows picked; ``(None, None)`` without routed experts."""
+    router = router_of(graph)
+    if router is None:
+        return None, None
+    from ..routing import counts_of
+
+    work = graph.workload
+    picks = np.stack([router.choices(t, work.rows) for t in range(work.tokens)])
+    distinct = [(counts_of(p, graph.n_experts) > 0).sum(axis=1) for p in picks]
+    return (model.expert_stages(), picks), np.min(distinct, axis=0)
 
 
 def _progress_all(progress: Callable | None, n: int) -> None:

@@ -63,7 +63,8 @@ ASSUMPTIONS = (
     "asic.kv_banks_per_layer: each die's KV SRAM banks are split evenly over its layers; a "
     "user's K/V of a layer is striped over all of that layer's banks",
     "asic.experts_parallel: routed experts are separate blocks; a token's top-k run in parallel "
-    "and two users' tokens never contend for one expert (MoE etch only)",
+    "and two users' tokens wait for each other only where their router picked the same expert "
+    "(MoE etch only)",
     "asic.roofline: the lower bound credits each GEMV block with serving the step's whole batch "
     "in one ROM pass (the shared roofline sums one compute resource per unit)",
     "asic.spanning_layers: a layer larger than one die is split over several (GEMVs by output "
@@ -282,14 +283,20 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
     return stages, attn
 
 
-def hardware_ids(stages) -> np.ndarray:
+def hardware_ids(stages, expert_layer=None, n_experts: int = 0) -> np.ndarray:
     """The hardware unit of every stage: its own block, except that every chip-link stage of
-    a die (its gathers and its hop to the next die) shares that die's one link."""
+    a die (its gathers and its hop to the next die) shares that die's one link, and a stage of
+    routed experts (``expert_layer[i] >= 0``) is ``n_experts`` blocks, the first one's id
+    given (the pipeline kernel takes ``id + e`` for expert ``e``)."""
     ids: dict = {}
-    out = []
+    out, n = [], 0
     for i, st in enumerate(stages):
         key = ("link", st.units[0]) if st.resource == "chip_link" else ("block", i)
-        out.append(ids.setdefault(key, len(ids)))
+        if key not in ids:
+            ids[key] = n
+            routed = expert_layer is not None and expert_layer[i] >= 0
+            n += n_experts if routed else 1
+        out.append(ids[key])
     return np.array(out, dtype=np.int64)
 
 
@@ -395,6 +402,16 @@ class AsicPipeline:
         self.attn = attn
         self.attn_of = {layer: (idx, dies, banks) for idx, layer, dies, banks in attn}
         self.cost = AsicCost(system.spec, graph)
+        moe = {layer: i for i, layer in enumerate(graph.moe_layers)}
+        self._experts = np.array(
+            [moe[st.layer] if st.kind.startswith("experts_") else -1 for st in self.stages],
+            dtype=np.int64,
+        )
+
+    def expert_stages(self) -> np.ndarray:
+        """Each stage's MoE layer index when it is a stage of routed-expert blocks (one per
+        expert, asic.experts_parallel), else -1."""
+        return self._experts
 
     def group_key(self, layer: int) -> tuple:
         """A layer's attention costs the same on as many dies with as many KV banks."""
@@ -419,7 +436,7 @@ class AsicPipeline:
 
     def hardware(self) -> np.ndarray:
         """Each block's hardware unit (chip-link stages of a die share its link)."""
-        return hardware_ids(self.stages)
+        return hardware_ids(self.stages, self._experts, self.graph.n_experts)
 
     def spans(self, step: StepShape, starts) -> list[Span]:
         """Every user's spans at ``step``; ``starts[u, s]``: stage ``s``'s start for user ``u``."""

@@ -380,6 +380,10 @@ class GpuPass:
         for i, k in enumerate(self.kernels):
             slot[i], seen[k.stage] = seen[k.stage], seen[k.stage] + 1
         self._attn_slot = {layer: slot[i] for layer, i in self.attn_at.items()}
+        # routed-expert kernels, re-costed each step for the experts its router drew
+        self.expert_at = {k.op: i for i, k in enumerate(self.kernels)
+                          if k.op in _expert_names(graph)}  # fmt: skip
+        self._slot = slot
 
     def group_key(self, layer: int) -> int:
         """A layer's attention costs the same on every rank of its stage."""
@@ -400,6 +404,14 @@ class GpuPass:
             for layer in g.layers if events else ():
                 i = self.attn_at[layer]
                 kernels[i] = replace(k, op=kernels[i].op, layer=layer)
+        for op in (step.routed or {}).values():
+            i = self.expert_at[op.name]
+            base, k = self.kernels[i], self.cost.kernel(op, self.kernels[i].stage)
+            stage_c[base.stage] += k.cycles - base.cycles
+            if self.host:
+                self._cycles[base.stage][self._slot[i]] = k.cycles
+            if events:
+                kernels[i] = k
         if self.host:  # the host's launches may hold the GPU back (gpu.eager_host)
             stage_c = [stage_end(c, self.host) for c in self._cycles]
         spans = _spans(kernels, self.tp, self.host) if events else ()
@@ -408,6 +420,11 @@ class GpuPass:
     def notes(self) -> dict:
         """The TP x PP layout."""
         return {"tp": self.tp, "pp": self.pp}
+
+
+def _expert_names(graph) -> set[str]:
+    """Names of the graph's routed-expert ops (their kernels are named after them)."""
+    return {op.name for op in graph.ops if op.expert}
 
 
 pass_model = GpuPass

@@ -183,12 +183,14 @@ class LpuSim:
         # so each stage keeps its fixed plans with a hole per attention op, and a step only
         # re-plans one attention op per group the driver gives and looks the stage's cycles up.
         self._fixed, self._holes, self._stage_memo = [], [], {}
+        self._expert_holes: list[tuple] = []  # routed-expert ops, re-planned for each step's
         self._tp_of: dict = {}
         for i, (chips, layers) in enumerate(self.stages):
             plans, ops = self.stage_plans(graph, i)
             holes = tuple((j, op.layer) for j, op in enumerate(ops) if op.kind == "attention")
             self._fixed.append(plans)
             self._holes.append(holes)
+            self._expert_holes.append(tuple((j, op.name) for j, op in enumerate(ops) if op.expert))
             self._tp_of.update(dict.fromkeys(layers, len(chips)))
         self._last_attn, self._last_cycles = None, ()
 
@@ -294,7 +296,7 @@ class LpuSim:
             tp = g.key[1]
             plan = attention_plan(g.op, self.graph.attention, tp)
             attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
-        key_all = tuple(attn.values())
+        key_all = (tuple(attn.values()), step.routed_key)
         if key_all == self._last_attn:
             return self._last_cycles
         group_of = {layer: g.key for g in step.groups() for layer in g.layers}
@@ -302,17 +304,26 @@ class LpuSim:
         for i, (chips, _) in enumerate(self.stages):
             tp = len(chips)
             plans = tuple(attn[group_of[layer]] for _, layer in self._holes[i])
-            key = (i, plans)
+            routed = tuple(self._plan(step.routed[name], tp)
+                           for _, name in self._expert_holes[i] if step.routed)  # fmt: skip
+            key = (i, plans, routed)
             hit = self._stage_memo.get(key)
             if hit is None:
                 full = list(self._fixed[i])
                 for (j, _), plan in zip(self._holes[i], plans, strict=True):
+                    full[j] = plan
+                for (j, _), plan in zip(self._expert_holes[i] if routed else (), routed,
+                                        strict=True):  # fmt: skip
                     full[j] = plan
                 sch = self.scheduled(tuple(full), tp)
                 hit = self._stage_memo[key] = (self._stage_total(i, sch), sch.link_windows())
             out.append(hit)
         self._last_attn, self._last_cycles = key_all, tuple(out)
         return self._last_cycles
+
+    def _plan(self, op, tp: int) -> tuple:
+        """The canonical plan of ``op`` on one chip of a ``tp``-wide group."""
+        return tuple(canonical(self.chip, tp, st) for st in op_plan(op, self.graph, tp))
 
     def stage_cycles(self, graph) -> tuple[list[int], list]:
         """Cycles of every stage (its program plus its outgoing hop) and the schedules."""
@@ -332,7 +343,7 @@ class LpuSim:
             own, links = self._crossings([total for total, _ in stages])
             return PassTiming(own, links=links, link_windows=_windows(links, stages))
         at = {layer: op for layer, op, _ in step.attention()}
-        ops = tuple(at.get(op.layer, op) if op.kind == "attention" else op
+        ops = tuple(at.get(op.layer, op) if op.kind == "attention" else step.op(op)
                     for op in self.graph.ops)  # fmt: skip
         stage_c, scheds = self.stage_cycles(replace(self.graph, ops=ops, context=step.context))
         spans, sent, links = _spans(self, scheds, stage_c)

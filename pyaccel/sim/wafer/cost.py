@@ -289,7 +289,7 @@ class RegionCoster(PeTiles):
             key = ("attention", op.m, op.n, _ceil(op.k, w), w, h, axis)
         else:
             key = (op.kind, op.op_class, op.split, op.m, op.n, op.k, op.flops, op.weight_bytes,
-                   op.act_bytes, w, h, axis)  # fmt: skip
+                   op.act_bytes, op.hot_rows, w, h, axis)  # fmt: skip
         hit = self._memo.get(key)
         if hit is None:
             cost, after = self._cost(op, w, h, axis)
@@ -325,8 +325,9 @@ class RegionCoster(PeTiles):
         return cost
 
     def _experts_gemv(self, op, lens, axis) -> OpCost:
-        """A routed-expert matmul: the step's active experts (the graph's expected distinct
-        count) run at once, each on its own sub-region with the tokens routed to it; the
+        """A routed-expert matmul: the step's active experts run at once, each on its own
+        sub-region with the tokens routed to it, the busiest one's (``hot_rows``) setting the
+        time (the graph's own op: its expected distinct count, tokens spread evenly); the
         gate/up projection first multicasts the input to sub-regions narrower than the region,
         the down projection is followed by the top-k combine (an all-reduce along B of the
         region, where the experts' bands lie)."""
@@ -335,7 +336,7 @@ class RegionCoster(PeTiles):
         red, out = (sw, sh)[axis], (sw, sh)[1 - axis]
         one = op.resident_weight_bytes / max(1, cfg.n_experts)
         active = max(1.0, op.weight_bytes / max(1e-9, one))
-        m_e = max(1, math.ceil(op.m / active))  # tokens per active expert
+        m_e = op.hot_rows or max(1, math.ceil(op.m / active))  # tokens of the busiest expert
         k_pe, n_pe = _ceil(op.k, red), _ceil(op.n, out)
         fmacs = m_e * k_pe * n_pe
         wbytes = math.ceil(one * k_pe * n_pe / max(1, op.n * op.k)) * m_e
@@ -372,7 +373,7 @@ class RegionCoster(PeTiles):
             sw, sh, _ = self.expert_regions(*lens)
             n = (sw, sh)[axis]
             active = min(self.graph.n_experts, max(1, op.m))
-            m = max(1, math.ceil(op.m / active))
+            m = op.hot_rows or max(1, math.ceil(op.m / active))
         w_pe = _ceil(op.n, n)
         reads = max(1, op.act_bytes // max(1, ACT_BYTES * op.m * op.n) - 1)
         flops_per = op.flops // max(1, op.m * op.n)  # per element (op.m tokens in the graph)

@@ -167,6 +167,7 @@ class WaferPass:
 
     def _build(self):
         graph, entries, attn = self.graph, [], {}
+        self.expert_at = {}
         keys = graph.layer_keys
         entries += self._host_io(keys[0])
         entries += self._handoff(keys[-1], keys[0], loopback=True)
@@ -176,6 +177,8 @@ class WaferPass:
                 cost, new_axis = self.coster.op_cost(op, reg.w, reg.h, axis)
                 if op.kind == "attention":
                     attn[op.layer] = (len(entries), axis)
+                if op.expert:  # re-costed each step for the experts its router drew
+                    self.expert_at[op.name] = (len(entries), axis)
                 entries.append(
                     Entry(
                         op.layer,
@@ -262,6 +265,11 @@ class WaferPass:
             for layer in g.layers:
                 idx = self.attention_at[layer][0]
                 out[idx] = replace(out[idx], cost=cost, n_bytes=g.op.mem_bytes, flops=g.op.flops)
+        for op in (step.routed or {}).values():
+            idx, axis = self.expert_at[op.name]
+            reg = out[idx].region
+            cost, _ = self.coster.op_cost(op, reg.w, reg.h, axis)
+            out[idx] = replace(out[idx], cost=cost, n_bytes=op.mem_bytes)
         return out
 
     def stage_cycles(self, entries: list[Entry]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -282,8 +290,9 @@ class WaferPass:
     def time(self, step: StepShape, events: bool) -> PassTiming:
         """Stage cycles at ``step``; spans, heatmaps and transfer counts when ``events``.
         Attention costs change only when some region's tokens per PE do
-        (``ceil((context + 1) / width)``), so other steps reuse the last stage cycles."""
-        key = tuple(-(-(step.context + 1) // w) for w in self.widths)
+        (``ceil((context + 1) / width)``), so other steps reuse the last stage cycles (unless
+        their routed experts differ)."""
+        key = (tuple(-(-(step.context + 1) // w) for w in self.widths), step.routed_key)
         if not events and key == self._last[0]:
             return PassTiming(self._last[1], links=self._last[2])
         entries = self.at_step(step)
