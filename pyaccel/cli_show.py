@@ -253,16 +253,21 @@ def _print_place(plc) -> None:
     cap = rows[0]["capacity_bytes"]
     t = Table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "
                       f"{plc.unit_noun}")  # fmt: skip
-    for col in ("unit", "layers", "weights", "kv", "buffers", "reserved", "used"):
+    experts = experts_by_unit(plc)
+    cols = ("unit", "layers", *(("experts",) if experts else ()), "weights", "kv", "buffers",
+            "reserved", "used")  # fmt: skip
+    for col in cols:
         # wrap at spaces; a layer span folds; headers keep their width (never "…")
         t.add_column(col, overflow="fold", min_width=None if col == "layers" else len(col))
     for row in rows:
         layers = row["layers"]
         span = f"{layers[0]}..{layers[-1]} ({len(layers)})" if layers else "-"
         used = row["used_bytes"]
+        held = (experts.get(row["unit"], "-"),) if experts else ()
         t.add_row(
             str(row["unit"]),
             span,
+            *held,
             fmt_bytes(row["weight_bytes"]),
             fmt_bytes(row["kv_bytes"]),
             fmt_bytes(row["buffer_bytes"]),
@@ -270,6 +275,35 @@ def _print_place(plc) -> None:
             f"{fmt_bytes(used)} ({used / cap:.0%})",
         )
     out.print(t)
+
+
+def experts_by_unit(plc) -> dict[int, str]:
+    """The routed experts each unit holds with expert parallelism, as id ranges (``0-31``),
+    with the MoE layers they are of when a unit's experts differ between layers; empty when
+    no layer spreads its experts."""
+    held: dict[int, dict[tuple, list]] = {}
+    for s in plc.layers:
+        for unit in set(s.expert_units):
+            ids = tuple(e for e, u in enumerate(s.expert_units) if u == unit)
+            held.setdefault(unit, {}).setdefault(ids, []).append(s.layer)
+    out = {}
+    for unit, by_ids in held.items():
+        parts = [_ranges(ids) + (f" (L{layers[0]}..{layers[-1]})" if len(by_ids) > 1 else "")
+                 for ids, layers in by_ids.items()]  # fmt: skip
+        out[unit] = "; ".join(parts)
+    return out
+
+
+def _ranges(ids: tuple[int, ...]) -> str:
+    """``0-3, 7``: consecutive ids as ranges."""
+    out, start = [], None
+    for i, e in enumerate(ids):
+        if start is None:
+            start = e
+        if i + 1 == len(ids) or ids[i + 1] != e + 1:
+            out.append(f"{start}-{e}" if e > start else f"{e}")
+            start = None
+    return ", ".join(out)
 
 
 def _rate(tokens_per_s: float) -> str:
@@ -281,6 +315,8 @@ def layout_text(layout: dict) -> str:
     """A placement's layout in a few characters for a table: ``TxP`` (GPU, LPU: tensor-parallel
     width x pipeline stages), ``STRATEGY`` (wafers: their placement strategy), ``etched`` or
     ``as built`` (ASIC dies designed for this model, or the preset's)."""
+    if layout.get("ep") and "pp" in layout:
+        return f"EP{layout['ep']}x{layout['pp']}"
     if "tp" in layout and "pp" in layout:
         return f"{layout['tp']}x{layout['pp']}"
     if "strategy" in layout:

@@ -127,8 +127,8 @@ def emulate(
         lower_bound_cycles=np.array(bounds, dtype=np.int64),
         step_context=np.arange(work.context, work.context + work.tokens, dtype=np.int64),
         tokens_per_step=work.batch,
-        assumptions=[*graph.assumptions, *routing_notes(graph), *engine.ASSUMPTIONS,
-                     *system.spec.assumption_list()],  # fmt: skip
+        assumptions=_assumptions(graph, engine, system),
+        # fmt: skip
         left_out=list(graph.left_out),
         resource_classes=engine.RESOURCES,
         meta={**run.meta, "placement_reason": placement.reason},
@@ -139,6 +139,13 @@ def emulate(
     if functional:
         trace.functional = _functional(model_or_graph, graph, system, placement)
     return trace
+
+
+def _assumptions(graph, engine, system: System) -> list[str]:
+    """The named assumptions a run rests on: the graph's, the router's, the engine's and the
+    system's."""
+    return [*graph.assumptions, *routing_notes(graph), *engine.ASSUMPTIONS,
+            *system.spec.assumption_list()]  # fmt: skip
 
 
 def routing_notes(graph) -> list[str]:

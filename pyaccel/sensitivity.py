@@ -214,6 +214,8 @@ def choice_alternatives(
         if progress is not None:
             progress(i, len(spec.assumptions))
         choices = meta[name].get("choices") or ()
+        if meta[name].get("moe_only") and not base.model.is_moe:
+            choices = ()
         value = getattr(spec.params, name)
         for choice in (c for c in choices if c != value):
             step, used, error = None, n_units, ""

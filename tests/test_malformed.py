@@ -1219,7 +1219,7 @@ def test_fuzz_quantization_config(tmp_path_factory, key, value, method):
 @pytest.mark.parametrize(
     "edit, needles",
     [
-        ({"format_version": 3}, ["format_version", "3"]),
+        ({"format_version": 4}, ["format_version", "4"]),
         ({"format_version": "2"}, ["format_version"]),
         ({"sets": {"nope": 1}}, ["nope", "no such parameter"]),
         ({"sets": {"clock_hz": None}}, ["clock_hz", "number"]),

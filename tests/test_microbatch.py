@@ -47,7 +47,8 @@ def test_b200_deepseek_v3_batch_16_no_op_below_its_bound(weights, units):
     # fp8 on 5 B200s is the 5 stages (16 = 4+3+3+3+3); bf16 on 9 is 9 stages
     # (16 = 7 x 2 + 2 x 1); on 8, the layout --units auto picks, one stage of TP 8
     work = pa.Workload(batch=16, tokens=2, weights=weights)
-    r = run("deepseek-v3", "b200", units=units, workload=work)
+    # experts split with TP: the stages under test (expert parallelism: test_expert_parallel)
+    r = run("deepseek-v3", "b200", units=units, workload=work, sets=["expert_layout=tp"])
     meta = r.trace.meta
     assert sum(meta["micro_batch_sizes"]) == 16
     assert meta["micro_batches"] == len(meta["micro_batch_sizes"]) == meta["pp"]

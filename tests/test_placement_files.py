@@ -70,7 +70,7 @@ def written() -> dict:
 @pytest.mark.parametrize("label", list(KINDS))
 def test_place_json_checks_and_checks_the_same(tmp_path, written, label):
     doc = written[label]
-    assert doc["format_version"] == 2
+    assert doc["format_version"] == 3
     for key in ("system", "model", "units", "per_unit", "layers", "system_source", "sets"):
         assert key in doc
     row_keys = {"unit", "layers", "weight_bytes", "kv_bytes", "buffer_bytes", "capacity_bytes"}
@@ -171,7 +171,7 @@ def test_capacity_recomputed_for_a_python_placement_given_the_system():
         fake.check(system=pa.load_system("h100"))
 
 
-@pytest.mark.parametrize("version", [0, 3, "2", None, True])
+@pytest.mark.parametrize("version", [0, 4, "2", None, True])
 def test_unknown_format_version_is_refused(tmp_path, written, version):
     doc = dict(written["h100"], format_version=version)
     path = write(tmp_path, doc)

@@ -28,10 +28,11 @@ def _i(doc: str, minimum: int = 0, strict: bool = True, informational: bool = Fa
     return field(metadata={**meta, "informational": informational})
 
 
-def _s(doc: str, choices: tuple[str, ...] = ()) -> Any:
+def _s(doc: str, choices: tuple[str, ...] = (), moe_only: bool = False) -> Any:
     """A text parameter (e.g. the model an ASIC was etched with); ``choices``, when given, are
-    the only values the loader accepts."""
-    return field(metadata={"doc": doc, "text": True, "choices": choices})
+    the only values the loader accepts; ``moe_only``: it changes nothing for a model without
+    routed experts (``report --sensitivity`` re-emulates its other choices only with them)."""
+    return field(metadata={"doc": doc, "text": True, "choices": choices, "moe_only": moe_only})
 
 
 def relation(

@@ -8,6 +8,7 @@ from .fields import _f, _i, _s, at_most
 
 LAUNCH_MODES = ("graph", "eager")
 HOST_OVERLAP = ("overlap", "serial")
+EXPERT_LAYOUTS = ("auto", "tp", "ep")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,13 @@ class GpuParams:
         "whether the host prepares step t+1 while the GPUs run step t (overlap: the serving "
         "engines' async / overlap scheduler) or after it (serial)",
         choices=HOST_OVERLAP,
+    )
+    expert_layout: str = _s(
+        "how a model's routed experts are laid out over a stage's GPUs: tp (each expert split "
+        "over the tensor-parallel ranks), ep (attention data-parallel, experts whole on GPUs, "
+        "tokens moved to them and back by all-to-all) or auto (time both, keep the faster)",
+        choices=EXPERT_LAYOUTS,
+        moe_only=True,
     )
     nvlink_bytes_per_s: float = _f("NVLink bandwidth per GPU per direction (bytes/s)")
     nvlink_effective_bytes_per_s: float = _f(

@@ -7,6 +7,8 @@ every parameter that differs from that preset or file) and ``etch``; loading rea
 capacities, levels and runtime reserve it prints (top level and ``per_unit``) are for reading:
 loading recomputes them from the system, never from the file. Files of the unversioned format that
 pyaccel wrote before (version 1: ``n_units``, the system as a preset name) still load.
+Version 3 adds, per layer with expert parallelism, ``expert_units`` (the unit of each routed
+expert); version 2 files, which have none, still load.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from ..errors import ConfigError
 from .kinds import as_dict, capacity_of, kind_module
 from .slot import MAX_UNITS, LayerSlot, is_count
 
-FORMAT_VERSION = 2
-READS = (1, 2)
+FORMAT_VERSION = 3
+READS = (1, 2, 3)
 PRESET_PREFIX = "preset "  # HardwareSpec.origin of a preset (hw.io.load_spec)
 # what sizes a placement's resident bytes, in the order the file writes them
 WORKLOAD_FIELDS = ("batch", "context", "tokens", "weights", "expert_weights", "kv")
@@ -106,7 +108,7 @@ def per_unit(plc) -> list[dict]:
 
 
 def record(plc) -> dict:
-    """The placement as a format-version-2 document (JSON types only)."""
+    """The placement as a format-version-3 document (JSON types only)."""
     source, sets, etch = _provenance(plc)
     return {
         "format_version": FORMAT_VERSION,
@@ -134,6 +136,7 @@ def record(plc) -> dict:
                 "need_weight_bytes": s.need_weight_bytes,
                 "need_kv_bytes": s.need_kv_bytes,
                 "region": as_dict(s.region),
+                **({"expert_units": list(s.expert_units)} if s.expert_units else {}),
             }
             for s in plc.layers
         ],
@@ -231,6 +234,7 @@ def _slots(layers) -> tuple[tuple[LayerSlot, ...], list]:
             buffer_bytes=tuple(s["buffer_bytes"]),
             need_weight_bytes=s["need_weight_bytes"],
             need_kv_bytes=s["need_kv_bytes"],
+            expert_units=tuple(s.get("expert_units", ())),
         )
         for s in layers
     )

@@ -13,9 +13,12 @@ stages beyond one node). ``--units N`` takes the widest TP that divides N and fi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import CapacityError, PlacementError
 from ..hw.spec import HardwareSpec
 from ..units import fmt_bytes
+from . import gpu_ep
 from .common import (
     contiguous_partition,
     kv_capacity_message,
@@ -24,7 +27,7 @@ from .common import (
     shrink_hint,
     split_even,
 )
-from .kinds.gpu import GpuLayout, GpuRegion, unit_capacity
+from .kinds.gpu import GpuLayout, GpuRegion
 from .placement import LayerSlot, Placement
 
 MAX_UNITS = 4096
@@ -85,20 +88,8 @@ def build(graph, spec: HardwareSpec, tp: int, pp: int, reason: str = "") -> Plac
         _slot(graph, k, [s * tp + r for r in range(tp)], s, mla)
         for k, s in zip(keys, stages, strict=True)
     )
-    cap, level_of, reserved = unit_capacity(spec)
-    return Placement(
-        system=spec.name,
-        kind="gpu",
-        model=graph.model_name,
-        n_units=tp * pp,
-        capacity_bytes=cap,
-        level_of=level_of,
-        reserved_bytes=reserved,
-        layers=slots,
-        layout=GpuLayout(tp=tp, pp=pp, stages=max(stages) + 1),
-        workload=graph.workload,
-        reason=reason,
-    )
+    layout = GpuLayout(tp=tp, pp=pp, stages=max(stages) + 1)
+    return gpu_ep.gpu_placement(graph, spec, slots, layout, reason)
 
 
 def _fits(plc: Placement) -> bool:
@@ -247,8 +238,6 @@ def place_units(graph, system, units: int) -> Placement:
 
 def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
     """How many users or tokens fit on ``units`` GPUs when only the KV cache is too big."""
-    from dataclasses import replace
-
     work = graph.workload
 
     def fits(batch: int, max_len: int) -> bool:
@@ -257,3 +246,69 @@ def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
         return best_for(graph.with_workload(trial, 0), spec, units) is not None
 
     return kv_capacity_message(fits, work.batch, work.max_len)
+
+
+# ---- expert layouts: the speed search (pyaccel.placing) times each that fits ----
+
+
+def layouts_auto(graph, system) -> list[Placement]:
+    """The layouts ``--units auto`` times: the TP x PP layout on the fewest GPUs that fit and,
+    for a model with routed experts, the EP layout on as many GPUs where it fits
+    (``expert_layout``: ``auto`` both, ``tp`` or ``ep`` one)."""
+    return _with_experts(graph, system, place_auto(graph, system))
+
+
+def layouts_units(graph, system, units: int) -> list[Placement]:
+    """The layouts timed on exactly ``units`` GPUs (as :func:`layouts_auto`)."""
+    try:
+        plc = place_units(graph, system, units)
+    except PlacementError:
+        ep = _ep(graph, system, units, f"--units {units}")
+        if ep is None or system.spec.params.expert_layout == "tp":
+            raise
+        return [ep]
+    return _with_experts(graph, system, plc)
+
+
+def _with_experts(graph, system, plc: Placement) -> list[Placement]:
+    mode = system.spec.params.expert_layout
+    if mode == "tp" or not graph.moe_layers:
+        return [plc]
+    ep = _ep(graph, system, plc.n_units, plc.reason)
+    if mode == "ep":
+        if ep is None:
+            raise PlacementError(
+                f"expert_layout = ep: no expert-parallel layout of {plc.n_units} "
+                f"{system.spec.name} GPUs holds {graph.model_name} (attention and dense weights "
+                f"are copied to every GPU of a stage); --set expert_layout=auto or tp"
+            )
+        return [ep]
+    return [plc, ep] if ep is not None else [plc]
+
+
+def _ep(graph, system, units: int, reason: str) -> Placement | None:
+    plc = gpu_ep.best_for(graph, system.spec, units)
+    if plc is None:
+        return None
+    each = graph.n_experts // plc.layout.ep
+    why = (f"{reason}; as expert parallel: {label(plc)} (attention data-parallel, each GPU "
+           f"holding {each}+ whole experts of every MoE layer)")  # fmt: skip
+    return replace(plc, reason=why)
+
+
+def label(plc: Placement) -> str:
+    """A layout's short name for the placement reason."""
+    lay = plc.layout
+    head = f"EP {lay.ep}" if lay.ep else f"TP {lay.tp}"
+    return f"{head} x PP {lay.pp}"
+
+
+def with_reason(graph, system, plc: Placement, tried) -> Placement:
+    """``plc`` with why it was kept: its unit count's reason and, when experts could be laid
+    out both ways, each layout's cycles for one step."""
+    if len(tried) <= 1:
+        return plc
+    opts = "; ".join(f"{lab}: {c:,} cycles" for lab, c in tried)
+    why = (f"{plc.reason}; routed experts split with TP or whole on GPUs with attention "
+           f"data-parallel (EP), one step each: {opts}; kept {label(plc)}")  # fmt: skip
+    return replace(plc, reason=why)

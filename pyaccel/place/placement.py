@@ -265,6 +265,10 @@ def _check_structure(plc: Placement, where: str = "placement") -> None:
                     f"{where}: layer {s.layer!r} field '{name}' needs one "
                     f"non-negative integer per unit ({len(s.units)})"
                 )
+        stray = [u for u in s.expert_units if not is_count(u) or u not in s.units]
+        if stray:
+            raise ConfigError(f"{where}: layer {s.layer!r} puts an expert on unit {stray[0]!r}, "
+                              f"which is not one of its units {list(s.units)}")  # fmt: skip
 
 
 def _check_record(record, which: str, kind: str, what: str) -> None:
@@ -290,7 +294,13 @@ def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
             f"placement does not match model {graph.model_name}: missing layers "
             f"{missing[:5]}, unknown layers {extra[:5]}"
         )
+    moe = set(graph.moe_layers)
     for s in plc.layers:
+        if s.expert_units and (s.layer not in moe or len(s.expert_units) != graph.n_experts):
+            raise PlacementError(
+                f"layer {s.layer!r}: expert_units lists {len(s.expert_units)} experts; the "
+                f"layer has {graph.n_experts if s.layer in moe else 0} routed experts"
+            )
         need_w, need_kv = graph.resident_bytes(s.layer)
         if exact and (s.need_weight_bytes, s.need_kv_bytes) != (need_w, need_kv):
             raise PlacementError(

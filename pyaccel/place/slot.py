@@ -17,6 +17,9 @@ class LayerSlot:
 
     ``need_weight_bytes``/``need_kv_bytes`` are the layer's own resident bytes as the graph counts
     them (once); per-unit bytes may add up to more where a part is replicated on every unit.
+    ``expert_units``: with expert parallelism, the unit holding each routed expert of the layer
+    (expert ``e`` on ``expert_units[e]``, one of ``units``); empty where the layer's experts
+    are split like its other weights.
     """
 
     layer: int | str
@@ -27,6 +30,7 @@ class LayerSlot:
     need_weight_bytes: int
     need_kv_bytes: int
     region: Record | None = None
+    expert_units: tuple[int, ...] = ()
 
 
 # far above any placer's largest layout (4,096 GPUs, 256 wafers, 8 chips per layer key)

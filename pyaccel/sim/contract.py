@@ -18,7 +18,10 @@ An engine is the package ``pyaccel.sim.<kind>`` and provides
 
 Optionally (``MICRO_BATCHES`` engines), ``host_step(system, placement) -> HostStep | None``:
 the host's own work every step (scheduling, input preparation, output processing), which the
-driver adds to a step where the machines wait for it (:meth:`HostStep.exposed`).
+driver adds to a step where the machines wait for it (:meth:`HostStep.exposed`); and
+``data_parallel(placement) -> int``: ranks of a stage that split a micro-batch's sequences
+between them (attention data-parallel), whose pass models then get the graph of the busiest
+rank's share while routing still covers the whole micro-batch's rows.
 
 Engines never build graphs, loop over steps, split batches or group attention layers: the
 driver gives them a :class:`StepShape` whose attention ops are already grouped.
@@ -169,7 +172,8 @@ class StepShape:
     cost the same (the engine names its key for a layer: ``group_key``; ``layout`` is the
     grouping when the driver has it already). ``routed``: this step's routed-expert ops by name
     (the experts its router drew, :meth:`~pyaccel.model.graph.DecodeGraph.routed_ops`), which
-    replace the graph's own; ``None`` for a model without routed experts."""
+    replace the graph's own, and ``picks`` the expert ids ``[rows, moe_layers, top_k]`` each of
+    the pass's token rows picked; ``None`` for a model without routed experts."""
 
     graph: Any
     context: int
@@ -177,6 +181,7 @@ class StepShape:
     index: int = 0  # the step's place in the run (0 = first)
     layout: tuple | None = None
     routed: dict | None = None
+    picks: Any = None
     _groups: list | None = field(default=None, init=False, repr=False)
 
     def op(self, op):

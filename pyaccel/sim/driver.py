@@ -53,13 +53,17 @@ def run_steps(engine, graph, system, placement, kept: frozenset[int], progress=N
     raise ValueError(f"unknown pipeline discipline {engine.PIPELINE!r}")
 
 
-def micro_graphs(graph, sizes) -> dict:
-    """The graph of each micro-batch size (the run's own graph for the full batch)."""
+def micro_graphs(graph, sizes, data_parallel: int = 1) -> dict:
+    """The graph of each micro-batch size (the run's own graph for the full batch); with
+    ``data_parallel`` ranks sharing a micro-batch's sequences, the graph of the busiest rank's
+    share (``ceil(size / data_parallel)`` sequences)."""
     work = graph.workload
-    return {
-        s: graph if s == work.batch else graph.with_workload(replace(work, batch=s), graph.context)
-        for s in sorted(set(sizes), reverse=True)
-    }
+    out = {}
+    for s in sorted(set(sizes), reverse=True):
+        b = -(-s // data_parallel)
+        out[s] = graph if b == work.batch else graph.with_workload(replace(work, batch=b),
+                                                                   graph.context)  # fmt: skip
+    return out
 
 
 class MicroBatchPasses:
@@ -67,9 +71,11 @@ class MicroBatchPasses:
 
     def __init__(self, engine, graph, system, placement):
         self.sizes = micro_batch_sizes(graph.workload.batch, engine.n_stages(placement))
+        share = getattr(engine, "data_parallel", None)  # ranks a micro-batch's sequences split over
+        dp = share(placement) if share else 1
         self.models = {
             s: engine.pass_model(g, system, placement)
-            for s, g in micro_graphs(graph, self.sizes).items()
+            for s, g in micro_graphs(graph, self.sizes, dp).items()
         }
         self.layouts = {s: attention_layout(m.graph, m.group_key) for s, m in self.models.items()}
         self.first = self.sizes[0]  # events lay out the first (largest) micro-batch's pass
@@ -92,19 +98,23 @@ class MicroBatchPasses:
         return cycles + wait, first
 
     def _jobs(self, index: int) -> tuple[list, list]:
-        """The passes step ``index`` times, as ``(key, size, routed ops)``, and the keys of the
-        micro-batches in pipeline order. Without routed experts one pass per distinct size
-        stands for its micro-batches; with them each micro-batch routes its own rows."""
+        """The passes step ``index`` times, as ``(key, size, routed ops, picks)``, and the keys
+        of the micro-batches in pipeline order. Without routed experts one pass per distinct
+        size stands for its micro-batches; with them each micro-batch routes its own rows."""
         if self.router is None:
-            return [(s, s, None) for s in self.models], list(self.sizes)
-        q = self.models[self.first].graph.workload.step_tokens
+            return [(s, s, None, None) for s in self.models], list(self.sizes)
+        q = self.models[self.first].graph.workload.step_tokens  # rows a sequence
         bounds = np.cumsum([0, *self.sizes]) * q
         spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
-        counts = self.router.counts(index, int(bounds[-1]), spans)
-        distinct = (sum(counts) > 0).sum(axis=1)
+        from ..routing import counts_of
+
+        picks = self.router.choices(index, int(bounds[-1]))
+        distinct = (counts_of(picks, self.router.n_experts) > 0).sum(axis=1)
         self.fewest = distinct if self.fewest is None else np.minimum(self.fewest, distinct)
-        jobs = [(i, s, self.models[s].graph.routed_ops(c))
-                for i, (s, c) in enumerate(zip(self.sizes, counts, strict=True))]  # fmt: skip
+        jobs = [(i, s, self.models[s].graph.routed_ops(counts_of(picks[lo:hi],
+                                                                 self.router.n_experts)),
+                 picks[lo:hi])
+                for i, (s, (lo, hi)) in enumerate(zip(self.sizes, spans, strict=True))]  # fmt: skip
         return jobs, list(range(len(self.sizes)))
 
     def _machines(self, context: int, events: bool, index: int) -> tuple[int, PassTiming]:
@@ -112,10 +122,10 @@ class MicroBatchPasses:
         micro-batch's timing."""
         stage_c, links, windows, first = {}, {}, {}, None
         jobs, order = self._jobs(index)
-        for key, size, routed in jobs:
+        for key, size, routed, picks in jobs:
             model = self.models[size]
             shape = StepShape(model.graph, context, model.group_key, index,
-                              self.layouts[size], routed)  # fmt: skip
+                              self.layouts[size], routed, picks)  # fmt: skip
             timing = model.time(shape, events and first is None)
             stage_c[key], links[key] = timing.stage_cycles, timing.links
             windows[key] = timing.link_windows

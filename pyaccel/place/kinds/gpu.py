@@ -20,11 +20,18 @@ class GpuRegion(Record):
 @dataclass(frozen=True)
 class GpuLayout(Record):
     """A GPU placement's ``tp`` ranks (inside one node) x ``pp`` stages, and the ``stages``
-    holding layers."""
+    holding layers; with expert parallelism, ``ep`` GPUs a stage run attention data-parallel
+    (``tp`` 1) and hold the routed experts whole (:mod:`pyaccel.place.gpu_ep`)."""
 
     tp: int | None = jfield(is_int, "a GPU count (integer)")
     pp: int | None = jfield(is_int, "a stage count (integer)")
     stages: int | None = jfield(is_int, "a stage count (integer)")
+    ep: int | None = jfield(is_int, "a GPU count (integer)")
+
+    @property
+    def width(self) -> int:
+        """GPUs a stage: its EP ranks, else its TP ranks."""
+        return self.ep or self.tp or 1
 
 
 REGION, LAYOUT = GpuRegion, GpuLayout

@@ -21,6 +21,7 @@ import numpy as np
 from ...model.ops import ACT_BYTES
 from ...units import cycles, largest_share
 from ..contract import MICRO_BATCHES, BoundRates, HostStep, PassTiming, Span, StepShape
+from . import expert_parallel as ep
 
 RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 # ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
@@ -44,6 +45,12 @@ WHAT_IF = {
     "host": (("host_launch_s", "step_host_s"), 0.5),
 }
 ASSUMPTIONS = (
+    "gpu.expert_parallel: experts laid out expert-parallel (expert_layout=ep): each GPU of a "
+    "stage runs attention for its own "
+    "sequences and its own experts for the (token, expert) pairs routed to them; a MoE layer "
+    "takes the slowest GPU's expert kernels plus a dispatch and a combine all-to-all, each a "
+    "launch, NVLink's small-message latency and the bytes of the GPU that sends or receives "
+    "the most at NCCL's effective rate (one copy of a token per destination GPU, as DeepEP)",
     "gpu.fusion: residual adds are fused into the next RMSNorm (vLLM fused_add_rms_norm); every "
     "other graph op is one kernel",
     "gpu.weights_from_hbm: weights and KV cache stream from HBM every step; activations stay in "
@@ -192,6 +199,19 @@ class GpuCost:
             return self.rates["kv"]
         return 0.0  # vector ops: memory-bound (gpu.vector_ops_memory_bound)
 
+    def all_to_all(self, kind: str, layer, stage: int, n_bytes: int) -> Kernel:
+        """An expert-parallel dispatch or combine (``kind``) whose busiest GPU sends or
+        receives ``n_bytes`` over NVLink: a launch, the small-message latency, the bytes at
+        NCCL's effective rate (gpu.expert_parallel)."""
+        p = self.p
+        body = cycles(n_bytes / p.nvlink_effective_bytes_per_s, self.clock)
+        return Kernel(f"L{layer}.{kind}", kind, layer, stage, "nvlink", self.launch,
+                      cycles(p.nvlink_latency_s, self.clock), body, n_bytes, 0)  # fmt: skip
+
+    def empty(self, kind: str, layer, stage: int) -> Kernel:
+        """A kernel slot a step fills in (no cycles until then)."""
+        return Kernel(f"L{layer}.{kind}", kind, layer, stage, "nvlink", 0, 0, 0, 0, 0)
+
     def collective(self, kind: str, layer, stage: int, n_bytes: int, name: str,
                    op_kind: str | None = None) -> Kernel:  # fmt: skip
         """A collective over the stage's TP ranks via NVLink: a launch, the fixed small-message
@@ -270,6 +290,12 @@ PIPELINE = MICRO_BATCHES
 def n_stages(placement) -> int:
     """Pipeline stages a batch is split over: the placement's PP width."""
     return placement.layout.pp
+
+
+def data_parallel(placement) -> int:
+    """GPUs of a stage that split a micro-batch's sequences: its EP width (attention
+    data-parallel), else 1."""
+    return placement.layout.ep or 1
 
 
 def rates(spec, work) -> BoundRates:
@@ -359,15 +385,21 @@ class GpuPass:
     layout; a step re-costs one attention kernel per attention group the driver gives."""
 
     def __init__(self, graph, system, placement):
+        lay = placement.layout
+        self.tp, self.pp, self.width = lay.tp, lay.pp, lay.width
+        self.ep_plan = None
+        if lay.ep:  # attention data-parallel: graph is the busiest GPU's share (data_parallel)
+            self.ep_plan = ep.EpPlan(graph, placement, lay.ep)
         work = graph.workload
         self.graph = graph
-        self.tp, self.pp = placement.layout.tp, placement.layout.pp
         self.stage_of = {s.layer: s.region.stage for s in placement.layers}
         self.cost = GpuCost(system.spec, self.tp, work.weights_format.compute,
                             work.expert_weights_format.compute, work.kv_format.compute,
                             graph.attention.latent)  # fmt: skip
         gpus_per_node = int(system.spec.params.gpus_per_node)
         self.kernels = _kernels_for(graph, self.cost, self.stage_of, gpus_per_node)
+        if self.ep_plan:
+            self.kernels = ep.with_all_to_all(self.kernels, self.cost.empty)
         self.attn_at = {k.layer: i for i, k in enumerate(self.kernels) if k.kind == "attention"}
         fixed = [k for k in self.kernels if k.kind != "attention"]
         self.base_c = _stage_cycles(fixed, self.pp)
@@ -384,6 +416,9 @@ class GpuPass:
         self.expert_at = {k.op: i for i, k in enumerate(self.kernels)
                           if k.op in _expert_names(graph)}  # fmt: skip
         self._slot = slot
+        self._ep_at = {layer: [i for i, k in enumerate(self.kernels) if k.layer == layer
+                               and (k.kind in ep.EXPERT_KINDS or k.kind in ep.A2A_KINDS)]
+                       for layer in graph.moe_layers} if self.ep_plan else {}  # fmt: skip
 
     def group_key(self, layer: int) -> int:
         """A layer's attention costs the same on every rank of its stage."""
@@ -404,9 +439,8 @@ class GpuPass:
             for layer in g.layers if events else ():
                 i = self.attn_at[layer]
                 kernels[i] = replace(k, op=kernels[i].op, layer=layer)
-        for op in (step.routed or {}).values():
-            i = self.expert_at[op.name]
-            base, k = self.kernels[i], self.cost.kernel(op, self.kernels[i].stage)
+        for i, k in self._routed_kernels(step):
+            base = self.kernels[i]
             stage_c[base.stage] += k.cycles - base.cycles
             if self.host:
                 self._cycles[base.stage][self._slot[i]] = k.cycles
@@ -414,12 +448,30 @@ class GpuPass:
                 kernels[i] = k
         if self.host:  # the host's launches may hold the GPU back (gpu.eager_host)
             stage_c = [stage_end(c, self.host) for c in self._cycles]
-        spans = _spans(kernels, self.tp, self.host) if events else ()
+        spans = _spans(kernels, self.width, self.host) if events else ()
         return PassTiming(tuple(stage_c), spans)
 
+    def _routed_kernels(self, step: StepShape):
+        """(index, kernel) of every routed-expert kernel re-costed for ``step``'s routing (with
+        expert parallelism, each MoE layer's all-to-alls and its slowest GPU's kernels)."""
+        if self.ep_plan is None or step.picks is None:
+            for op in (step.routed or {}).values():
+                i = self.expert_at[op.name]
+                yield i, self.cost.kernel(op, self.kernels[i].stage)
+            return
+        ops = {op.layer: {} for op in self.graph.ops if op.expert}
+        for op in self.graph.ops:
+            if op.expert:
+                ops[op.layer][op.kind] = op
+        for n, layer in enumerate(self.ep_plan.layers):
+            at = self._ep_at[layer]
+            new = self.ep_plan.layer_kernels(self.cost, n, ops[layer], self.kernels[at[0]].stage,
+                                             step.picks)  # fmt: skip
+            yield from zip(at, new, strict=True)
+
     def notes(self) -> dict:
-        """The TP x PP layout."""
-        return {"tp": self.tp, "pp": self.pp}
+        """The TP x PP layout (and the EP width with expert parallelism)."""
+        return {"tp": self.tp, "pp": self.pp, **({"ep": self.width} if self.ep_plan else {})}
 
 
 def _expert_names(graph) -> set[str]:

@@ -1,0 +1,56 @@
+"""Expert parallelism's per-step arithmetic, shared by the engines: from a step's routing (the
+experts each token row picked), what each unit holding experts must do and send.
+
+A row lives on its *home* unit (where its attention ran); its ``top_k`` experts live on their
+*owner* units. The dispatch all-to-all sends the row's hidden vector once to every other unit
+that owns one of its experts (DeepEP and vLLM's all-to-all kernels send one copy per
+destination GPU, not per expert); the combine all-to-all sends the owners' outputs back the
+same way (so a unit's sends in one are its receives in the other).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ExpertLoad:
+    """One MoE layer's work and traffic per unit at one step (int64 arrays, one entry a unit):
+    ``experts`` the distinct routed experts it holds (whose weights it reads), ``pairs`` the
+    (row, expert) pairs it computes, ``sent``/``received`` the rows it sends and receives in the
+    dispatch all-to-all."""
+
+    experts: np.ndarray
+    pairs: np.ndarray
+    sent: np.ndarray
+    received: np.ndarray
+
+    def busiest_link_rows(self) -> int:
+        """Rows the busiest unit sends or receives in one all-to-all (either direction)."""
+        return int(max(self.sent.max(initial=0), self.received.max(initial=0)))
+
+
+def expert_load(picks: np.ndarray, home: np.ndarray, owner: np.ndarray, n_units: int) -> ExpertLoad:
+    """The :class:`ExpertLoad` of one MoE layer: ``picks[r, j]`` the expert ids row ``r``
+    picked, ``home[r]`` the unit index it lives on, ``owner[e]`` the unit index holding expert
+    ``e`` (unit indices ``0 .. n_units - 1``)."""
+    own = owner[picks]
+    pairs = np.bincount(own.ravel(), minlength=n_units)
+    experts = np.bincount(owner[np.unique(picks)], minlength=n_units)
+    dest = np.sort(own, axis=1)
+    first = np.ones(dest.shape, dtype=bool)
+    first[:, 1:] = dest[:, 1:] != dest[:, :-1]
+    remote = first & (dest != home[:, None])
+    sent = np.bincount(home, weights=remote.sum(axis=1), minlength=n_units).astype(np.int64)
+    received = np.bincount(dest[remote], minlength=n_units)
+    return ExpertLoad(experts.astype(np.int64), pairs.astype(np.int64), sent,
+                      received.astype(np.int64))  # fmt: skip
+
+
+def homes(sequences: list[int], step_tokens: int) -> np.ndarray:
+    """The home unit index of every token row of a micro-batch whose sequences are split over
+    units as ``sequences`` (contiguous blocks), ``step_tokens`` rows a sequence."""
+    per_seq = np.repeat(np.arange(len(sequences)), sequences)
+    return np.repeat(per_seq, step_tokens)

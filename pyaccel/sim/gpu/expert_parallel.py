@@ -1,0 +1,76 @@
+"""Expert parallelism on GPUs (:mod:`pyaccel.place.gpu_ep`): attention data-parallel over a stage's
+``ep`` GPUs, routed experts whole on them, tokens moved by all-to-all.
+
+The pass's kernels are those of the busiest GPU's share of the micro-batch (``ceil(B / ep)``
+sequences, tensor parallel 1: the driver gives that graph, ``data_parallel``). Each MoE
+layer's three expert kernels are re-costed every step from its routing: each GPU runs its own
+experts on the (row, expert) pairs routed to them, reading the weights of its routed experts;
+the slowest GPU's kernels stand for the layer (every GPU waits for the combine). A dispatch
+all-to-all before them and a combine after move each row's hidden vector to every other GPU
+that owns one of its experts and back, over NVLink at NCCL's effective rate, timed by the GPU
+that sends or receives the most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ...model.ops import ACT_BYTES
+from ...place.common import split_even
+from ..experts import expert_load, homes
+
+DISPATCH, COMBINE = "dispatch", "combine"
+A2A_KINDS = (DISPATCH, COMBINE)
+EXPERT_KINDS = ("experts_gate_up_proj", "experts_act", "experts_down_proj")
+
+
+def with_all_to_all(kernels: list, make) -> list:
+    """``kernels`` with an empty dispatch before each MoE layer's expert kernels and an empty
+    combine after them (``make(kind, layer, stage)`` builds one; a step fills them in)."""
+    out = []
+    for k in kernels:
+        if k.kind == "experts_gate_up_proj":
+            out.append(make(DISPATCH, k.layer, k.stage))
+        out.append(k)
+        if k.kind == "experts_down_proj":
+            out.append(make(COMBINE, k.layer, k.stage))
+    return out
+
+
+class EpPlan:
+    """Where each MoE layer's experts and a micro-batch's rows live on a stage's GPUs."""
+
+    def __init__(self, graph, placement, ep: int):
+        self.q = graph.workload.step_tokens
+        self.ep, self.hidden, self.n_experts = ep, graph.hidden, graph.n_experts
+        self.layers = graph.moe_layers
+        self.owner = {}
+        for slot in placement.layers:
+            if slot.layer in self.layers:
+                first = slot.units[0]
+                self.owner[slot.layer] = np.array(slot.expert_units, dtype=np.int64) - first
+
+    def layer_kernels(self, cost, i: int, ops: dict, stage: int, picks) -> list:
+        """The five kernels of MoE layer ``self.layers[i]`` at one step (dispatch, the slowest
+        GPU's gate/up, activation and down projection, combine); ``ops`` the layer's expert ops
+        by kind, ``picks`` the step's ``[rows, moe_layers, top_k]`` expert ids."""
+        layer = self.layers[i]
+        home = homes(split_even(len(picks) // self.q, self.ep), self.q)
+        load = expert_load(picks[:, i, :], home, self.owner[layer], self.ep)
+        per_gpu = [[cost.kernel(_on_gpu(ops[kind], load, u, self.n_experts), stage)
+                    for kind in EXPERT_KINDS] for u in range(self.ep)]  # fmt: skip
+        slowest = max(range(self.ep), key=lambda u: sum(k.cycles for k in per_gpu[u]))
+        moved = load.busiest_link_rows() * ACT_BYTES * self.hidden
+        a2a = [cost.all_to_all(kind, layer, stage, moved) for kind in (DISPATCH, COMBINE)]
+        return [a2a[0], *per_gpu[slowest], a2a[1]]
+
+
+def _on_gpu(op, load, u: int, n_experts: int):
+    """``op`` (an expert op of the share graph) as GPU ``u`` runs it: its (row, expert) pairs,
+    and the weights of its routed experts."""
+    pairs = int(load.pairs[u])
+    flops, act = (getattr(op, f) // max(1, op.m) * pairs for f in ("flops", "act_bytes"))
+    weights = op.resident_weight_bytes // n_experts * int(load.experts[u])
+    return replace(op, m=pairs, flops=flops, act_bytes=act, weight_bytes=weights, hot_rows=0)

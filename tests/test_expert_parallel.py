@@ -1,0 +1,136 @@
+"""Expert parallelism: where experts live, the all-to-all's bytes by hand, and the hot-expert
+holder setting the step."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pyaccel as pa
+from pyaccel.errors import PlacementError
+from pyaccel.place.experts import held, spread
+from pyaccel.sim.experts import expert_load, homes
+
+from conftest import write_config
+
+# A tiny MoE with 8 experts, one a token: 8 GPUs of EP hold one expert each.
+TINY_MOE = {
+    "model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16, "vocab_size": 256, "num_local_experts": 8, "num_experts_per_tok": 1,
+    "max_position_embeddings": 512,
+}  # fmt: skip
+HIDDEN = TINY_MOE["hidden_size"]
+
+
+def test_spread_in_contiguous_blocks():
+    assert spread(8, (4, 5, 6)) == (4, 4, 4, 5, 5, 5, 6, 6)
+    assert held(spread(8, (4, 5, 6)), (4, 5, 6)) == [3, 3, 2]
+
+
+def test_expert_load_by_hand():
+    # 4 rows on 2 GPUs (rows 0, 1 on GPU 0; rows 2, 3 on GPU 1), experts 0, 1 on GPU 0 and
+    # 2, 3 on GPU 1, two a row:
+    # row 0 -> 0, 1: both local; row 1 -> 0, 2: sends to GPU 1; row 2 -> 2, 3: local;
+    # row 3 -> 1, 3: sends to GPU 0. Each GPU computes 4 pairs, reads 2 experts, sends 1 row
+    # and receives 1 (a row needing two experts on one GPU is sent there once).
+    picks = np.array([[0, 1], [0, 2], [2, 3], [1, 3]])
+    load = expert_load(picks, homes([2, 2], 1), np.array([0, 0, 1, 1]), 2)
+    assert load.pairs.tolist() == [4, 4] and load.experts.tolist() == [2, 2]
+    assert load.sent.tolist() == [1, 1] and load.received.tolist() == [1, 1]
+    one_gpu = expert_load(np.array([[2, 3], [2, 3]]), homes([1, 1], 1), np.array([0, 0, 1, 1]), 2)
+    assert one_gpu.sent.tolist() == [1, 0] and one_gpu.received.tolist() == [0, 1]
+    assert one_gpu.experts.tolist() == [0, 2] and one_gpu.busiest_link_rows() == 1
+
+
+def _ep_run(tmp_path, route, name):
+    folder = tmp_path / name
+    write_config(folder, TINY_MOE)
+    path = tmp_path / f"{name}.npy"
+    np.save(path, np.array(route, dtype=np.int64).reshape(8, 1, 1).repeat(2, axis=1))
+    work = pa.Workload(batch=8, context=32, tokens=1, router=str(path))
+    # the host's 150 us a step would hide a model this small: take it away
+    system = pa.load_system("h100", units=8, overrides=["expert_layout=ep", "step_host_s=0"])
+    cfg = pa.load_model(folder)
+    plc = pa.place(cfg, system, work)
+    return plc, pa.emulate(cfg, system, plc, work)
+
+
+def test_all_to_all_bytes_by_hand_and_the_hot_holder_sets_the_step(tmp_path):
+    # 8 sequences on 8 GPUs, one each; expert e on GPU e. Spread: sequence i -> expert i, all
+    # local: no bytes move. Hot: every sequence -> expert 0: GPUs 1..7 each send their row to
+    # GPU 0, which receives 7 rows of hidden x 2 B = 7 x 64 x 2 = 896 B in the dispatch (and
+    # sends as many back in the combine), and computes all 8 rows itself.
+    plc, spread_run = _ep_run(tmp_path, range(8), "spread")
+    assert plc.layout.ep == 8 and plc.slot(0).expert_units == tuple(range(8))
+    _, hot_run = _ep_run(tmp_path, [0] * 8, "hot")
+    ev = {name: t.to_dataframe() for name, t in (("spread", spread_run), ("hot", hot_run))}
+    for name, want in (("spread", 0), ("hot", 7 * HIDDEN * 2)):
+        for kind in ("dispatch", "combine"):
+            rows = ev[name][(ev[name].op == f"L0.{kind}") & (ev[name].resource == "nvlink")]
+            assert set(rows.bytes) == {want}, (name, kind)
+    assert hot_run.step_cycles[0] > spread_run.step_cycles[0]
+    for t in (spread_run, hot_run):
+        assert (t.step_cycles >= t.lower_bound_cycles).all()
+
+
+def test_place_shows_where_experts_live_and_the_file_keeps_them(tmp_path):
+    from typer.testing import CliRunner
+
+    from pyaccel.cli import app
+
+    write_config(tmp_path / "m", TINY_MOE)
+    args = ["place", "--system", "h100", "--units", "4", "--model", str(tmp_path / "m"),
+            "--set", "expert_layout=ep"]  # fmt: skip
+    text = CliRunner().invoke(app, args).stdout
+    assert "experts" in text and "0-1" in text and "6-7" in text
+    doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert doc["format_version"] == 3 and doc["layout"]["ep"] == 4
+    assert doc["layers"][1]["expert_units"] == [0, 0, 1, 1, 2, 2, 3, 3]
+    back = pa.Placement.from_json(json.dumps(doc), model=str(tmp_path / "m"))
+    assert back.slot(0).expert_units == (0, 0, 1, 1, 2, 2, 3, 3)
+    doc["layers"][1]["expert_units"][0] = 9
+    with pytest.raises(pa.errors.ConfigError, match="puts an expert on unit 9"):
+        pa.Placement.from_json(json.dumps(doc), model=str(tmp_path / "m"))
+
+
+def test_version_2_files_without_experts_still_load(tmp_path):
+    write_config(tmp_path / "m", TINY_MOE)
+    system = pa.load_system("h100", units=2)
+    plc = pa.place(pa.load_model(tmp_path / "m"), system, pa.Workload())
+    doc = json.loads(plc.to_json())
+    doc["format_version"] = 2
+    back = pa.Placement.from_json(json.dumps(doc), model=str(tmp_path / "m"))
+    assert all(not s.expert_units for s in back.layers)
+
+
+def test_expert_layout_choices():
+    cfg = pa.load_model("mixtral-8x7b")
+    work = pa.Workload(batch=4)
+    tp = pa.place(cfg, pa.load_system("h100", units=8, overrides=["expert_layout=tp"]), work)
+    assert tp.layout.ep is None and tp.layout.tp == 8
+    auto = pa.place(cfg, pa.load_system("h100", units=8), work)
+    assert "EP 8 x PP 1:" in auto.reason and "TP 8 x PP 1:" in auto.reason
+    dense = pa.place(pa.load_model("llama-3.1-8b"), pa.load_system("h100", units=2), work)
+    assert "EP" not in dense.reason
+
+
+def test_pinned_ep_that_does_not_fit_is_refused(tmp_path):
+    # HBM between what TP 2 and EP 2 need of the busiest GPU: TP fits, EP (attention copied to
+    # both GPUs) does not
+    from pyaccel.place import gpu, gpu_ep
+
+    cfg = pa.load_model(write_config(tmp_path / "m", TINY_MOE))
+    spec = pa.load_system("h100").spec
+    graph = pa.build_graph(cfg, pa.Workload(batch=2, context=64), native_format="bf16")
+    need = [max(p.level_use(u)["hbm"] for u in range(2))
+            for p in (gpu.build(graph, spec, 2, 1), gpu_ep.build(graph, spec, 2, 1))]  # fmt: skip
+    assert need[0] < need[1]
+    sets = [f"hbm_capacity_bytes={(need[0] + need[1]) // 2}"]
+    work = pa.Workload(batch=2, context=64)
+    assert pa.place(cfg, pa.load_system("h100", units=2, overrides=sets), work).layout.tp == 2
+    with pytest.raises(PlacementError, match="expert_layout = ep"):
+        pa.place(cfg, pa.load_system("h100", units=2, overrides=[*sets, "expert_layout=ep"]),
+                 work)  # fmt: skip
