@@ -134,3 +134,47 @@ def test_pinned_ep_that_does_not_fit_is_refused(tmp_path):
     with pytest.raises(PlacementError, match="expert_layout = ep"):
         pa.place(cfg, pa.load_system("h100", units=2, overrides=[*sets, "expert_layout=ep"]),
                  work)  # fmt: skip
+
+
+# --- LPU: experts whole on the chips of a stage ---------------------------------------------
+
+
+def test_lpu_expert_plan_by_hand():
+    from pyaccel.sim.lpu.plans import expert_plan, op_plan
+
+    g = pa.build_graph(pa.load_model("tiny-mixtral"), pa.Workload(batch=3), native_format="bf16")
+    up = next(o for o in g.ops if o.kind == "experts_gate_up_proj")
+    down = next(o for o in g.ops if o.kind == "experts_down_proj")
+    one = up.params // g.n_experts  # 2 x 128 x 64 weights of one expert's gate and up
+    assert one == 2 * 128 * 64
+    assert expert_plan(up, g, 4, 2, 5) == (("gemv", 2 * one, 5),)
+    # the down projection's all-reduce sums each row's top-k outputs: 3 rows x 64 x 2 B
+    assert expert_plan(down, g, 4, 1, 2)[1] == ("allreduce", 3 * 64 * 2)
+    assert op_plan(down, g, 4)[1] == ("allreduce", 3 * 64 * 2)  # split experts: the same sum
+
+
+def _lpu_run(tmp_path, route, name, layout="ep"):
+    folder = tmp_path / name
+    write_config(folder, TINY_MOE)
+    path = tmp_path / f"{name}.npy"
+    np.save(path, np.array(route, dtype=np.int64).reshape(8, 1, 1).repeat(2, axis=1))
+    work = pa.Workload(batch=8, context=32, tokens=1, router=str(path))
+    system = pa.load_system("groq-tsp", units=8, overrides=[f"expert_layout={layout}"])
+    cfg = pa.load_model(folder)
+    # one stage of 8 chips, one expert each (the speed search would take fewer chips)
+    from pyaccel.place import lpu
+
+    graph = pa.build_graph(cfg, work, native_format=system.spec.native_format)
+    plc = lpu.build(graph, system.spec, 8, 8, ep=layout == "ep")
+    return plc, pa.emulate(cfg, system, plc, work)
+
+
+def test_lpu_experts_whole_on_chips_and_the_hot_chip_sets_the_step(tmp_path):
+    plc, spread_run = _lpu_run(tmp_path, range(8), "spread")
+    assert plc.layout.ep == 8 and plc.layout.pp == 1
+    slot = plc.slot(0)
+    assert slot.expert_units == tuple(range(8))
+    _, hot_run = _lpu_run(tmp_path, [3] * 8, "hot")  # chip 3 runs all 8 rows
+    assert hot_run.step_cycles[0] > spread_run.step_cycles[0]
+    for t in (spread_run, hot_run):
+        assert (t.step_cycles >= t.lower_bound_cycles).all()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i, at_most, relation
+from .fields import _f, _i, _s, at_most, relation
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,13 @@ class LpuParams:
     softmax_scale_vxm_ops_per_elem: int = _i("VXM ALU ops per score of softmax's 1/sum scaling")
     activation_buffers: int = _i("widest activations a layer keeps per chip (in/out, buffered)")
     tp_max_chips: int = _i("widest tensor-parallel group the compiler forms (chips, whole nodes)")
+    expert_layout: str = _s(
+        "how a model's routed experts are laid out over a stage's chips: tp (each expert split "
+        "over the tensor-parallel chips), ep (experts whole on chips, each chip running its own "
+        "experts on the tokens routed to them) or auto (time both, keep the faster)",
+        choices=("auto", "tp", "ep"),
+        moe_only=True,
+    )
     deskew_cycles: int = _i(
         "cycles a collective spanning nodes waits to realign to global time", strict=False
     )

@@ -16,6 +16,7 @@ from dataclasses import replace
 from ..errors import CapacityError, PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition
+from .experts import spread
 from .kinds import asic_die as design
 from .kinds.asic import AsicLayout, AsicRegion, capacity, check_etch
 from .placement import LayerSlot, Placement
@@ -158,8 +159,10 @@ def build(graph, system, assign, reason: str = "") -> Placement:
         lanes = sum(design.lanes_of(o, graph.workload, p) for o in graph.ops_of(k))
         region = AsicRegion(dies=tuple(dies), block=str(k), rom_rows=rows, lanes=lanes,
                             kv_banks_per_die=banks)  # fmt: skip
+        # a MoE layer spanning dies keeps its experts whole, in blocks over them
+        experts = spread(graph.n_experts, dies) if len(dies) > 1 and k in graph.moe_layers else ()
         slots.append(LayerSlot(k, dies, _split(w, len(dies)), _split(kv, len(dies)),
-                               (0,) * len(dies), w, kv, region))  # fmt: skip
+                               (0,) * len(dies), w, kv, region, experts))  # fmt: skip
     count = n_dies(assign)
     return Placement(
         system=system.name,

@@ -22,6 +22,7 @@ from ..errors import CapacityError, PlacementError
 from ..model.graph import ACT_BYTES
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
+from .experts import held, spread
 from .kinds.lpu import LpuLayout, LpuRegion, unit_capacity
 from .placement import LayerSlot, Placement
 
@@ -49,16 +50,22 @@ def _buffer_bytes(graph, spec, layer) -> int:
     return copies * ACT_BYTES * graph.workload.batch * widest
 
 
-def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> LayerSlot:
+def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int],
+          ep: bool = False) -> LayerSlot:  # fmt: skip
     tp = len(chips)
     w, kv = [0] * tp, [0] * tp
+    experts = spread(graph.n_experts, tuple(chips)) if ep and layer in graph.moe_layers else ()
     for op in graph.ops_of(layer):
         # norms (replicated) are copied to every chip; everything else is sharded, the embedding
-        # table by vocabulary rows
+        # table by vocabulary rows; with expert parallelism experts stay whole on chips
         repl = op.split == "replicate" and op.kind != "embed"
-        parts = (
-            [op.resident_weight_bytes] * tp if repl else split_even(op.resident_weight_bytes, tp)
-        )
+        if op.expert and experts:
+            one = op.resident_weight_bytes // graph.n_experts
+            parts = [one * n for n in held(experts, chips)]
+        elif repl:
+            parts = [op.resident_weight_bytes] * tp
+        else:
+            parts = split_even(op.resident_weight_bytes, tp)
         for i, b in enumerate(parts):
             w[i] += b
         for i, b in enumerate(split_even(op.resident_kv_bytes, tp)):
@@ -76,12 +83,15 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int]) -> 
         chips=(chips[0], chips[-1]),
         mem_slices=(first, last),
     )
-    return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region)
+    return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region,
+                     experts)  # fmt: skip
 
 
-def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None):
+def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None,
+          ep: bool = False):  # fmt: skip
     """Layers over ``stages`` stages of ``tp`` chips (by default as many as ``units`` chips
-    hold, at most one stage per layer key; any chips left over stay idle)."""
+    hold, at most one stage per layer key; any chips left over stay idle); ``ep``: routed
+    experts whole on the stage's chips (expert parallel)."""
     keys = graph.layer_keys
     top = max(1, min(units // tp, len(keys)))
     n_stages = top if stages is None else max(1, min(stages, top))
@@ -90,7 +100,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None
     slots, used = [], {}
     for k, s in zip(keys, stage_of, strict=True):
         chips = list(range(s * tp, s * tp + tp))
-        slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0])))
+        slots.append(_slot(graph, spec, k, chips, s, used.setdefault(s, [0]), ep))
     cap, level_of, reserved = unit_capacity(spec)
     return Placement(
         system=spec.name,
@@ -101,7 +111,12 @@ def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None
         level_of=level_of,
         reserved_bytes=reserved,
         layers=tuple(slots),
-        layout=LpuLayout(tp=tp, pp=max(stage_of) + 1, idle_chips=units - (max(stage_of) + 1) * tp),
+        layout=LpuLayout(
+            tp=tp,
+            pp=max(stage_of) + 1,
+            idle_chips=units - (max(stage_of) + 1) * tp,
+            ep=tp if ep else None,
+        ),  # fmt: skip
         workload=graph.workload,
         reason=reason,
     )
@@ -111,10 +126,10 @@ def _fewest_stages(graph, spec, tp: int, top: Placement) -> Placement:
     """The layout of ``tp``-wide stages with the fewest stages that fits, given ``top``, the
     layout with the most stages, which fits (bisection: more stages hold fewer layers each)."""
     lo, hi, best = 1, top.layout.pp, top
-    units = top.n_units
+    units, ep = top.n_units, bool(top.layout.ep)
     while lo < hi:
         mid = (lo + hi) // 2
-        plc = build(graph, spec, tp, units, stages=mid)
+        plc = build(graph, spec, tp, units, stages=mid, ep=ep)
         if plc.shortfalls():
             lo = mid + 1
         else:
@@ -128,16 +143,29 @@ def layouts_on(graph, spec, units: int) -> list[Placement]:
     most stages the chips allow (the most micro-batches in flight); empty when none fits."""
     out = []
     for tp in tp_candidates(spec):
-        if tp > units:
-            continue
-        most = build(graph, spec, tp, units)
-        if most.shortfalls():
-            continue
-        few = _fewest_stages(graph, spec, tp, most)
-        out.append(few)
-        if most.layout.pp != few.layout.pp:
-            out.append(most)
+        for ep in _expert_layouts(graph, spec, tp):
+            if tp > units:
+                continue
+            most = build(graph, spec, tp, units, ep=ep)
+            if most.shortfalls():
+                continue
+            few = _fewest_stages(graph, spec, tp, most)
+            out.append(few)
+            if most.layout.pp != few.layout.pp:
+                out.append(most)
     return out
+
+
+def _expert_layouts(graph, spec, tp: int) -> tuple[bool, ...]:
+    """Whether experts are split over a ``tp``-chip stage (False) or whole on its chips (True),
+    as ``expert_layout`` allows: both for ``auto`` on a model with routed experts and 2+ chips a
+    stage; with ``ep`` pinned, whole wherever a stage has 2+ chips."""
+    mode = spec.params.expert_layout
+    if not graph.moe_layers or mode == "tp":
+        return (False,)
+    if tp == 1:  # one chip holds every expert either way
+        return () if mode == "ep" else (False,)
+    return (True,) if mode == "ep" else (False, True)
 
 
 def best_for(graph, spec, units: int) -> Placement | None:
@@ -172,7 +200,7 @@ def fewest(graph, spec) -> Placement | None:
 def label(plc: Placement) -> str:
     """A layout's short name for the placement reason."""
     lay = plc.layout
-    return f"TP {lay.tp} x {lay.pp}"
+    return f"TP {lay.tp} x {lay.pp}" + (" (EP)" if lay.ep else "")
 
 
 def layouts_auto(graph, system) -> list[Placement]:
@@ -198,6 +226,12 @@ def layouts_units(graph, system, units: int) -> list[Placement]:
     found = layouts_on(graph, system.spec, units)
     if found:
         return found
+    if graph.moe_layers and system.spec.params.expert_layout == "ep":
+        raise PlacementError(
+            f"expert_layout = ep: no expert-parallel layout of {units} {system.spec.name} chips "
+            f"holds {graph.model_name} (2+ chips a stage, each expert whole on one chip); "
+            "--set expert_layout=auto or tp"
+        )
     _refuse(graph, system, units)
 
 
@@ -219,7 +253,7 @@ def with_reason(graph, system, plc: Placement, tried) -> Placement:
         + f"; on {units} chips each pipeline stage "
         f"is a tensor-parallel group of whole nodes of one rack or part of a node, holding "
         f"whole layers (plus activation buffers and norms copied to every chip); layouts that "
-        f"fit, one step each: {opts}; kept TP {t} x {pp} = {pp * t} chips{idle}"
+        f"fit, one step each: {opts}; kept {label(plc)} = {pp * t} chips{idle}"
     )
     return replace(plc, reason=why)
 

@@ -32,11 +32,13 @@ class LpuRegion(Record):
 @dataclass(frozen=True)
 class LpuLayout(Record):
     """An LPU placement's ``tp`` chips per stage (inside one node) x ``pp`` stages, and the
-    ``idle_chips`` left over."""
+    ``idle_chips`` left over; ``ep``: the routed experts are whole on the stage's ``tp`` chips
+    (expert parallel) instead of split over them."""
 
     tp: int | None = jfield(is_int, "a chip count (integer)")
     pp: int | None = jfield(is_int, "a stage count (integer)")
     idle_chips: int | None = jfield(is_int, "a chip count (integer)")
+    ep: int | None = jfield(is_int, "a chip count (integer)")
 
 
 REGION, LAYOUT = LpuRegion, LpuLayout

@@ -22,7 +22,7 @@ from ...place.kinds.lpu import stage_of
 from ...units import FLOPS_PER_MAC
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .net import Network
-from .plans import attention_plan, canonical, op_plan, plan_kinds
+from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
 from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
@@ -193,6 +193,11 @@ class LpuSim:
             self._expert_holes.append(tuple((j, op.name) for j, op in enumerate(ops) if op.expert))
             self._tp_of.update(dict.fromkeys(layers, len(chips)))
         self._last_attn, self._last_cycles = None, ()
+        # expert parallel (lpu.expert_layout ep): each MoE layer's experts whole on its chips
+        self.ep = bool(placement.layout and placement.layout.ep)
+        self._moe_index = {layer: n for n, layer in enumerate(graph.moe_layers)}
+        self._owner = {s.layer: np.array(s.expert_units, dtype=np.int64) - s.units[0]
+                       for s in placement.layers if s.expert_units}  # fmt: skip
 
     def _hop(self, i: int):
         """The transfer after stage ``i``: activations to the next stage, or the sampled token
@@ -296,7 +301,8 @@ class LpuSim:
             tp = g.key[1]
             plan = attention_plan(g.op, self.graph.attention, tp)
             attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
-        key_all = (tuple(attn.values()), step.routed_key)
+        routed = [self._routed_plans(step, i) for i in range(len(self.stages))]
+        key_all = (tuple(attn.values()), tuple(routed))
         if key_all == self._last_attn:
             return self._last_cycles
         group_of = {layer: g.key for g in step.groups() for layer in g.layers}
@@ -304,32 +310,48 @@ class LpuSim:
         for i, (chips, _) in enumerate(self.stages):
             tp = len(chips)
             plans = tuple(attn[group_of[layer]] for _, layer in self._holes[i])
-            routed = tuple(self._plan(step.routed[name], tp)
-                           for _, name in self._expert_holes[i] if step.routed)  # fmt: skip
-            key = (i, plans, routed)
+            key = (i, plans, routed[i])
             hit = self._stage_memo.get(key)
             if hit is None:
-                full = list(self._fixed[i])
-                for (j, _), plan in zip(self._holes[i], plans, strict=True):
-                    full[j] = plan
-                for (j, _), plan in zip(self._expert_holes[i] if routed else (), routed,
-                                        strict=True):  # fmt: skip
-                    full[j] = plan
-                sch = self.scheduled(tuple(full), tp)
+                full = filled(self._fixed[i], self._holes[i], plans)
+                if routed[i]:
+                    full = filled(full, self._expert_holes[i], routed[i])
+                sch = self.scheduled(full, tp)
                 hit = self._stage_memo[key] = (self._stage_total(i, sch), sch.link_windows())
             out.append(hit)
         self._last_attn, self._last_cycles = key_all, tuple(out)
         return self._last_cycles
 
+    def _routed_plans(self, step: StepShape, i: int) -> tuple:
+        """The plans of stage ``i``'s routed-expert ops at ``step`` (empty without routing):
+        with expert parallelism, those of the chip with the most routed experts (then pairs)."""
+        if not step.routed:
+            return ()
+        tp = len(self.stages[i][0])
+        out = []
+        for _, name in self._expert_holes[i]:
+            op = step.routed[name]
+            if self.ep and step.picks is not None:
+                picks = step.picks[:, self._moe_index[op.layer], :]
+                plan = busiest_chip_plan(op, self.graph, picks, self._owner[op.layer], tp)
+                out.append(tuple(canonical(self.chip, tp, st) for st in plan))
+            else:
+                out.append(self._plan(op, tp))
+        return tuple(out)
+
     def _plan(self, op, tp: int) -> tuple:
         """The canonical plan of ``op`` on one chip of a ``tp``-wide group."""
         return tuple(canonical(self.chip, tp, st) for st in op_plan(op, self.graph, tp))
 
-    def stage_cycles(self, graph) -> tuple[list[int], list]:
-        """Cycles of every stage (its program plus its outgoing hop) and the schedules."""
+    def stage_cycles(self, graph, step: StepShape | None = None) -> tuple[list[int], list]:
+        """Cycles of every stage (its program plus its outgoing hop) and the schedules (with
+        ``step``, its routed experts as :meth:`_routed_plans` plans them)."""
         cycles, scheds = [], []
         for i, (chips, _) in enumerate(self.stages):
             plans, ops = self.stage_plans(graph, i)
+            routed = self._routed_plans(step, i) if step is not None else ()
+            if routed:
+                plans = filled(plans, self._expert_holes[i], routed)
             sch = self.scheduled(plans, len(chips))
             cycles.append(self._stage_total(i, sch))
             scheds.append((sch, ops))
@@ -345,7 +367,8 @@ class LpuSim:
         at = {layer: op for layer, op, _ in step.attention()}
         ops = tuple(at.get(op.layer, op) if op.kind == "attention" else step.op(op)
                     for op in self.graph.ops)  # fmt: skip
-        stage_c, scheds = self.stage_cycles(replace(self.graph, ops=ops, context=step.context))
+        stage_c, scheds = self.stage_cycles(replace(self.graph, ops=ops, context=step.context),
+                                            step)  # fmt: skip
         spans, sent, links = _spans(self, scheds, stage_c)
         arrays = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
         own, links_in = self._crossings(stage_c)

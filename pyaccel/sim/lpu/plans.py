@@ -7,8 +7,11 @@ chips)`` among one KV head's chips (lpu.attention_sequence_split)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...model.ops import ACT_BYTES
 from ...units import largest_share
+from ..experts import expert_load
 from .program import ChipModel
 
 ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
@@ -41,7 +44,7 @@ def op_plan(op, graph, tp: int) -> tuple:
         steps = [("gemv", largest_share(read_elems(op), tp, sharded), m)]
         if tp > 1 and op.reduces:
             out = op.n if op.split == "row" else graph.hidden
-            steps.append(("allreduce", ACT_BYTES * m * out))
+            steps.append(("allreduce", ACT_BYTES * _rows(op, graph) * out))
         return tuple(steps)
     if op.op_class == "attention":
         return attention_plan(op, graph.attention, tp)
@@ -51,6 +54,36 @@ def op_plan(op, graph, tp: int) -> tuple:
     width = largest_share(op.n, tp, sharded) * m
     per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
     return (("vector", width, per_elem),)
+
+
+def busiest_chip_plan(op, graph, picks, owner, tp: int) -> tuple:
+    """:func:`expert_plan` for the chip of a ``tp``-wide group with the most routed experts
+    (then pairs) when its token rows picked ``picks`` (``[rows, top_k]`` expert ids) and
+    expert ``e`` lives on chip ``owner[e]`` (every chip has every row: no dispatch)."""
+    load = expert_load(picks, np.zeros(len(picks), dtype=np.int64), owner, tp)
+    c = max(range(tp), key=lambda u: (load.experts[u], load.pairs[u]))
+    return expert_plan(op, graph, tp, int(load.experts[c]), int(load.pairs[c]))
+
+
+def expert_plan(op, graph, tp: int, experts: int, pairs: int) -> tuple:
+    """The plan of a routed-expert op on the busiest chip of a ``tp``-wide group whose experts
+    are whole on chips (expert parallel): the weights of its ``experts`` routed experts, its
+    ``pairs`` (row, expert) pairs; the down projection's all-reduce combines the chips'
+    outputs."""
+    if op.op_class != "matmul":  # the activation between the projections
+        per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
+        return (("vector", op.n * pairs, per_elem),)
+    one = op.params // graph.n_experts  # weight elements of one expert
+    steps = [("gemv", one * experts, pairs)]
+    if tp > 1 and op.reduces:
+        steps.append(("allreduce", ACT_BYTES * _rows(op, graph) * graph.hidden))
+    return tuple(steps)
+
+
+def _rows(op, graph) -> int:
+    """Token rows whose outputs a reducing op's all-reduce sums: a routed expert's ``m`` counts
+    (row, expert) pairs, ``top_k`` a row, whose outputs are summed into one per row."""
+    return op.m // max(1, graph.top_k) if op.expert else op.m
 
 
 def attention_plan(op, att, tp: int) -> tuple:
@@ -130,3 +163,11 @@ def plan_kinds(op, tp: int, att=None) -> tuple[str, ...]:
     if op.kind == "sampling":
         return ("reduce", "allgather")
     return ("vector",)
+
+
+def filled(plans: tuple, holes: tuple, new: tuple) -> tuple:
+    """``plans`` with the plan at each hole (``(index, key)``) replaced by ``new``'s, in order."""
+    full = list(plans)
+    for (j, _), plan in zip(holes, new, strict=True):
+        full[j] = plan
+    return tuple(full)
