@@ -1,7 +1,7 @@
 """The NumPy reference forward pass against Hugging Face ``transformers`` logits.
 
-The golden files (tests/golden/<model>/) come from tests/golden/make_golden.py (transformers 5.24.0,
-torch 2.14.1; see tests/golden/versions.json) and are always checked. When torch and transformers
+The golden files (tests/golden/<model>/) come from tests/golden/make_golden.py (transformers 5.25.0,
+torch 2.13.0; see tests/golden/versions.json) and are always checked. When torch and transformers
 are installed (``pip install -e '.[golden]'``) the live tests also run a fresh transformers forward
 for each tiny model and for config variants (rope scalings, MLA and routing options, sliding
 windows, Qwen3-MoE); otherwise they are skipped."""
@@ -26,7 +26,14 @@ from pyaccel.numerics.reference import (
 from pyaccel.numerics.weights import load_weights, random_weights, read_safetensors
 
 GOLDEN = Path(__file__).parent / "golden"
-MODELS = ("tiny-llama", "tiny-qwen3", "tiny-mixtral", "tiny-deepseek-v3")
+MODELS = (
+    "tiny-llama",
+    "tiny-qwen3",
+    "tiny-mixtral",
+    "tiny-deepseek-v3",
+    "tiny-deepseek-v2",
+    "tiny-phi3",
+)
 # fp32 reordering noise is ~3e-6 on these logits (|logit| < 4); 2e-5 still catches a wrong norm
 # epsilon in one place (DeepSeek's latent norms at 1e-5 instead of 1e-6 moved logits by 3.2e-5).
 TOL = 2e-5
@@ -123,6 +130,13 @@ VARIANTS = {
                                                       routed_scaling_factor=1.0)),
     "deepseek-v3-2-shared-2-dense": ("tiny-deepseek-v3", dict(n_shared_experts=2,
                                                               first_k_dense_replace=2)),
+    "deepseek-v2-greedy": ("tiny-deepseek-v2", dict(topk_method="greedy", n_group=1,
+                                                    topk_group=1)),
+    "deepseek-v2-q-lora-yarn": ("tiny-deepseek-v2", dict(q_lora_rank=48, rope_scaling={
+        "type": "yarn", "factor": 4.0, "mscale": 0.707, "mscale_all_dim": 0.707,
+        "original_max_position_embeddings": 128})),
+    "phi3-full-rotary-no-window": ("tiny-phi3", dict(partial_rotary_factor=1.0,
+                                                     sliding_window=None)),
 }
 # fmt: on
 

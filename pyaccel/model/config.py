@@ -1,8 +1,9 @@
 """ModelConfig: the shapes of a decoder-only transformer, read from a Hugging Face ``config.json``.
 
-Supported ``model_type`` families: llama, mistral, qwen2, qwen3 (dense); mixtral, qwen3_moe,
-glm4_moe (MoE); deepseek_v3 / kimi_k2 (MLA + MoE; Kimi K2.5/K2.6 nest these under
-``text_config``); gpt_oss (MoE, sliding-window layers, attention sinks, biases).
+Supported ``model_type`` families: llama, mistral, qwen2, qwen3, phi3 (dense; Phi-3 fuses
+q/k/v and gate/up in its checkpoint); mixtral, qwen3_moe, glm4_moe (MoE); deepseek_v2,
+deepseek_v3 / kimi_k2 (MLA + MoE; Kimi K2.5/K2.6 nest these under ``text_config``); gpt_oss
+(MoE, sliding-window layers, attention sinks, biases).
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from typing import Any
 from ..errors import ConfigError, PresetError
 from .quant import QuantConfig, parse_quantization_config
 
-DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
+DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3"}
 MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
-MLA_TYPES = {"deepseek_v3", "kimi_k2"}
+MLA_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
 # What Hugging Face transformers (5.x config classes) assumes when a config.json leaves the field
 # out (kimi_k2 ships DeepSeek-V3's config class); the others default to rms_norm_eps 1e-5 and
 # rope_theta 10000.
 DEFAULT_NORM_EPS = {t: 1e-6 for t in ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
-                                       "deepseek_v3", "kimi_k2")}  # fmt: skip
+                                       "deepseek_v2", "deepseek_v3", "kimi_k2")}  # fmt: skip
 DEFAULT_ROPE_THETA = {"mixtral": 1e6, "gpt_oss": 150000.0}
 # Activations of the gated MLP the graph and the functional reference implement (Hugging Face
 # ACT2FN names; "swish" is transformers' alias of SiLU).
@@ -225,7 +226,7 @@ def _moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
             expert_ffn=_positive(cfg, "moe_intermediate_size", where),
             dense_layers=dense,
         )
-    # glm4_moe, deepseek_v3, kimi_k2
+    # glm4_moe, deepseek_v2, deepseek_v3, kimi_k2
     first_dense = _int(cfg, "first_k_dense_replace", where, 0)
     freq = _positive(cfg, "moe_layer_freq", where, 1)
     dense = tuple(i for i in range(n_layers) if i < first_dense or i % freq != 0)
@@ -248,7 +249,7 @@ def _sliding(cfg: dict, mt: str, n_layers: int, types: tuple[str, ...], where: s
         return {}
     if not window:
         return {}
-    if mt in ("mistral", "mixtral"):
+    if mt in ("mistral", "mixtral", "phi3"):  # every layer (Phi-3: HF's mask for all layers)
         return dict(
             sliding_window=_positive(cfg, "sliding_window", where),
             layer_types=("sliding_attention",) * n_layers,

@@ -271,7 +271,11 @@ class DecodeModel:
         self.batch = batch
         self.max_len = max_len or cfg.max_position or 4096
         rp = rope_parameters(cfg)
-        rot = cfg.qk_rope_dim if cfg.attention == "mla" else cfg.head_dim
+        # Phi-3 and others rotate only the first partial_rotary_factor of each head
+        partial = float(rp.get("partial_rotary_factor") or cfg.raw.get("partial_rotary_factor")
+                        or 1.0)  # fmt: skip
+        rot = cfg.qk_rope_dim if cfg.attention == "mla" else int(cfg.head_dim * partial)
+        self.rot = rot
         self.inv_freq, self.rope_factor = rope_inv_freq(rp, rot, cfg.max_position or 4096)
         if cfg.attention == "mla":
             self.mla_scale = mla_softmax_scale(cfg, rp)
@@ -339,7 +343,9 @@ class DecodeModel:
             q = nx.act(rms_norm(q, nx.w[a + "q_norm.weight"], c.norm_eps))
             k = nx.act(rms_norm(k, nx.w[a + "k_norm.weight"], c.norm_eps))
         cos, sin = rope_cos_sin(self.inv_freq, self.pos, self.rope_factor)
-        q, k = nx.act(rope_half(q, cos, sin)), rope_half(k, cos, sin)
+        r = self.rot
+        q = nx.act(np.concatenate([rope_half(q[..., :r], cos, sin), q[..., r:]], axis=-1))
+        k = np.concatenate([rope_half(k[..., :r], cos, sin), k[..., r:]], axis=-1)
         kc, vc = self.cache[i]
         kc[:, self.pos], vc[:, self.pos] = nx.kv(k), nx.kv(v)
         lo = self._window_start(i)
@@ -421,6 +427,8 @@ class DecodeModel:
         c, nx = self.cfg, self.nx
         logits = nx.linear(h, moe + "gate", "replicate", "router").astype(np.float32)
         k = c.top_k
+        if c.model_type == "deepseek_v2":
+            return _deepseek_v2_route(c, logits)
         if c.attention == "mla":
             return _deepseek_route(c, logits, nx.w[moe + "gate.e_score_correction_bias"])
         probs = softmax(logits)
@@ -449,6 +457,24 @@ def _deepseek_route(c: ModelConfig, logits: np.ndarray, bias: np.ndarray):
     wts = np.take_along_axis(scores, ids, axis=-1)
     if raw.get("norm_topk_prob", True):
         wts = wts / (wts.sum(axis=-1, keepdims=True) + np.float32(1e-20))
+    return ids, wts * np.float32(raw.get("routed_scaling_factor") or 1.0)
+
+
+def _deepseek_v2_route(c: ModelConfig, logits: np.ndarray):
+    """DeepSeek-V2 routing (HF ``DeepseekV2TopkRouter``): softmax scores; ``greedy`` top-k, or
+    ``group_limited_greedy`` (groups ranked by their best expert, the best ``topk_group`` kept);
+    weights the scores, not renormalised, times the routed scaling factor."""
+    raw = c.raw
+    scores = softmax(logits)
+    if raw.get("topk_method") == "group_limited_greedy":
+        n_group, topk_group = int(raw.get("n_group") or 1), int(raw.get("topk_group") or 1)
+        grouped = scores.reshape(-1, n_group, c.n_experts // n_group)
+        keep = np.argsort(-grouped.max(axis=-1), axis=-1, kind="stable")[:, :topk_group]
+        mask = np.zeros(grouped.shape[:2], dtype=bool)
+        np.put_along_axis(mask, keep, True, axis=-1)
+        scores = np.where(np.repeat(mask, c.n_experts // n_group, axis=-1), scores, 0.0)
+    ids = np.argsort(-scores, axis=-1, kind="stable")[:, : c.top_k]
+    wts = np.take_along_axis(scores, ids, axis=-1)
     return ids, wts * np.float32(raw.get("routed_scaling_factor") or 1.0)
 
 

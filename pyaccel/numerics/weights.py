@@ -21,8 +21,10 @@ from ..model.config import ModelConfig
 from .codecs import bf16_bits
 
 # Families whose forward pass numerics/reference.py implements.
-FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3",
-                    "kimi_k2"}  # fmt: skip
+FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen3_moe",
+                    "deepseek_v2", "deepseek_v3", "kimi_k2"}  # fmt: skip
+# Routers with a per-expert score-correction bias (DeepSeek-V3's auxiliary-loss-free balancing)
+CORRECTION_BIAS_TYPES = ("deepseek_v3", "kimi_k2")
 
 # safetensors dtypes read as weights (converted to fp32; bf16 via ml_dtypes' bfloat16)
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
@@ -114,12 +116,39 @@ def _mlp_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
                                ("w1", "w3", "w2")))  # fmt: skip
         return out
     out[p + "mlp.gate.weight"] = (cfg.n_experts, h)
-    if cfg.attention == "mla":
+    if cfg.model_type in CORRECTION_BIAS_TYPES:
         out[p + "mlp.gate.e_score_correction_bias"] = (cfg.n_experts,)
     for e in range(cfg.n_experts):
         out.update(_swiglu(f"{p}mlp.experts.{e}.", h, cfg.expert_ffn))
     if cfg.n_shared_experts:
         out.update(_swiglu(p + "mlp.shared_experts.", h, cfg.expert_ffn * cfg.n_shared_experts))
+    return out
+
+
+def fused_tensors(cfg: ModelConfig) -> dict[str, list[tuple[str, int, int]]]:
+    """The tensors ``cfg``'s family stores fused in its checkpoint, each with its parts (the
+    names the forward pass reads, and their row ranges in it): Phi-3's ``qkv_proj`` (q, k, v
+    rows) and ``gate_up_proj`` (gate then up rows, as HF's ``chunk(2)`` splits it)."""
+    if cfg.model_type != "phi3":
+        return {}
+    q, kv, f = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.ffn
+    out = {}
+    for i in range(cfg.n_layers):
+        a, m = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
+        out[a + "qkv_proj.weight"] = [(a + "q_proj.weight", 0, q),
+                                      (a + "k_proj.weight", q, q + kv),
+                                      (a + "v_proj.weight", q + kv, q + 2 * kv)]  # fmt: skip
+        out[m + "gate_up_proj.weight"] = [(m + "gate_proj.weight", 0, f),
+                                          (m + "up_proj.weight", f, 2 * f)]  # fmt: skip
+    return out
+
+
+def checkpoint_tensors(cfg: ModelConfig, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``tensors`` (the forward pass's names) under the names ``cfg``'s family's checkpoint uses:
+    fused tensors concatenated from their parts (what a folder for transformers must hold)."""
+    out = dict(tensors)
+    for fused, parts in fused_tensors(cfg).items():
+        out[fused] = np.concatenate([out.pop(name) for name, _, _ in parts], axis=0)
     return out
 
 
@@ -219,6 +248,9 @@ class LazyWeights:
         self._files: dict[Path, object] = {}  # open safe_open handles
         self._cache: dict[str, np.ndarray] = {}
         self._index(folder)
+        # tensors a family's checkpoint stores fused (Phi-3's qkv_proj, gate_up_proj)
+        self._parts = {name: (fused, lo, hi) for fused, parts in fused_tensors(cfg).items()
+                       if fused in self._where for name, lo, hi in parts}  # fmt: skip
         self._validate()
 
     def _index(self, folder: Path) -> None:
@@ -246,6 +278,9 @@ class LazyWeights:
 
     def _validate(self) -> None:
         for name, shape in self.expected.items():
+            if name in self._parts:
+                fused, lo, hi = self._parts[name]
+                name, shape = fused, (self._parts_rows(fused), *shape[1:])
             if name not in self._where:
                 raise ConfigError(
                     f"{self.folder}: missing tensor '{name}' (shape {list(shape)}); the model "
@@ -269,7 +304,14 @@ class LazyWeights:
         """The tensor names the model needs."""
         return list(self.expected)
 
+    def _parts_rows(self, fused: str) -> int:
+        """Rows of a fused tensor: the last row of its last part."""
+        return max(hi for f, _, hi in self._parts.values() if f == fused)
+
     def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._parts:
+            fused, lo, hi = self._parts[name]
+            return self[fused][lo:hi]
         if name not in self._cache:
             where = self._where[name]
             arr = _as_fp32(self._files[where].get_tensor(name))
@@ -304,6 +346,7 @@ def load_weights(cfg: ModelConfig, seed: int = 0):
         raise ConfigError(
             f"functional emulation of {cfg.name} needs {n:,} parameters in memory "
             f"({n * 4 / 1e9:.1f} GB fp32 per copy); the limit is {MAX_RANDOM_PARAMS:,}: use a "
-            "tiny model (tiny-llama, tiny-qwen3, tiny-mixtral, tiny-deepseek-v3) or a folder"
+            "tiny model (tiny-llama, tiny-qwen3, tiny-mixtral, tiny-deepseek-v3, tiny-deepseek-v2, "
+            "tiny-phi3) or a folder"
         )
     return random_weights(cfg, seed)

@@ -22,7 +22,14 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-MODELS = ("tiny-llama", "tiny-qwen3", "tiny-mixtral", "tiny-deepseek-v3")
+MODELS = (
+    "tiny-llama",
+    "tiny-qwen3",
+    "tiny-mixtral",
+    "tiny-deepseek-v3",
+    "tiny-deepseek-v2",
+    "tiny-phi3",
+)
 SEED = 1234
 N_TOKENS = 12
 
@@ -42,14 +49,15 @@ def preset_config(name: str) -> dict:
 def write_config_folder(raw: dict, folder: Path, seed: int = SEED) -> None:
     """config.json (``raw``) + model.safetensors (bf16) of seeded random weights of its shapes."""
     from pyaccel.model.config import load_model
-    from pyaccel.numerics.weights import random_weights, write_safetensors
+    from pyaccel.numerics.weights import checkpoint_tensors, random_weights, write_safetensors
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.safetensors"):
         old.unlink()
     (folder / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
     cfg = load_model(folder)
-    write_safetensors(folder / "model.safetensors", random_weights(cfg, seed), bf16=True)
+    tensors = checkpoint_tensors(cfg, random_weights(cfg, seed))  # the family's own names
+    write_safetensors(folder / "model.safetensors", tensors, bf16=True)
 
 
 def write_model_folder(name: str, folder: Path) -> None:
