@@ -29,6 +29,20 @@ DEEPSEEK_V2_LITE = {
 }  # fmt: skip
 
 
+GEMMA2_9B = {
+    "model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336,
+    "num_hidden_layers": 42, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+    "vocab_size": 256000, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+    "max_position_embeddings": 8192,
+}  # fmt: skip
+GEMMA3_1B = {
+    "model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912,
+    "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+    "vocab_size": 262144, "query_pre_attn_scalar": 256, "sliding_window": 512,
+    "max_position_embeddings": 32768, "rope_local_base_freq": 10000.0,
+}  # fmt: skip
+
+
 def _graph(raw, name):
     cfg = config_from_dict(raw, name, name)
     return cfg, pa.build_graph(cfg, pa.Workload(batch=1, context=64), native_format="bf16")
@@ -51,7 +65,22 @@ def test_deepseek_v2_lite_shapes():
     assert cfg.mtp_layers == 0
 
 
-@pytest.mark.parametrize("model", ["tiny-phi3", "tiny-deepseek-v2"])
+def test_gemma_shapes():
+    cfg, g = _graph(GEMMA2_9B, "gemma-2-9b")
+    assert round(g.param_count / 1e9, 2) == 9.24  # Gemma 2 9B: 9.24B (embeddings tied)
+    assert cfg.tied_embeddings and cfg.hidden_act == "gelu_tanh"
+    assert (cfg.attn_softcap, cfg.final_softcap) == (50.0, 30.0)  # HF's defaults
+    assert cfg.layer_types[:2] == ("sliding_attention", "full_attention")
+    norms = [o.kind for o in g.ops_of(0) if o.op_class == "norm"]
+    assert norms == ["attn_norm", "post_attn_norm", "mlp_norm", "post_ffn_norm"]
+    assert any(o.kind == "logit_softcap" for o in g.ops_of("head"))
+    cfg3, g3 = _graph(GEMMA3_1B, "gemma-3-1b")
+    assert round(g3.param_count / 1e9, 2) == 1.00  # Gemma 3 1B
+    assert [i for i, t in enumerate(cfg3.layer_types) if t == "full_attention"] == [5, 11, 17, 23]
+    assert cfg3.qk_norm and cfg3.final_softcap == 0 and cfg3.local_rope_theta == 10000.0
+
+
+@pytest.mark.parametrize("model", ["tiny-phi3", "tiny-deepseek-v2", "tiny-gemma2", "tiny-gemma3"])
 @pytest.mark.parametrize("system", ["h100", "wse3", "groq-tsp", "taalas-hc1"])
 def test_runs_on_every_kind_with_its_numerics(model, system):
     # bf16 weights everywhere (an etched die too): the numerics must agree with the reference

@@ -130,6 +130,10 @@ VARIANTS = {
         "original_max_position_embeddings": 128})),
     "phi3-full-rotary-no-window": ("tiny-phi3", dict(partial_rotary_factor=1.0,
                                                      sliding_window=None)),
+    "gemma2-no-softcaps": ("tiny-gemma2", dict(attn_logit_softcapping=None,
+                                               final_logit_softcapping=None)),
+    "gemma3-unscaled-pattern-2": ("tiny-gemma3", dict(rope_scaling=None,
+                                                      sliding_window_pattern=2)),
 }
 # fmt: on
 

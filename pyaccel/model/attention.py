@@ -165,7 +165,14 @@ def attention_block(
         f"L{layer}.attn_residual", layer, "attn_residual", "elementwise", "replicate", b, h, 1,
         reads=2,
     )  # fmt: skip
-    return [norm, *ops, attention_op(att, work, layer, context), o_proj, residual]
+    post = [sandwich_norm(layer, "post_attn_norm", b, h)] if cfg.sandwich_norms else []
+    return [norm, *ops, attention_op(att, work, layer, context), o_proj, *post, residual]
+
+
+def sandwich_norm(layer: int, kind: str, b: int, h: int) -> Op:
+    """A norm of a block's output before its residual add (Gemma's post-attention and
+    post-feedforward norms)."""
+    return vector_op(f"L{layer}.{kind}", layer, kind, "norm", "replicate", b, h, 4, params=h)
 
 
 def _mla_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list[Op], int]:

@@ -1,9 +1,11 @@
 """ModelConfig: the shapes of a decoder-only transformer, read from a Hugging Face ``config.json``.
 
-Supported ``model_type`` families: llama, mistral, qwen2, qwen3, phi3 (dense; Phi-3 fuses
-q/k/v and gate/up in its checkpoint); mixtral, qwen3_moe, glm4_moe (MoE); deepseek_v2,
-deepseek_v3 / kimi_k2 (MLA + MoE; Kimi K2.5/K2.6 nest these under ``text_config``); gpt_oss
-(MoE, sliding-window layers, attention sinks, biases).
+Supported ``model_type`` families (what each one's fields mean: :mod:`pyaccel.model.families`):
+llama, mistral, qwen2, qwen3, phi3 (dense; Phi-3 fuses q/k/v and gate/up in its checkpoint);
+gemma2, gemma3_text / gemma3 (dense; scaled embeddings, ``1 + w`` norms before and after
+attention and MLP, GeGLU, soft-capping, sliding layers); mixtral, qwen3_moe, glm4_moe (MoE);
+deepseek_v2, deepseek_v3 / kimi_k2 (MLA + MoE; Kimi K2.5/K2.6 nest these under
+``text_config``); gpt_oss (MoE, sliding-window layers, attention sinks, biases).
 """
 
 from __future__ import annotations
@@ -15,21 +17,24 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PresetError
+from .families import (
+    DEFAULT_NORM_EPS,
+    DEFAULT_ROPE_THETA,
+    GEMMA_TYPES,
+    MLA_TYPES,
+    MOE_TYPES,
+    SUPPORTED_TYPES,
+    check_groups,
+    gemma_fields,
+    hidden_act,
+    layer_types,
+    mla_fields,
+    moe_fields,
+    sliding,
+)
+from .fields import flag, integer, need, positive, real
 from .quant import QuantConfig, parse_quantization_config
 
-DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3"}
-MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
-MLA_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
-SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
-# What Hugging Face transformers (5.x config classes) assumes when a config.json leaves the field
-# out (kimi_k2 ships DeepSeek-V3's config class); the others default to rms_norm_eps 1e-5 and
-# rope_theta 10000.
-DEFAULT_NORM_EPS = {t: 1e-6 for t in ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
-                                       "deepseek_v2", "deepseek_v3", "kimi_k2")}  # fmt: skip
-DEFAULT_ROPE_THETA = {"mixtral": 1e6, "gpt_oss": 150000.0}
-# Activations of the gated MLP the graph and the functional reference implement (Hugging Face
-# ACT2FN names; "swish" is transformers' alias of SiLU).
-SUPPORTED_ACTS = ("silu", "swish")
 # Deeper configs are refused before anything is built (the largest released models have < 200
 # layers; a 10^7-layer config once ran 300 s to 11 GB before failing).
 MAX_LAYERS = 10_000
@@ -94,6 +99,17 @@ class ModelConfig:
     layer_types: tuple[str, ...] = ()
     mtp_layers: int = 0
     draft_head: DraftHead | None = None
+    # Gemma: embeddings times sqrt(hidden); RMSNorm weight applied as norm_offset + w; norms
+    # after attention and after the MLP too (sandwich); tanh soft-capping of attention scores
+    # and of the logits (0: none); the attention scale (0: head_dim ** -0.5); the rope base of
+    # sliding-window layers when it differs from rope_theta's (0: the same)
+    embed_scale: bool = False
+    norm_offset: float = 0.0
+    sandwich_norms: bool = False
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    attn_scale: float = 0.0
+    local_rope_theta: float = 0.0
     max_position: int = 0
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
@@ -124,169 +140,38 @@ class ModelConfig:
         return 2 * self.n_kv_heads * self.head_dim
 
 
-def _need(cfg: dict, key: str, where: str) -> Any:
-    if key not in cfg or cfg[key] is None:
-        raise ConfigError(f"{where}: missing field '{key}'")
-    return cfg[key]
-
-
-def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
-    value = cfg.get(key, default) if default is not None else _need(cfg, key, where)
-    if value is None:
-        value = default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{where}: field '{key}' must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _positive(cfg: dict, key: str, where: str, default: int | None = None) -> int:
-    value = _int(cfg, key, where, default)
-    if value == 0:
-        raise ConfigError(f"{where}: field '{key}' must be positive, got 0")
-    return value
-
-
 def _rope_theta(cfg: dict, model_type: str, where: str) -> float:
     """``rope_theta``, or (transformers 5 configs) ``rope_parameters.rope_theta``, or the family's
     default."""
     default = DEFAULT_ROPE_THETA.get(model_type, 10000.0)
     params = cfg.get("rope_parameters")
     if cfg.get("rope_theta") is None and isinstance(params, dict):
-        return _real(params, "rope_theta", f"{where} rope_parameters", default)
-    return _real(cfg, "rope_theta", where, default)
-
-
-def _real(cfg: dict, key: str, where: str, default: float) -> float:
-    """A positive finite real field (``rope_theta``, ``rms_norm_eps``); absent or null: default."""
-    value = cfg.get(key)
-    if value is None:
-        return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (0 < value < float("inf"))
-    ):
-        raise ConfigError(f"{where}: field '{key}' must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _layer_list(cfg: dict, key: str, n_layers: int, where: str) -> set[int]:
-    """A list of layer indices (e.g. ``mlp_only_layers``); absent or null: empty."""
-    value = cfg.get(key)
-    if value is None:
-        return set()
-    if not isinstance(value, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers for i in value
-    ):
-        raise ConfigError(
-            f"{where}: field '{key}' must be a list of layer indices 0..{n_layers - 1}, "
-            f"got {value!r}"
-        )
-    return set(value)
-
-
-def _layer_types(cfg: dict, n_layers: int, where: str) -> tuple[str, ...]:
-    types = cfg.get("layer_types")
-    if types is None:
-        return ()
-    allowed = {"full_attention", "sliding_attention"}
-    if not isinstance(types, list) or len(types) != n_layers or not set(types) <= allowed:
-        raise ConfigError(
-            f"{where}: field 'layer_types' must list {n_layers} entries from {sorted(allowed)}"
-        )
-    return tuple(types)
-
-
-def _moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
-    """Expert counts and which layers stay dense, per family's field names."""
-    if mt == "mixtral":
-        return dict(
-            n_experts=_positive(cfg, "num_local_experts", where),
-            top_k=_positive(cfg, "num_experts_per_tok", where),
-            expert_ffn=_positive(cfg, "intermediate_size", where),
-            dense_layers=(),
-        )
-    if mt == "gpt_oss":
-        top_key = "num_experts_per_tok" if "num_experts_per_tok" in cfg else "experts_per_token"
-        return dict(
-            n_experts=_positive(cfg, "num_local_experts", where),
-            top_k=_positive(cfg, top_key, where),
-            expert_ffn=_positive(cfg, "intermediate_size", where),
-            dense_layers=(),
-            expert_bias=True,
-            router_bias=True,
-        )
-    if mt == "qwen3_moe":
-        step = _positive(cfg, "decoder_sparse_step", where, 1)
-        only = _layer_list(cfg, "mlp_only_layers", n_layers, where)
-        dense = tuple(i for i in range(n_layers) if i in only or (i + 1) % step != 0)
-        return dict(
-            n_experts=_positive(cfg, "num_experts", where),
-            top_k=_positive(cfg, "num_experts_per_tok", where),
-            expert_ffn=_positive(cfg, "moe_intermediate_size", where),
-            dense_layers=dense,
-        )
-    # glm4_moe, deepseek_v2, deepseek_v3, kimi_k2
-    first_dense = _int(cfg, "first_k_dense_replace", where, 0)
-    freq = _positive(cfg, "moe_layer_freq", where, 1)
-    dense = tuple(i for i in range(n_layers) if i < first_dense or i % freq != 0)
-    return dict(
-        n_experts=_positive(cfg, "n_routed_experts", where),
-        top_k=_positive(cfg, "num_experts_per_tok", where),
-        n_shared_experts=_int(cfg, "n_shared_experts", where, 0),
-        expert_ffn=_positive(cfg, "moe_intermediate_size", where),
-        dense_layers=dense,
-    )
-
-
-def _sliding(cfg: dict, mt: str, n_layers: int, types: tuple[str, ...], where: str) -> dict:
-    """Sliding-window attention: per ``layer_types`` (gpt-oss), all layers (Mistral/Mixtral), or
-    layers from ``max_window_layers`` on when ``use_sliding_window`` is set (Qwen2/Qwen3)."""
-    window = cfg.get("sliding_window") or 0
-    if types:
-        if "sliding_attention" in types:
-            return dict(sliding_window=_positive(cfg, "sliding_window", where))
-        return {}
-    if not window:
-        return {}
-    if mt in ("mistral", "mixtral", "phi3"):  # every layer (Phi-3: HF's mask for all layers)
-        return dict(
-            sliding_window=_positive(cfg, "sliding_window", where),
-            layer_types=("sliding_attention",) * n_layers,
-        )
-    if cfg.get("use_sliding_window"):
-        first = _int(cfg, "max_window_layers", where, 0)
-        return dict(
-            sliding_window=_positive(cfg, "sliding_window", where),
-            layer_types=tuple(
-                "sliding_attention" if i >= first else "full_attention" for i in range(n_layers)
-            ),
-        )
-    return {}
+        return real(params, "rope_theta", f"{where} rope_parameters", default)
+    return real(cfg, "rope_theta", where, default)
 
 
 def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
     """Build a :class:`ModelConfig` from a parsed HF ``config.json``; ``where`` names the file."""
     cfg, mt = _text_config_and_type(cfg, where)
     n_layers = _layer_count(cfg, where)
-    hidden = _positive(cfg, "hidden_size", where)
-    n_heads = _positive(cfg, "num_attention_heads", where)
+    hidden = positive(cfg, "hidden_size", where)
+    n_heads = positive(cfg, "num_attention_heads", where)
     fields: dict[str, Any] = dict(
         name=name,
         model_type=mt,
         n_layers=n_layers,
         hidden=hidden,
         n_heads=n_heads,
-        n_kv_heads=_positive(cfg, "num_key_value_heads", where, n_heads),
+        n_kv_heads=positive(cfg, "num_key_value_heads", where, n_heads),
         head_dim=0,  # set below, once the head counts are known to agree
-        ffn=_int(cfg, "intermediate_size", where, 0),
-        vocab=_positive(cfg, "vocab_size", where),
-        tied_embeddings=_flag(cfg, "tie_word_embeddings", where),
-        max_position=_int(cfg, "max_position_embeddings", where, 0),
+        ffn=integer(cfg, "intermediate_size", where, 0),
+        vocab=positive(cfg, "vocab_size", where),
+        tied_embeddings=flag(cfg, "tie_word_embeddings", where, mt in GEMMA_TYPES),
+        max_position=integer(cfg, "max_position_embeddings", where, 0),
         rope_theta=_rope_theta(cfg, mt, where),
-        norm_eps=_real(cfg, "rms_norm_eps", where, DEFAULT_NORM_EPS.get(mt, 1e-5)),
-        hidden_act=_hidden_act(cfg, where),
-        layer_types=_layer_types(cfg, n_layers, where),
+        norm_eps=real(cfg, "rms_norm_eps", where, DEFAULT_NORM_EPS.get(mt, 1e-5)),
+        hidden_act=hidden_act(cfg, mt, where),
+        layer_types=layer_types(cfg, mt, n_layers, where),
         quantization=parse_quantization_config(cfg, where),
         source=where,
         raw=cfg,
@@ -298,11 +183,11 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         )
     fields["head_dim"] = _head_dim(cfg, hidden, n_heads, mt in MLA_TYPES, where)
     if mt in MOE_TYPES | MLA_TYPES:
-        fields.update(_moe_fields(cfg, mt, n_layers, where))
+        fields.update(moe_fields(cfg, mt, n_layers, where))
     if mt in MLA_TYPES:
-        fields.update(_mla_fields(cfg, n_heads, where))
+        fields.update(mla_fields(cfg, n_heads, where))
     if mt in MLA_TYPES | {"glm4_moe"}:
-        fields["mtp_layers"] = _int(cfg, "num_nextn_predict_layers", where, 0)
+        fields["mtp_layers"] = integer(cfg, "num_nextn_predict_layers", where, 0)
     if fields["ffn"] == 0 and (not fields.get("n_experts") or fields.get("dense_layers")):
         raise ConfigError(f"{where}: missing field 'intermediate_size' (dense MLP width)")
     bias = bool(cfg.get("attention_bias", mt == "qwen2"))
@@ -312,7 +197,9 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
         qk_norm=mt in ("qwen3", "qwen3_moe") or bool(cfg.get("use_qk_norm")),
         attn_sinks=mt == "gpt_oss",
     )
-    fields.update(_sliding(cfg, mt, n_layers, fields["layer_types"], where))
+    fields.update(sliding(cfg, mt, n_layers, fields["layer_types"], where))
+    if mt in GEMMA_TYPES:
+        fields.update(gemma_fields(cfg, mt, where))
     _check_consistency(fields, cfg, where)
     return ModelConfig(**fields)
 
@@ -327,7 +214,7 @@ def _text_config_and_type(cfg, where: str) -> tuple[dict, str]:
     elif cfg.get("text_config") is not None:
         raise ConfigError(f"{where}: field 'text_config' must be an object, got "
                           f"{cfg['text_config']!r}")  # fmt: skip
-    mt = _need(cfg, "model_type", where)
+    mt = need(cfg, "model_type", where)
     if not isinstance(mt, str) or mt not in SUPPORTED_TYPES:
         raise ConfigError(
             f"{where}: unsupported model_type '{mt}'; supported: "
@@ -336,26 +223,12 @@ def _text_config_and_type(cfg, where: str) -> tuple[dict, str]:
     return cfg, mt
 
 
-def _mla_fields(cfg: dict, n_heads: int, where: str) -> dict:
-    """Multi-head latent attention's ranks and head widths (DeepSeek-V3, Kimi K2); every head
-    reads the one compressed cache, so the KV heads are the query heads."""
-    return dict(
-        attention="mla",
-        q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
-        kv_lora_rank=_positive(cfg, "kv_lora_rank", where),
-        qk_nope_dim=_positive(cfg, "qk_nope_head_dim", where),
-        qk_rope_dim=_positive(cfg, "qk_rope_head_dim", where),
-        v_head_dim=_positive(cfg, "v_head_dim", where),
-        n_kv_heads=n_heads,
-    )
-
-
 # ---- validation beyond one field's type (cross-field relations, limits) ----
 
 
 def _layer_count(cfg: dict, where: str) -> int:
     """``num_hidden_layers``, refused above :data:`MAX_LAYERS` before anything is built."""
-    n = _positive(cfg, "num_hidden_layers", where)
+    n = positive(cfg, "num_hidden_layers", where)
     if n > MAX_LAYERS:
         raise ConfigError(f"{where}: field 'num_hidden_layers' = {n:,} is above the limit of "
                           f"{MAX_LAYERS:,} layers")  # fmt: skip
@@ -366,34 +239,13 @@ def _head_dim(cfg: dict, hidden: int, n_heads: int, mla: bool, where: str) -> in
     """``head_dim``, or ``hidden_size / num_attention_heads`` when that divides exactly (MLA
     models take their head widths from the ``qk_*``/``v_head_dim`` fields instead)."""
     if cfg.get("head_dim") is not None:
-        return _positive(cfg, "head_dim", where)
+        return positive(cfg, "head_dim", where)
     if hidden % n_heads and not mla:
         raise ConfigError(
             f"{where}: field 'hidden_size' = {hidden} is not a multiple of "
             f"'num_attention_heads' = {n_heads} and there is no 'head_dim' to say the head width"
         )
     return hidden // n_heads
-
-
-def _hidden_act(cfg: dict, where: str) -> str:
-    """``hidden_act`` (absent: silu), one of :data:`SUPPORTED_ACTS`."""
-    act = cfg.get("hidden_act")
-    if act is None:
-        return "silu"
-    if act not in SUPPORTED_ACTS:
-        raise ConfigError(f"{where}: field 'hidden_act' = {act!r} is not supported; known: "
-                          f"{', '.join(SUPPORTED_ACTS)}")  # fmt: skip
-    return "silu"
-
-
-def _flag(cfg: dict, key: str, where: str) -> bool:
-    """A true/false field (absent or null: false); strings such as "no" are refused."""
-    value = cfg.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: field '{key}' must be true or false, got {value!r}")
-    return value
 
 
 def _check_consistency(f: dict, cfg: dict, where: str) -> None:
@@ -403,7 +255,7 @@ def _check_consistency(f: dict, cfg: dict, where: str) -> None:
         raise ConfigError(f"{where}: field 'num_experts_per_tok' = {f['top_k']} is above the "
                           f"{f['n_experts']} routed experts")  # fmt: skip
     if f["model_type"] in MLA_TYPES:
-        _check_groups(f, cfg, where)
+        check_groups(f, cfg, where)
     rot, rot_key = (f["qk_rope_dim"], "qk_rope_head_dim") if f.get("attention") == "mla" else (
         f["head_dim"], "head_dim")  # fmt: skip
     if rot % 2:
@@ -412,26 +264,6 @@ def _check_consistency(f: dict, cfg: dict, where: str) -> None:
     if f["norm_eps"] >= 1:
         raise ConfigError(f"{where}: field 'rms_norm_eps' = {f['norm_eps']:g} must be < 1 (it "
                           "guards a division; released models use 1e-6 to 1e-5)")  # fmt: skip
-
-
-def _check_groups(f: dict, cfg: dict, where: str) -> None:
-    """DeepSeek routing: ``n_group`` divides the experts, ``topk_group <= n_group`` and the kept
-    groups hold at least ``num_experts_per_tok`` experts."""
-    n_group = _positive(cfg, "n_group", where, 1)
-    topk_group = _positive(cfg, "topk_group", where, 1)
-    n_exp, top_k = f["n_experts"], f["top_k"]
-    if n_exp % n_group:
-        raise ConfigError(f"{where}: field 'n_group' = {n_group} does not divide the "
-                          f"{n_exp} routed experts")  # fmt: skip
-    if topk_group > n_group:
-        raise ConfigError(f"{where}: field 'topk_group' = {topk_group} is above 'n_group' = "
-                          f"{n_group}")  # fmt: skip
-    if top_k > topk_group * (n_exp // n_group):
-        raise ConfigError(
-            f"{where}: field 'num_experts_per_tok' = {top_k} is above the "
-            f"{topk_group * (n_exp // n_group)} experts its 'topk_group' = {topk_group} groups "
-            f"of {n_exp // n_group} hold"
-        )
 
 
 def preset_names() -> list[str]:

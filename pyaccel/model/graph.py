@@ -20,7 +20,7 @@ from functools import cached_property
 from ..errors import ConfigError
 from ..formats import FORMATS, HC1_ASSUMPTION, Format
 from ..workload import Workload
-from .attention import AttentionShape, attention_block, attention_op
+from .attention import AttentionShape, attention_block, attention_op, sandwich_norm
 from .config import ModelConfig
 from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, matmul_weight_bytes, vector_op
 
@@ -256,7 +256,8 @@ def _mlp_block(cfg: ModelConfig, work: Workload, layer: int) -> list[Op]:
         f"L{layer}.mlp_residual", layer, "mlp_residual", "elementwise", "replicate", b, h, 1,
         reads=2,
     )  # fmt: skip
-    return [norm, *body, residual]
+    post = [sandwich_norm(layer, "post_ffn_norm", b, h)] if cfg.sandwich_norms else []
+    return [norm, *body, *post, residual]
 
 
 def expected_distinct_experts(n_experts: int, top_k: int, batch: int) -> float:
@@ -395,4 +396,6 @@ def _head_ops(model: ModelConfig, work: Workload) -> list[Op]:
     sampling = Op("sampling", "head", "sampling", "sampling", "vocab", m=b, n=1, k=v,
                   flops=b * v, act_bytes=ACT_BYTES * b * v)  # fmt: skip
     norm = vector_op("final_norm", "head", "final_norm", "norm", "replicate", b, h, 4, params=h)
-    return [norm, head, sampling]
+    # Gemma 2: logits = cap * tanh(logits / cap) (a divide, a tanh, a multiply an element)
+    cap = [vector_op("logit_softcap", "head", "logit_softcap", "elementwise", "vocab", b, v, 3)]
+    return [norm, head, *(cap if model.final_softcap else []), sampling]

@@ -21,13 +21,19 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model.config import ModelConfig
+from .rope import (
+    mla_softmax_scale,
+    rope_cos_sin,
+    rope_half,
+    rope_interleave,
+    rope_inv_freq,
+    rope_parameters,
+)
 from .weights import check_supported, nonfinite_count
 
 # HF builds DeepSeek's q_a_layernorm / kv_a_layernorm as ``DeepseekV3RMSNorm(rank)``: the class
 # default eps, not the config's ``rms_norm_eps`` (the original DeepSeek code does the same).
 MLA_LATENT_NORM_EPS = 1e-6
-
-ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 def check_finite(x: np.ndarray, layer, op: str, run: str) -> np.ndarray:
@@ -102,156 +108,12 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (np.float32(1.0) + np.exp(-x))
 
 
-def rope_parameters(cfg: ModelConfig) -> dict:
-    """``cfg``'s rope parameters as transformers reads them: ``rope_scaling`` (or the newer
-    ``rope_parameters``) with ``rope_type`` (old spelling ``type``, absent: ``default``),
-    ``rope_theta`` and, for llama3/yarn, ``original_max_position_embeddings``."""
-    raw = cfg.raw
-    rp = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
-    if not isinstance(rp, dict):
-        raise ConfigError(f"{cfg.name}: 'rope_scaling' must be an object, got {rp!r}")
-    rp = dict(rp)
-    rp["rope_type"] = rp.get("rope_type") or rp.get("type") or "default"
-    if rp.get("rope_theta") is None:
-        rp["rope_theta"] = cfg.rope_theta
-    if rp["rope_type"] not in ROPE_TYPES:
-        raise ConfigError(
-            f"{cfg.name}: rope type '{rp['rope_type']}' is not covered by the reference forward "
-            f"pass; supported: {', '.join(ROPE_TYPES)}"
-        )
-    if rp["rope_type"] in ("llama3", "yarn") and rp.get("original_max_position_embeddings") is None:
-        rp["original_max_position_embeddings"] = (
-            raw.get("original_max_position_embeddings") or cfg.max_position
-        )
-    _check_rope_numbers(rp, cfg.source or cfg.name)
-    return rp
-
-
-# rope fields that must be positive numbers when present (mscale ones may be 0: "off")
-_ROPE_POSITIVE = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "beta_fast",
-                  "beta_slow", "attention_factor", "original_max_position_embeddings")  # fmt: skip
-_ROPE_NON_NEGATIVE = ("mscale", "mscale_all_dim")
-
-
-def _check_rope_numbers(rp: dict, where: str) -> None:
-    """Rope scaling numbers are finite and positive, and llama3's frequency band is not empty
-    (a factor of 0 or equal band edges made every activation NaN)."""
-    if rp["rope_type"] == "llama3":
-        for key in ("factor", "low_freq_factor", "high_freq_factor"):
-            if rp.get(key) is None:
-                raise ConfigError(f"{where}: rope_scaling of type llama3 needs '{key}'")
-    for key in _ROPE_POSITIVE + _ROPE_NON_NEGATIVE:
-        value = rp.get(key)
-        if value is None:
-            continue
-        positive = key in _ROPE_POSITIVE
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not (number and math.isfinite(value) and (value > 0 if positive else value >= 0)):
-            raise ConfigError(f"{where}: rope_scaling field '{key}' must be a finite number "
-                              f"{'> 0' if positive else '>= 0'}, got {value!r}")  # fmt: skip
-    if rp["rope_type"] == "llama3" and rp["high_freq_factor"] <= rp["low_freq_factor"]:
-        raise ConfigError(
-            f"{where}: rope_scaling field 'high_freq_factor' = {rp['high_freq_factor']} must be "
-            f"> 'low_freq_factor' = {rp['low_freq_factor']} (the band between them is smoothed)"
-        )
-
-
-def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def _rope_factor(rp: dict, max_position: int) -> float:
-    """The scaling factor; yarn without one uses max / original positions (as HF does)."""
-    if rp.get("factor") is not None:
-        return float(rp["factor"])
-    if rp["rope_type"] == "yarn":
-        return max_position / float(rp["original_max_position_embeddings"])
-    raise ConfigError(f"rope type '{rp['rope_type']}' needs a 'factor'")
-
-
-def rope_inv_freq(rp: dict, dim: int, max_position: int) -> tuple[np.ndarray, float]:
-    """fp32 inverse frequencies ``[dim // 2]`` and the cos/sin factor of rope parameters ``rp``
-    (from :func:`rope_parameters`) over ``dim`` rotary features, computed as transformers does."""
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (HF ``gelu_pytorch_tanh``):
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
     f32 = np.float32
-    base = float(rp["rope_theta"])
-    expo = np.arange(0, dim, 2, dtype=np.float32) / f32(dim)
-    pos_freqs = (f32(base) ** expo).astype(np.float32)
-    inv = (f32(1.0) / pos_freqs).astype(np.float32)
-    kind = rp["rope_type"]
-    if kind == "default":
-        return inv, 1.0
-    if kind == "linear":
-        return (inv / f32(_rope_factor(rp, max_position))).astype(np.float32), 1.0
-    if kind == "llama3":
-        factor = _rope_factor(rp, max_position)
-        lo_f, hi_f = float(rp["low_freq_factor"]), float(rp["high_freq_factor"])
-        old = float(rp["original_max_position_embeddings"])
-        lo_wav, hi_wav = old / lo_f, old / hi_f
-        wavelen = (f32(2 * math.pi) / inv).astype(np.float32)
-        scaled = np.where(wavelen > f32(lo_wav), inv / f32(factor), inv).astype(np.float32)
-        smooth = ((f32(old) / wavelen - f32(lo_f)) / f32(hi_f - lo_f)).astype(np.float32)
-        smoothed = (f32(1) - smooth) * scaled / f32(factor) + smooth * scaled
-        medium = ~(wavelen < f32(hi_wav)) & ~(wavelen > f32(lo_wav))
-        return np.where(medium, smoothed, scaled).astype(np.float32), 1.0
-    # yarn
-    orig = float(rp["original_max_position_embeddings"])
-    factor = _rope_factor(rp, max_position)
-    att = rp.get("attention_factor")
-    mscale, mscale_all = rp.get("mscale"), rp.get("mscale_all_dim")
-    if att is None:
-        if mscale and mscale_all:
-            att = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all)
-        else:
-            att = _yarn_mscale(factor)
-    beta_fast, beta_slow = rp.get("beta_fast") or 32, rp.get("beta_slow") or 1
-
-    def corr_dim(rot):
-        return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
-
-    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
-    if rp.get("truncate", True):
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - f32(low)) / f32(high - low), 0, 1)
-    extra = (f32(1) - ramp).astype(np.float32)
-    interp = (f32(1.0) / (f32(factor) * pos_freqs)).astype(np.float32)
-    return (interp * (f32(1) - extra) + inv * extra).astype(np.float32), float(att)
-
-
-def mla_softmax_scale(cfg: ModelConfig, rp: dict) -> float:
-    """DeepSeek's attention scale: ``qk_head_dim ** -0.5``, times ``mscale(factor,
-    mscale_all_dim) ** 2`` under a scaled rope with ``mscale_all_dim`` set (HF
-    ``yarn_apply_mscale``)."""
-    scale = (cfg.qk_nope_dim + cfg.qk_rope_dim) ** -0.5
-    if rp["rope_type"] != "default" and rp.get("mscale_all_dim"):
-        m = _yarn_mscale(_rope_factor(rp, cfg.max_position or 4096), rp["mscale_all_dim"])
-        scale = scale * m * m
-    return scale
-
-
-def rope_cos_sin(inv_freq: np.ndarray, pos: int, factor: float = 1.0):
-    """fp32 cos/sin (half width) at position ``pos`` of inverse frequencies ``inv_freq``, each
-    times the rope's attention ``factor`` (yarn), as HF computes them."""
-    ang = (np.float32(pos) * inv_freq).astype(np.float32)
-    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-    if factor != 1.0:
-        cos, sin = cos * np.float32(factor), sin * np.float32(factor)
-    return cos, sin
-
-
-def rope_half(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Llama-style rope (rotate_half) over the last axis."""
-    d = x.shape[-1] // 2
-    x1, x2 = x[..., :d], x[..., d:]
-    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-
-
-def rope_interleave(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """DeepSeek-style rope on interleaved pairs, output de-interleaved (as HF writes it)."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    inner = f32(math.sqrt(2.0 / math.pi)) * (x + f32(0.044715) * x * x * x)
+    return f32(0.5) * x * (f32(1.0) + np.tanh(inner))
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -277,6 +139,9 @@ class DecodeModel:
         rot = cfg.qk_rope_dim if cfg.attention == "mla" else int(cfg.head_dim * partial)
         self.rot = rot
         self.inv_freq, self.rope_factor = rope_inv_freq(rp, rot, cfg.max_position or 4096)
+        # Gemma 3: sliding layers rotate with a base of their own, unscaled
+        local = {"rope_type": "default", "rope_theta": cfg.local_rope_theta}
+        self.local_rope = rope_inv_freq(local, rot, 0) if cfg.local_rope_theta else None
         if cfg.attention == "mla":
             self.mla_scale = mla_softmax_scale(cfg, rp)
             # HF DeepSeek-V3: interleaved rope pairs unless the config sets rope_interleave false
@@ -301,26 +166,43 @@ class DecodeModel:
         if self.pos >= self.max_len:
             raise ValueError(f"KV cache full ({self.max_len} positions)")
         ids = np.asarray(tokens, dtype=np.int64).reshape(self.batch)
-        x = nx.act(nx.w["model.embed_tokens.weight"][ids].astype(np.float32))
-        x = self._finite(x, "embed", "embed_tokens")
+        x = nx.w["model.embed_tokens.weight"][ids].astype(np.float32)
+        if c.embed_scale:  # Gemma: embeddings times sqrt(hidden)
+            x = x * np.float32(c.hidden**0.5)
+        x = self._finite(nx.act(x), "embed", "embed_tokens")
         for i in range(c.n_layers):
-            p = f"model.layers.{i}."
-            h = nx.act(rms_norm(x, nx.w[p + "input_layernorm.weight"], c.norm_eps))
-            h = self._finite(h, i, "input_layernorm")
-            if c.attention == "mla":
-                a = self._mla(i, h)
-            else:
-                a = self._gqa(i, h)
-            x = self._finite(nx.act(x + a), i, "attention residual add")
-            h = nx.act(rms_norm(x, nx.w[p + "post_attention_layernorm.weight"], c.norm_eps))
-            h = self._finite(h, i, "post_attention_layernorm")
-            x = self._finite(nx.act(x + self._mlp(i, h)), i, "mlp residual add")
-        h = self._finite(nx.act(rms_norm(x, nx.w["model.norm.weight"], c.norm_eps)), "head",
-                         "final norm")  # fmt: skip
+            x = self._layer(i, x)
+        h = self._finite(nx.act(self._norm(x, "model.norm")), "head", "final norm")
         head = "model.embed_tokens" if c.tied_embeddings else "lm_head"
-        logits = nx.linear(h, head, "vocab", "head")
+        logits = nx.linear(h, head, "vocab", "head").astype(np.float32)
+        if c.final_softcap:  # Gemma 2: cap * tanh(logits / cap)
+            cap = np.float32(c.final_softcap)
+            logits = np.tanh(logits / cap) * cap
         self.pos += 1
         return logits.astype(np.float32)
+
+    def _layer(self, i: int, x: np.ndarray) -> np.ndarray:
+        """One decoder layer: attention and MLP blocks, each normed before (and with Gemma's
+        sandwich norms, after) and added to the residual."""
+        c, nx, p = self.cfg, self.nx, f"model.layers.{i}."
+        h = self._finite(nx.act(self._norm(x, p + "input_layernorm")), i, "input_layernorm")
+        a = self._mla(i, h) if c.attention == "mla" else self._gqa(i, h)
+        if c.sandwich_norms:
+            a = nx.act(self._norm(a, p + "post_attention_layernorm"))
+        x = self._finite(nx.act(x + a), i, "attention residual add")
+        pre = p + ("pre_feedforward_layernorm" if c.sandwich_norms else "post_attention_layernorm")
+        h = self._finite(nx.act(self._norm(x, pre)), i, "pre-MLP norm")
+        m = self._mlp(i, h)
+        if c.sandwich_norms:
+            m = nx.act(self._norm(m, p + "post_feedforward_layernorm"))
+        return self._finite(nx.act(x + m), i, "mlp residual add")
+
+    def _norm(self, x: np.ndarray, name: str, eps: float | None = None) -> np.ndarray:
+        """RMSNorm with weight ``name``; Gemma's weight scales by ``1 + w``."""
+        w = self.nx.w[name + ".weight"]
+        if self.cfg.norm_offset:
+            w = np.float32(self.cfg.norm_offset) + w
+        return rms_norm(x, w, self.cfg.norm_eps if eps is None else eps)
 
     def _finite(self, x: np.ndarray, layer, op: str) -> np.ndarray:
         return check_finite(x, layer, op, self.nx.label)
@@ -340,9 +222,11 @@ class DecodeModel:
         k = nx.act(nx.linear(h, a + "k_proj", "col", "attn")).reshape(b, c.n_kv_heads, hd)
         v = nx.act(nx.linear(h, a + "v_proj", "col", "attn")).reshape(b, c.n_kv_heads, hd)
         if c.qk_norm:
-            q = nx.act(rms_norm(q, nx.w[a + "q_norm.weight"], c.norm_eps))
-            k = nx.act(rms_norm(k, nx.w[a + "k_norm.weight"], c.norm_eps))
-        cos, sin = rope_cos_sin(self.inv_freq, self.pos, self.rope_factor)
+            q = nx.act(self._norm(q, a + "q_norm"))
+            k = nx.act(self._norm(k, a + "k_norm"))
+        inv, factor = (self.local_rope if self.local_rope and c.is_sliding(i)
+                       else (self.inv_freq, self.rope_factor))  # fmt: skip
+        cos, sin = rope_cos_sin(inv, self.pos, factor)
         r = self.rot
         q = nx.act(np.concatenate([rope_half(q[..., :r], cos, sin), q[..., r:]], axis=-1))
         k = np.concatenate([rope_half(k[..., :r], cos, sin), k[..., r:]], axis=-1)
@@ -352,7 +236,10 @@ class DecodeModel:
         keys, vals = kc[:, lo : self.pos + 1], vc[:, lo : self.pos + 1]  # [b, t, kvh, hd]
         group = c.n_heads // c.n_kv_heads
         keys, vals = np.repeat(keys, group, axis=2), np.repeat(vals, group, axis=2)
-        scores = np.einsum("bhd,bthd->bht", q, keys) * np.float32(hd**-0.5)
+        scores = np.einsum("bhd,bthd->bht", q, keys) * np.float32(c.attn_scale or hd**-0.5)
+        if c.attn_softcap:  # Gemma 2: cap * tanh(scores / cap) before the softmax
+            cap = np.float32(c.attn_softcap)
+            scores = np.tanh(scores / cap) * cap
         out = np.einsum("bht,bthd->bhd", softmax(scores), vals).reshape(b, -1)
         return nx.linear(nx.act(out.astype(np.float32)), a + "o_proj", "row", "attn")
 
@@ -396,7 +283,8 @@ class DecodeModel:
         nx = self.nx
         g = nx.act(nx.linear(x, p + names[0], splits[0], role))
         u = nx.act(nx.linear(x, p + names[1], splits[0], role))
-        return nx.linear(nx.act(silu(g) * u), p + names[2], splits[1], role)
+        act = gelu_tanh if self.cfg.hidden_act == "gelu_tanh" else silu
+        return nx.linear(nx.act(act(g) * u), p + names[2], splits[1], role)
 
     def _mlp(self, i: int, h: np.ndarray) -> np.ndarray:
         c, p = self.cfg, f"model.layers.{i}."

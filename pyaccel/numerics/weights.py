@@ -21,8 +21,9 @@ from ..model.config import ModelConfig
 from .codecs import bf16_bits
 
 # Families whose forward pass numerics/reference.py implements.
-FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen3_moe",
-                    "deepseek_v2", "deepseek_v3", "kimi_k2"}  # fmt: skip
+FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text",
+                    "gemma3", "mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                    "kimi_k2"}  # fmt: skip
 # Routers with a per-expert score-correction bias (DeepSeek-V3's auxiliary-loss-free balancing)
 CORRECTION_BIAS_TYPES = ("deepseek_v3", "kimi_k2")
 
@@ -62,6 +63,9 @@ def _layer_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
         p + "input_layernorm.weight": (h,),
         p + "post_attention_layernorm.weight": (h,),
     }
+    if cfg.sandwich_norms:  # Gemma: norms before and after the MLP too
+        out[p + "pre_feedforward_layernorm.weight"] = (h,)
+        out[p + "post_feedforward_layernorm.weight"] = (h,)
     a = p + "self_attn."
     if cfg.attention == "mla":
         qd = cfg.qk_nope_dim + cfg.qk_rope_dim
@@ -166,17 +170,19 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def random_weights(cfg: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """A seeded random model of ``cfg``'s shapes (fp32): matrices N(0, 1/fan_in) so activations
-    keep unit scale through the layers, norm weights 1 + N(0, 0.1^2), embeddings N(0, 1), router
-    correction biases N(0, 0.01^2). Same ``cfg`` and ``seed``, same weights, bit for bit."""
+    keep unit scale through the layers, norms scaling by 1 + N(0, 0.1^2) (Gemma's weights, read
+    as 1 + w, are N(0, 0.1^2)), embeddings N(0, 1) (Gemma's N(0, 1/hidden): it scales them up
+    by sqrt(hidden)), router correction biases N(0, 0.01^2). Same ``cfg`` and ``seed``, same
+    weights, bit for bit."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, shape in expected_tensors(cfg).items():
         if name.endswith("e_score_correction_bias") or name.endswith(".bias"):
             arr = 0.01 * rng.standard_normal(shape)
         elif len(shape) == 1:
-            arr = 1.0 + 0.1 * rng.standard_normal(shape)
+            arr = 1.0 - cfg.norm_offset + 0.1 * rng.standard_normal(shape)
         elif name == "model.embed_tokens.weight":
-            arr = rng.standard_normal(shape)
+            arr = rng.standard_normal(shape) / (np.sqrt(shape[1]) if cfg.embed_scale else 1.0)
         else:
             arr = rng.standard_normal(shape) / np.sqrt(shape[1])
         out[name] = arr.astype(np.float32)
@@ -347,6 +353,6 @@ def load_weights(cfg: ModelConfig, seed: int = 0):
             f"functional emulation of {cfg.name} needs {n:,} parameters in memory "
             f"({n * 4 / 1e9:.1f} GB fp32 per copy); the limit is {MAX_RANDOM_PARAMS:,}: use a "
             "tiny model (tiny-llama, tiny-qwen3, tiny-mixtral, tiny-deepseek-v3, tiny-deepseek-v2, "
-            "tiny-phi3) or a folder"
+            "tiny-phi3, tiny-gemma2, tiny-gemma3) or a folder"
         )
     return random_weights(cfg, seed)

@@ -29,6 +29,8 @@ MODELS = (
     "tiny-deepseek-v3",
     "tiny-deepseek-v2",
     "tiny-phi3",
+    "tiny-gemma2",
+    "tiny-gemma3",
 )
 SEED = 1234
 N_TOKENS = 12
