@@ -178,3 +178,20 @@ def test_lpu_experts_whole_on_chips_and_the_hot_chip_sets_the_step(tmp_path):
     assert hot_run.step_cycles[0] > spread_run.step_cycles[0]
     for t in (spread_run, hot_run):
         assert (t.step_cycles >= t.lower_bound_cycles).all()
+
+
+# --- wafer: every expert a band of its layer's rect ---------------------------------------------
+
+
+def test_wafer_places_each_expert_on_a_band_and_the_file_keeps_it():
+    cfg = pa.load_model("mixtral-8x7b")
+    plc = pa.place(cfg, pa.load_system("wse3", units="auto"), pa.Workload(batch=1))
+    slot = plc.slot(0)
+    sw, sh, cols = slot.region.expert_bands
+    x0, y0, w, h = slot.region.rect
+    # 8 experts: 8 bands along B in one column (the engine's expert_regions)
+    assert (cols, sw, sh) == (1, w, h // 8)
+    assert slot.expert_units == (slot.units[0],) * 8
+    back = pa.Placement.from_json(plc.to_json())
+    assert back.slot(0).region.expert_bands == (sw, sh, cols)
+    assert not plc.slot("embed").expert_units and plc.slot("embed").region.expert_bands is None

@@ -86,6 +86,7 @@ STRUCTURAL = {
     ("place/kinds/lpu.py", 2): (2, "[first, last] pairs in the placement JSON schema"),
     ("place/kinds/wafer.py", 2): (5, "[w, h] / [gx, gy] pairs in the placement JSON schema"),
     ("place/kinds/wafer.py", 4): (2, "[x0, y0, w, h] in the JSON schema; keys listed in full"),
+    ("place/kinds/wafer.py", 3): (1, "[w, h, columns] of expert bands in the JSON schema"),
     ("place/kinds/wafer_tiles.py", 2): (1, "embedding rows held as 16-bit values (capacity)"),
     ("place/kinds/wafer_tiles.py", 4096): (2, "a 4096-token probe of the KV format's bytes"),
     ("place/kinds/wafer_tiles.py", 1e-9): (1, "a guard against dividing by zero"),

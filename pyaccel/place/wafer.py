@@ -37,6 +37,7 @@ from ..errors import PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
 from .kinds.wafer import WaferLayout, WaferRegion, capacity
+from .kinds.wafer_tiles import PeTiles
 from .placement import LayerSlot, Placement
 from .wafer_fit import Fitter as _Fitter
 from .wafer_fit import pe_budget as _budget
@@ -129,16 +130,12 @@ def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
 
 def _slot(graph, key, wafer: int, rect, strategy: str, **extra) -> LayerSlot:
     need_w, need_kv = graph.resident_bytes(key)
-    return LayerSlot(
-        key,
-        (wafer,),
-        (need_w,),
-        (need_kv,),
-        (0,),
-        need_w,
-        need_kv,
-        WaferRegion(strategy=strategy, wafer=wafer, rect=tuple(rect), **extra),
-    )
+    experts = ()
+    if key in graph.moe_layers:  # each expert's band of the rect (the engine's expert_regions)
+        extra["expert_bands"] = PeTiles(graph).expert_regions(rect[2], rect[3])
+        experts = (wafer,) * graph.n_experts
+    region = WaferRegion(strategy=strategy, wafer=wafer, rect=tuple(rect), **extra)
+    return LayerSlot(key, (wafer,), (need_w,), (need_kv,), (0,), need_w, need_kv, region, experts)
 
 
 def _placement(graph, system, units: int, slots, layout: WaferLayout, reason="") -> Placement:

@@ -22,7 +22,9 @@ class WaferRegion(Record):
     """One layer's place on a wafer: the ``rect`` of PEs ``(x0, y0, w, h)`` on wafer ``wafer``
     (its first unit when not recorded), laid out by ``strategy`` (``interleave`` over a
     ``grid`` of ``(w, h)`` PEs, ``layer_regions`` at ``scale`` x the fewest PEs that hold it,
-    ``layer_groups`` over ``tiles`` ``(gx, gy)`` of the wafer)."""
+    ``layer_groups`` over ``tiles`` ``(gx, gy)`` of the wafer). A MoE layer's ``expert_bands``
+    ``(w, h, columns)``: each routed expert owns a ``w x h`` band of the rect, expert ``e`` in
+    column ``e // rows`` and row ``e % rows`` of them (``rows = ceil(E / columns)``)."""
 
     strategy: str | None = jfield(is_str, "a placement strategy name")
     wafer: int | None = jfield(is_int, "a wafer index (integer)")
@@ -30,6 +32,7 @@ class WaferRegion(Record):
     grid: tuple[int, int] | None = jfield(ints(2), "[w, h] in PEs")
     scale: float | None = jfield(is_number, "a number (x the fewest PEs that hold the layer)")
     tiles: tuple[int, int] | None = jfield(ints(2), "[gx, gy] tiles of the wafer")
+    expert_bands: tuple[int, int, int] | None = jfield(ints(3), "[w, h, columns] in PEs")
 
 
 @dataclass(frozen=True)
