@@ -134,6 +134,9 @@ VARIANTS = {
                                                final_logit_softcapping=None)),
     "gemma3-unscaled-pattern-2": ("tiny-gemma3", dict(rope_scaling=None,
                                                       sliding_window_pattern=2)),
+    "llama4-all-moe-top-2-no-tuning": ("tiny-llama4", dict(
+        interleave_moe_layer_step=1, num_experts_per_tok=2, attn_temperature_tuning=False,
+        use_qk_norm=False, attention_chunk_size=None)),
 }
 # fmt: on
 

@@ -33,6 +33,7 @@ class AttentionShape:
     v_head_dim: int
     sinks: bool
     windows: tuple[int, ...]
+    chunks: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> AttentionShape:
@@ -40,9 +41,15 @@ class AttentionShape:
         windows = tuple(
             cfg.sliding_window if cfg.is_sliding(layer) else 0 for layer in range(cfg.n_layers)
         )
+        chunks = tuple(cfg.chunk(i) for i in range(cfg.n_layers)) if cfg.attention_chunk else ()
         return cls(cfg.attention, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.kv_lora_rank,
                    cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim, cfg.attn_sinks,
-                   windows)  # fmt: skip
+                   windows, chunks)  # fmt: skip
+
+    def chunk(self, layer: int) -> int:
+        """Tokens of ``layer``'s attention chunk (0: not chunked): the token at position ``p``
+        attends to positions ``p - p % chunk .. p``."""
+        return self.chunks[layer] if self.chunks else 0
 
     @property
     def latent(self) -> bool:
@@ -82,8 +89,12 @@ def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     attended count returned is the last query's."""
     b, q = work.batch, work.step_tokens
     kv_fmt = work.kv_format
-    window = att.window(layer)
-    spans = [np.minimum(context + i, window) if window else context + i for i in range(1, q + 1)]
+    window, chunk = att.window(layer), att.chunk(layer)
+    if chunk:  # the i-th new token sits at position context + i - 1
+        spans = [np.mod(context + i - 1, chunk) + 1 for i in range(1, q + 1)]
+    else:
+        spans = [np.minimum(context + i, window) if window else context + i
+                 for i in range(1, q + 1)]  # fmt: skip
     attended, total = spans[-1], sum(spans)
     if att.latent:
         lat = att.kv_lora_rank
@@ -105,7 +116,7 @@ def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) 
     sum)."""
     b, rows = work.batch, work.rows
     kv_fmt = work.kv_format
-    window = att.window(layer)
+    window = att.window(layer) or att.chunk(layer)  # a chunk's cache holds at most a chunk
     resident_len = min(work.max_len, window) if window else work.max_len
     elems = att.kv_elems_per_token
     attended, flops, kv_read, kv_write = (
@@ -219,14 +230,16 @@ def _gqa_projections(cfg: ModelConfig, work: Workload, layer: int) -> tuple[list
         )
     ]  # fmt: skip
     heads_width = (cfg.n_heads + cfg.n_kv_heads) * hd
-    if cfg.qk_norm:
+    rotates = layer not in cfg.nope_layers  # Llama 4's no-rope layers neither rotate nor norm
+    if cfg.qk_norm or (cfg.qk_l2_norm and rotates):
         ops.append(
             vector_op(
                 f"L{layer}.qk_norm", layer, "qk_norm", "norm", "heads", b, heads_width, 4,
-                params=2 * hd,
+                params=2 * hd if cfg.qk_norm else 0,
             )
         )  # fmt: skip
-    ops.append(
-        vector_op(f"L{layer}.rope", layer, "rope", "elementwise", "heads", b, heads_width, 3)
-    )
+    if rotates:
+        ops.append(
+            vector_op(f"L{layer}.rope", layer, "rope", "elementwise", "heads", b, heads_width, 3)
+        )
     return ops, q

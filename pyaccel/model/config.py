@@ -1,6 +1,7 @@
 """ModelConfig: the shapes of a decoder-only transformer, read from a Hugging Face ``config.json``.
 
-Supported ``model_type`` families (what each one's fields mean: :mod:`pyaccel.model.families`):
+Supported ``model_type`` families (what each one's fields mean: :mod:`pyaccel.model.families`;
+llama4_text / llama4: MoE with a shared expert, chunked attention, no-rope layers):
 llama, mistral, qwen2, qwen3, phi3 (dense; Phi-3 fuses q/k/v and gate/up in its checkpoint);
 gemma2, gemma3_text / gemma3 (dense; scaled embeddings, ``1 + w`` norms before and after
 attention and MLP, GeGLU, soft-capping, sliding layers); mixtral, qwen3_moe, glm4_moe (MoE);
@@ -21,6 +22,7 @@ from .families import (
     DEFAULT_NORM_EPS,
     DEFAULT_ROPE_THETA,
     GEMMA_TYPES,
+    LLAMA4_TYPES,
     MLA_TYPES,
     MOE_TYPES,
     SUPPORTED_TYPES,
@@ -28,6 +30,7 @@ from .families import (
     gemma_fields,
     hidden_act,
     layer_types,
+    llama4_attention_fields,
     mla_fields,
     moe_fields,
     sliding,
@@ -103,6 +106,14 @@ class ModelConfig:
     # after attention and after the MLP too (sandwich); tanh soft-capping of attention scores
     # and of the logits (0: none); the attention scale (0: head_dim ** -0.5); the rope base of
     # sliding-window layers when it differs from rope_theta's (0: the same)
+    # Llama 4: layers without rope, chunked attention (tokens a chunk, 0: none) on the others,
+    # a weightless L2 norm of q and k on them, and the temperature tuning of the no-rope layers'
+    # queries (floor_scale, attn_scale; 0: off)
+    nope_layers: tuple[int, ...] = ()
+    attention_chunk: int = 0
+    qk_l2_norm: bool = False
+    temp_floor: float = 0.0
+    temp_scale: float = 0.0
     embed_scale: bool = False
     norm_offset: float = 0.0
     sandwich_norms: bool = False
@@ -127,6 +138,11 @@ class ModelConfig:
     def is_dense_layer(self, layer: int) -> bool:
         """True when ``layer``'s MLP is a dense SwiGLU block (no routed experts)."""
         return not self.is_moe or layer in self.dense_layers
+
+    def chunk(self, layer: int) -> int:
+        """Tokens of ``layer``'s attention chunk (each token attends from its chunk's start;
+        Llama 4's rope layers), 0 when it is not chunked."""
+        return self.attention_chunk if self.attention_chunk and layer not in self.nope_layers else 0
 
     def is_sliding(self, layer: int) -> bool:
         """True when ``layer`` attends only to the last ``sliding_window`` tokens."""
@@ -200,6 +216,8 @@ def config_from_dict(cfg: dict, name: str, where: str) -> ModelConfig:
     fields.update(sliding(cfg, mt, n_layers, fields["layer_types"], where))
     if mt in GEMMA_TYPES:
         fields.update(gemma_fields(cfg, mt, where))
+    if mt in LLAMA4_TYPES:
+        fields.update(llama4_attention_fields(cfg, n_layers, where))
     _check_consistency(fields, cfg, where)
     return ModelConfig(**fields)
 

@@ -9,7 +9,8 @@ from .fields import integer, layer_list, positive, real
 
 GEMMA_TYPES = {"gemma2", "gemma3_text", "gemma3"}
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3"} | GEMMA_TYPES
-MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"}
+LLAMA4_TYPES = {"llama4_text", "llama4"}
+MOE_TYPES = {"mixtral", "qwen3_moe", "glm4_moe", "gpt_oss"} | LLAMA4_TYPES
 MLA_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 SUPPORTED_TYPES = DENSE_TYPES | MOE_TYPES | MLA_TYPES
 # What Hugging Face transformers (5.x config classes) assumes when a config.json leaves the field
@@ -44,6 +45,8 @@ def layer_types(cfg: dict, mt: str, n_layers: int, where: str) -> tuple[str, ...
 
 def moe_fields(cfg: dict, mt: str, n_layers: int, where: str) -> dict:
     """Expert counts and which layers stay dense, per family's field names."""
+    if mt in LLAMA4_TYPES:
+        return llama4_moe_fields(cfg, n_layers, where)
     if mt == "mixtral":
         return dict(
             n_experts=positive(cfg, "num_local_experts", where),
@@ -171,3 +174,44 @@ def check_groups(f: dict, cfg: dict, where: str) -> None:
             f"{topk_group * (n_exp // n_group)} experts its 'topk_group' = {topk_group} groups "
             f"of {n_exp // n_group} hold"
         )
+
+
+def llama4_moe_fields(cfg: dict, n_layers: int, where: str) -> dict:
+    """Llama 4's MoE: ``moe_layers`` (or every ``interleave_moe_layer_step``-th layer), experts
+    and one always-on shared expert of ``intermediate_size``; dense layers of
+    ``intermediate_size_mlp``."""
+    step = positive(cfg, "interleave_moe_layer_step", where, 1)
+    moe = cfg.get("moe_layers")
+    moe = layer_list(cfg, "moe_layers", n_layers, where) if moe is not None else set(
+        range(step - 1, n_layers, step))  # fmt: skip
+    return dict(
+        n_experts=positive(cfg, "num_local_experts", where),
+        top_k=positive(cfg, "num_experts_per_tok", where),
+        expert_ffn=positive(cfg, "intermediate_size", where),
+        n_shared_experts=1,
+        dense_layers=tuple(i for i in range(n_layers) if i not in moe),
+        ffn=integer(cfg, "intermediate_size_mlp", where, 16384),
+    )
+
+
+def llama4_attention_fields(cfg: dict, n_layers: int, where: str) -> dict:
+    """Llama 4's attention: layers without rope (``no_rope_layers[i] == 0``; by default every
+    ``no_rope_layer_interval``-th), chunked attention of ``attention_chunk_size`` tokens on the
+    rope layers, a weightless L2 norm of q and k there (``use_qk_norm``), and the attention
+    temperature tuning of the no-rope layers."""
+    flags = cfg.get("no_rope_layers")
+    if not flags:
+        every = positive(cfg, "no_rope_layer_interval", where, 4)
+        flags = [int((i + 1) % every != 0) for i in range(n_layers)]
+    if not isinstance(flags, list) or len(flags) != n_layers or not set(flags) <= {0, 1}:
+        raise ConfigError(f"{where}: field 'no_rope_layers' must list {n_layers} flags 0 or 1")
+    chunk = cfg.get("attention_chunk_size", 8192)
+    tuning = cfg.get("attn_temperature_tuning", True)
+    return dict(
+        nope_layers=tuple(i for i, f in enumerate(flags) if not f),
+        attention_chunk=integer({"c": chunk}, "c", where, 0) if chunk is not None else 0,
+        qk_l2_norm=bool(cfg.get("use_qk_norm", True)),
+        qk_norm=False,
+        temp_floor=real(cfg, "floor_scale", where, 8192.0) if tuning else 0.0,
+        temp_scale=real(cfg, "attn_scale", where, 0.1) if tuning else 0.0,
+    )

@@ -108,8 +108,10 @@ class DecodeGraph:
 
     def attention_group(self, layer: int) -> int:
         """A key shared by the layers whose attention costs the same at every context: its
-        window (0 for full attention). Engines re-cost one attention op per group and step."""
-        return self.attention.window(layer)
+        window (0 for full attention), and its chunk when chunked. Engines re-cost one
+        attention op per group and step."""
+        chunk = self.attention.chunk(layer)
+        return (self.attention.window(layer), chunk) if chunk else self.attention.window(layer)
 
     def at_context(self, context: int) -> DecodeGraph:
         """The same step with ``context`` tokens in the cache (only attention ops change)."""

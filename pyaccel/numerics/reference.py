@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model.config import ModelConfig
+from ..model.families import LLAMA4_TYPES
 from .rope import (
     mla_softmax_scale,
     rope_cos_sin,
@@ -142,9 +143,11 @@ class DecodeModel:
         # Gemma 3: sliding layers rotate with a base of their own, unscaled
         local = {"rope_type": "default", "rope_theta": cfg.local_rope_theta}
         self.local_rope = rope_inv_freq(local, rot, 0) if cfg.local_rope_theta else None
+        # HF DeepSeek: interleaved rope pairs unless the config sets rope_interleave false;
+        # Llama 4 rotates interleaved pairs too (complex multiplication)
+        self.rope_interleave = cfg.model_type in LLAMA4_TYPES
         if cfg.attention == "mla":
             self.mla_scale = mla_softmax_scale(cfg, rp)
-            # HF DeepSeek-V3: interleaved rope pairs unless the config sets rope_interleave false
             self.rope_interleave = bool(cfg.raw.get("rope_interleave", True))
         self.reset()
 
@@ -213,7 +216,8 @@ class DecodeModel:
         c = self.cfg
         if c.is_sliding(layer) and c.sliding_window:
             return max(0, self.pos + 1 - c.sliding_window)
-        return 0
+        chunk = c.chunk(layer)
+        return self.pos - self.pos % chunk if chunk else 0
 
     def _gqa(self, i: int, h: np.ndarray) -> np.ndarray:
         c, nx, b = self.cfg, self.nx, self.batch
@@ -224,12 +228,11 @@ class DecodeModel:
         if c.qk_norm:
             q = nx.act(self._norm(q, a + "q_norm"))
             k = nx.act(self._norm(k, a + "k_norm"))
-        inv, factor = (self.local_rope if self.local_rope and c.is_sliding(i)
-                       else (self.inv_freq, self.rope_factor))  # fmt: skip
-        cos, sin = rope_cos_sin(inv, self.pos, factor)
-        r = self.rot
-        q = nx.act(np.concatenate([rope_half(q[..., :r], cos, sin), q[..., r:]], axis=-1))
-        k = np.concatenate([rope_half(k[..., :r], cos, sin), k[..., r:]], axis=-1)
+        if i not in c.nope_layers:
+            q, k = self._rotate(i, q, k)
+        elif c.temp_floor:  # Llama 4's no-rope layers: query temperature grows with position
+            t = np.log1p(np.floor(np.float32(self.pos + 1) / np.float32(c.temp_floor)))
+            q = nx.act(q * (t * np.float32(c.temp_scale) + np.float32(1.0)))
         kc, vc = self.cache[i]
         kc[:, self.pos], vc[:, self.pos] = nx.kv(k), nx.kv(v)
         lo = self._window_start(i)
@@ -242,6 +245,21 @@ class DecodeModel:
             scores = np.tanh(scores / cap) * cap
         out = np.einsum("bht,bthd->bhd", softmax(scores), vals).reshape(b, -1)
         return nx.linear(nx.act(out.astype(np.float32)), a + "o_proj", "row", "attn")
+
+    def _rotate(self, i: int, q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """q and k rotated by their position (the first ``rot`` features of each head; pairs
+        interleaved or halves), then Llama 4's weightless L2 norm on rope layers."""
+        c, nx = self.cfg, self.nx
+        inv, factor = (self.local_rope if self.local_rope and c.is_sliding(i)
+                       else (self.inv_freq, self.rope_factor))  # fmt: skip
+        cos, sin = rope_cos_sin(inv, self.pos, factor)
+        r, rotate = self.rot, rope_interleave if self.rope_interleave else rope_half
+        q = nx.act(np.concatenate([rotate(q[..., :r], cos, sin), q[..., r:]], axis=-1))
+        k = np.concatenate([rotate(k[..., :r], cos, sin), k[..., r:]], axis=-1)
+        if c.qk_l2_norm:
+            ones = np.ones(q.shape[-1], dtype=np.float32)
+            q, k = nx.act(rms_norm(q, ones, c.norm_eps)), rms_norm(k, ones, c.norm_eps)
+        return q, k
 
     def _mla(self, i: int, h: np.ndarray) -> np.ndarray:
         c, nx, b = self.cfg, self.nx, self.batch
@@ -289,32 +307,39 @@ class DecodeModel:
     def _mlp(self, i: int, h: np.ndarray) -> np.ndarray:
         c, p = self.cfg, f"model.layers.{i}."
         std = ("gate_proj", "up_proj", "down_proj")
+        llama4 = c.model_type in LLAMA4_TYPES
+        mlp = p + ("feed_forward." if llama4 else "mlp.")
         if c.is_dense_layer(i):
-            return self._swiglu(h, p + "mlp.", std, ("col", "row"), "mlp")
-        if c.model_type == "mixtral":
-            moe, names = p + "block_sparse_moe.", ("w1", "w3", "w2")
-        else:
-            moe, names = p + "mlp.", std
+            return self._swiglu(h, mlp, std, ("col", "row"), "mlp")
+        moe, names = (p + "block_sparse_moe.", ("w1", "w3", "w2")) if c.model_type == "mixtral" \
+            else (mlp, std)  # fmt: skip
         ids, wts = self._route(i, h, moe)
         rows = []
         for t in range(self.batch):
             parts = []
             for e, wt in zip(ids[t], wts[t], strict=True):
-                y = self._swiglu(h[t : t + 1], f"{moe}experts.{e}.", names,
-                                 ("experts", "experts"), "expert")  # fmt: skip
-                parts.append(self.nx.act(y) * np.float32(wt))
+                # Llama 4 scales the expert's input by its score, the others its output
+                x = h[t : t + 1] * np.float32(wt) if llama4 else h[t : t + 1]
+                y = self.nx.act(self._swiglu(x, f"{moe}experts.{e}.", names,
+                                             ("experts", "experts"), "expert"))  # fmt: skip
+                parts.append(y if llama4 else y * np.float32(wt))
             rows.append(self.nx.combine(i, [int(e) for e in ids[t]], parts))
         out = np.concatenate(rows, axis=0)
         if c.n_shared_experts:
-            out = out + self.nx.act(self._swiglu(h, moe + "shared_experts.", std,
-                                                 ("col", "row"), "mlp"))  # fmt: skip
+            shared = moe + ("shared_expert." if llama4 else "shared_experts.")
+            out = out + self.nx.act(self._swiglu(h, shared, std, ("col", "row"), "mlp"))
         return out
 
     def _route(self, i: int, h: np.ndarray, moe: str) -> tuple[np.ndarray, np.ndarray]:
         """Top-k expert ids and weights per token, by the family's rule."""
         c, nx = self.cfg, self.nx
-        logits = nx.linear(h, moe + "gate", "replicate", "router").astype(np.float32)
+        gate = moe + ("router" if c.model_type in LLAMA4_TYPES else "gate")
+        logits = nx.linear(h, gate, "replicate", "router").astype(np.float32)
         k = c.top_k
+        if c.model_type in LLAMA4_TYPES:  # sigmoid of the top-k logits (HF Llama4Router)
+            ids = np.argsort(-logits, axis=-1, kind="stable")[:, :k]
+            top = np.take_along_axis(logits, ids, axis=-1)
+            return ids, (np.float32(1.0) / (np.float32(1.0) + np.exp(-top))).astype(np.float32)
         if c.model_type == "deepseek_v2":
             return _deepseek_v2_route(c, logits)
         if c.attention == "mla":

@@ -18,12 +18,13 @@ from ml_dtypes import bfloat16  # registers bfloat16 with NumPy: safetensors' BF
 
 from ..errors import ConfigError
 from ..model.config import ModelConfig
+from .checkpoint import fused_tensors
 from .codecs import bf16_bits
 
 # Families whose forward pass numerics/reference.py implements.
 FUNCTIONAL_TYPES = {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text",
-                    "gemma3", "mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-                    "kimi_k2"}  # fmt: skip
+                    "gemma3", "mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2",
+                    "llama4_text", "llama4"}  # fmt: skip
 # Routers with a per-expert score-correction bias (DeepSeek-V3's auxiliary-loss-free balancing)
 CORRECTION_BIAS_TYPES = ("deepseek_v3", "kimi_k2")
 
@@ -110,6 +111,8 @@ def _swiglu(prefix: str, h: int, f: int, names=("gate_proj", "up_proj", "down_pr
 
 def _mlp_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
     h, p = cfg.hidden, f"model.layers.{i}."
+    if cfg.model_type in ("llama4_text", "llama4"):
+        return _llama4_mlp_tensors(cfg, i)
     if cfg.is_dense_layer(i):
         return _swiglu(p + "mlp.", h, cfg.ffn)
     out: dict[str, tuple[int, ...]] = {}
@@ -129,30 +132,16 @@ def _mlp_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def fused_tensors(cfg: ModelConfig) -> dict[str, list[tuple[str, int, int]]]:
-    """The tensors ``cfg``'s family stores fused in its checkpoint, each with its parts (the
-    names the forward pass reads, and their row ranges in it): Phi-3's ``qkv_proj`` (q, k, v
-    rows) and ``gate_up_proj`` (gate then up rows, as HF's ``chunk(2)`` splits it)."""
-    if cfg.model_type != "phi3":
-        return {}
-    q, kv, f = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.ffn
-    out = {}
-    for i in range(cfg.n_layers):
-        a, m = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
-        out[a + "qkv_proj.weight"] = [(a + "q_proj.weight", 0, q),
-                                      (a + "k_proj.weight", q, q + kv),
-                                      (a + "v_proj.weight", q + kv, q + 2 * kv)]  # fmt: skip
-        out[m + "gate_up_proj.weight"] = [(m + "gate_proj.weight", 0, f),
-                                          (m + "up_proj.weight", f, 2 * f)]  # fmt: skip
-    return out
-
-
-def checkpoint_tensors(cfg: ModelConfig, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``tensors`` (the forward pass's names) under the names ``cfg``'s family's checkpoint uses:
-    fused tensors concatenated from their parts (what a folder for transformers must hold)."""
-    out = dict(tensors)
-    for fused, parts in fused_tensors(cfg).items():
-        out[fused] = np.concatenate([out.pop(name) for name, _, _ in parts], axis=0)
+def _llama4_mlp_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
+    """Llama 4's ``feed_forward``: a dense MLP, or a router, routed experts and the shared
+    expert (the experts' fused checkpoint tensors: :mod:`pyaccel.numerics.checkpoint`)."""
+    h, f = cfg.hidden, f"model.layers.{i}.feed_forward."
+    if cfg.is_dense_layer(i):
+        return _swiglu(f, h, cfg.ffn)
+    out = {f + "router.weight": (cfg.n_experts, h)}
+    for e in range(cfg.n_experts):
+        out.update(_swiglu(f"{f}experts.{e}.", h, cfg.expert_ffn))
+    out.update(_swiglu(f + "shared_expert.", h, cfg.expert_ffn))
     return out
 
 
@@ -255,8 +244,10 @@ class LazyWeights:
         self._cache: dict[str, np.ndarray] = {}
         self._index(folder)
         # tensors a family's checkpoint stores fused (Phi-3's qkv_proj, gate_up_proj)
-        self._parts = {name: (fused, lo, hi) for fused, parts in fused_tensors(cfg).items()
-                       if fused in self._where for name, lo, hi in parts}  # fmt: skip
+        fused = fused_tensors(cfg)
+        self._fused_shape = {f: shape for f, (shape, _) in fused.items()}
+        self._parts = {part.name: (f, part) for f, (_, parts) in fused.items()
+                       if f in self._where for part in parts}  # fmt: skip
         self._validate()
 
     def _index(self, folder: Path) -> None:
@@ -284,9 +275,9 @@ class LazyWeights:
 
     def _validate(self) -> None:
         for name, shape in self.expected.items():
-            if name in self._parts:
-                fused, lo, hi = self._parts[name]
-                name, shape = fused, (self._parts_rows(fused), *shape[1:])
+            if name in self._parts:  # validated as the fused tensor that holds it
+                name = self._parts[name][0]
+                shape = self._fused_shape[name]
             if name not in self._where:
                 raise ConfigError(
                     f"{self.folder}: missing tensor '{name}' (shape {list(shape)}); the model "
@@ -310,14 +301,10 @@ class LazyWeights:
         """The tensor names the model needs."""
         return list(self.expected)
 
-    def _parts_rows(self, fused: str) -> int:
-        """Rows of a fused tensor: the last row of its last part."""
-        return max(hi for f, _, hi in self._parts.values() if f == fused)
-
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self._parts:
-            fused, lo, hi = self._parts[name]
-            return self[fused][lo:hi]
+            fused, part = self._parts[name]
+            return part.take(self[fused])
         if name not in self._cache:
             where = self._where[name]
             arr = _as_fp32(self._files[where].get_tensor(name))
@@ -353,6 +340,6 @@ def load_weights(cfg: ModelConfig, seed: int = 0):
             f"functional emulation of {cfg.name} needs {n:,} parameters in memory "
             f"({n * 4 / 1e9:.1f} GB fp32 per copy); the limit is {MAX_RANDOM_PARAMS:,}: use a "
             "tiny model (tiny-llama, tiny-qwen3, tiny-mixtral, tiny-deepseek-v3, tiny-deepseek-v2, "
-            "tiny-phi3, tiny-gemma2, tiny-gemma3) or a folder"
+            "tiny-phi3, tiny-gemma2, tiny-gemma3, tiny-llama4) or a folder"
         )
     return random_weights(cfg, seed)

@@ -31,6 +31,7 @@ MODELS = (
     "tiny-phi3",
     "tiny-gemma2",
     "tiny-gemma3",
+    "tiny-llama4",
 )
 SEED = 1234
 N_TOKENS = 12
@@ -51,7 +52,8 @@ def preset_config(name: str) -> dict:
 def write_config_folder(raw: dict, folder: Path, seed: int = SEED) -> None:
     """config.json (``raw``) + model.safetensors (bf16) of seeded random weights of its shapes."""
     from pyaccel.model.config import load_model
-    from pyaccel.numerics.weights import checkpoint_tensors, random_weights, write_safetensors
+    from pyaccel.numerics.checkpoint import checkpoint_tensors
+    from pyaccel.numerics.weights import random_weights, write_safetensors
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.safetensors"):

@@ -156,8 +156,6 @@ class WaferPass:
         self.entries, self.attention_at = self._build()
         self.n_units = placement.n_units
         self.strategy = placement.layout.strategy if placement.layout else None
-        # attention regions' widths: a step's tokens per PE on each (see time())
-        self.widths = sorted({self.entries[i].region.w for i, _ in self.attention_at.values()})
         self._last: tuple = (None, (), ())
 
     @property
@@ -290,9 +288,10 @@ class WaferPass:
     def time(self, step: StepShape, events: bool) -> PassTiming:
         """Stage cycles at ``step``; spans, heatmaps and transfer counts when ``events``.
         Attention costs change only when some region's tokens per PE do
-        (``ceil((context + 1) / width)``), so other steps reuse the last stage cycles (unless
-        their routed experts differ)."""
-        key = (tuple(-(-(step.context + 1) // w) for w in self.widths), step.routed_key)
+        (``ceil(attended / width)``), so other steps reuse the last stage cycles (unless their
+        routed experts differ)."""
+        # attention costs depend on the tokens each PE holds: ceil(attended / region width)
+        key = (tuple(-(-g.op.k // g.key[1][0]) for g in step.groups()), step.routed_key)
         if not events and key == self._last[0]:
             return PassTiming(self._last[1], links=self._last[2])
         entries = self.at_step(step)
