@@ -24,6 +24,7 @@ long its share takes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,9 @@ ROUTER_STREAM = 0x524F5554
 # Zipf exponents accepted: beyond 8 the hottest expert holds all but ~1e-3 of the weight of 8
 # experts and the skew says nothing more.
 MAX_SKEW = 8.0
+# Steps' draws a router keeps (a run's what-if re-emulations ask for them again; bounded so that a
+# long trace of a big MoE batch does not hold them all).
+KEPT_STEPS = 1024
 # Rounds of draw-and-skip before the rows still short draw from the renormalised weights
 # directly (cost per row ~ experts instead of ~ 1 a round).
 REJECTION_ROUNDS = 32
@@ -108,9 +112,21 @@ class Router:
         self.perm = np.stack([rng.permutation(n_experts) for _ in range(moe_layers)])
         weights = np.arange(1, n_experts + 1, dtype=np.float64) ** -spec.skew
         self.weights = weights / weights.sum()
+        self._kept: dict = {}
 
     def choices(self, step: int, rows: int) -> np.ndarray:
-        """Expert ids ``[rows, moe_layers, top_k]`` of step ``step``'s ``rows`` token rows."""
+        """Expert ids ``[rows, moe_layers, top_k]`` of step ``step``'s ``rows`` token rows (kept:
+        the what-if and sensitivity runs of a case ask for the same steps again)."""
+        key = (step, rows)
+        hit = self._kept.get(key)
+        if hit is None:
+            if len(self._kept) >= KEPT_STEPS:
+                self._kept.clear()
+            hit = self._kept[key] = self._draw(step, rows)
+            hit.flags.writeable = False
+        return hit
+
+    def _draw(self, step: int, rows: int) -> np.ndarray:
         if self.trace is not None:
             idx = (step * rows + np.arange(rows)) % len(self.trace)
             return self.trace[idx]
@@ -195,3 +211,18 @@ def _load_trace(path: str, n_experts: int, top_k: int, moe_layers: int) -> np.nd
         tok, lay = np.argwhere((ordered[:, :, 1:] == ordered[:, :, :-1]).any(axis=2))[0]
         raise ConfigError(f"{where}: token {tok} picks one expert twice in MoE layer {lay}")
     return arr.astype(np.int64)
+
+
+def router_for(spec: RouterSpec, n_experts: int, top_k: int, moe_layers: int, seed: int) -> Router:
+    """The :class:`Router` of these inputs, one per process (its draws are kept and shared by
+    every run of the case); a trace file is read again when its size or time changes."""
+    stamp = ()
+    if spec.path:
+        st = Path(spec.path).stat()
+        stamp = (st.st_size, st.st_mtime_ns)
+    return _router(spec, n_experts, top_k, moe_layers, seed, stamp)
+
+
+@lru_cache(maxsize=8)
+def _router(spec, n_experts, top_k, moe_layers, seed, stamp) -> Router:
+    return Router(spec, n_experts, top_k, moe_layers, seed)

@@ -174,18 +174,29 @@ class DecodeGraph:
         by op name: matmuls read the weights of the experts with rows (``weight_bytes``), and
         every expert op carries the busiest expert's rows (``hot_rows``). Token rows, FLOPs and
         activations stay the graph's (each row still goes to ``top_k`` experts)."""
-        index = {layer: i for i, layer in enumerate(self.moe_layers)}
-        out = {}
-        for op in self.ops:
-            if not op.expert:
-                continue
-            row = counts[index[op.layer]]
-            fields = {"hot_rows": int(row.max())}
-            if op.resident_weight_bytes:
-                one = op.resident_weight_bytes // self.n_experts
-                fields["weight_bytes"] = one * int((row > 0).sum())
-            out[op.name] = replace(op, **fields)
+        hot, distinct = counts.max(axis=1).tolist(), (counts > 0).sum(axis=1).tolist()
+        out, memo = {}, self._routed_memo
+        for i, op, one in self._expert_ops:
+            key = (op.name, hot[i], distinct[i])
+            hit = memo.get(key)
+            if hit is None:  # steps repeat the same counts often (one sequence: always top_k)
+                fields = {"hot_rows": hot[i]}
+                if one:
+                    fields["weight_bytes"] = one * distinct[i]
+                hit = memo[key] = replace(op, **fields)
+            out[op.name] = hit
         return out
+
+    @cached_property
+    def _expert_ops(self) -> tuple:
+        """(MoE layer index, op, one expert's weight bytes) of every routed-expert op."""
+        index = {layer: i for i, layer in enumerate(self.moe_layers)}
+        return tuple((index[op.layer], op, op.resident_weight_bytes // max(1, self.n_experts))
+                     for op in self.ops if op.expert)  # fmt: skip
+
+    @cached_property
+    def _routed_memo(self) -> dict:
+        return {}
 
     def to_dataframe(self):
         """The ops as a pandas DataFrame, one row per op."""

@@ -159,11 +159,11 @@ def router_of(graph):
     experts)."""
     if not graph.moe_layers:
         return None
-    from ..routing import Router, parse
+    from ..routing import parse, router_for
 
     work = graph.workload
-    return Router(parse(work.router), graph.n_experts, graph.top_k, len(graph.moe_layers),
-                  work.seed)  # fmt: skip
+    return router_for(parse(work.router), graph.n_experts, graph.top_k, len(graph.moe_layers),
+                      work.seed)  # fmt: skip
 
 
 def fewest_experts_graph(graph, fewest) -> object:

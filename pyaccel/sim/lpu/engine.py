@@ -21,7 +21,7 @@ from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
 from ...units import FLOPS_PER_MAC
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
-from .net import Network
+from .net import Network, hop_crossing
 from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
 from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
 
@@ -196,6 +196,8 @@ class LpuSim:
         # expert parallel (lpu.expert_layout ep): each MoE layer's experts whole on its chips
         self.ep = bool(placement.layout and placement.layout.ep)
         self._moe_index = {layer: n for n, layer in enumerate(graph.moe_layers)}
+        self._plans_of: dict = {}  # routed ops' plans by (name, weight bytes, rows, tp)
+        self._links_in, self._hop_totals = None, []
         self._owner = {s.layer: np.array(s.expert_units, dtype=np.int64) - s.units[0]
                        for s in placement.layers if s.expert_units}  # fmt: skip
 
@@ -260,28 +262,17 @@ class LpuSim:
         n = len(self.stages)
         if n == 1:
             return tuple(totals), None
-        own = tuple(t - self._hop_total(i) for i, t in enumerate(totals))
-        out = [self._crossing(i) for i in range(n)]
-        return own, tuple(out[-1:] + out[:-1])  # into stage s: the hop after stage s - 1
+        if self._links_in is None:  # the hops are fixed: their crossings once for the run
+            out = [self._crossing(i) for i in range(n)]
+            self._links_in = tuple(out[-1:] + out[:-1])  # into stage s: the hop after s - 1
+            self._hop_totals = [self._hop_total(i) for i in range(n)]
+        own = tuple(t - h for t, h in zip(totals, self._hop_totals, strict=True))
+        return own, self._links_in
 
     def _crossing(self, i: int) -> tuple[int, int, int, int]:
-        """``(busy, latency, relay_offset, relay_busy)`` of the hop after stage ``i``: it holds
-        its ports from the first sending chip's start to the last one's end, so the next
-        micro-batch's hop waits only for the ports; the next stage's chips then relay it over
-        that stage's own links (lpu.relay_gap_fill) from the first relaying chip's start to
-        the last one's end, after the stream transit to the ports; the rest is latency."""
-        hop, n_from = self.hops[i], len(self.stages[i][0])
-        windows = zip(hop.send_start, hop.send_end, hop.send_bytes, strict=True)
-        sends = [(rank >= n_from, a, b) for rank, (a, b, nb) in enumerate(windows) if nb]
-        port = [(a, b) for is_relay, a, b in sends if not is_relay]
-        relay = [(a, b) for is_relay, a, b in sends if is_relay]
-        busy = max(b for _, b in port) - min(a for a, _ in port) if port else 0
-        total = self._hop_total(i)
-        if not relay:
-            return busy, total - busy, 0, 0
-        r0 = self.chip.transit + min(a for a, _ in relay)
-        r1 = self.chip.transit + max(b for _, b in relay)
-        return busy, total - r1, r0, r1 - r0
+        """The crossing of the hop after stage ``i`` (:func:`~.net.hop_crossing`)."""
+        return hop_crossing(self.hops[i], len(self.stages[i][0]), self.chip.transit,
+                            self._hop_total(i))  # fmt: skip
 
     def group_key(self, layer: int) -> int:
         """A layer's attention plan depends on its stage's TP width."""
@@ -301,10 +292,15 @@ class LpuSim:
             tp = g.key[1]
             plan = attention_plan(g.op, self.graph.attention, tp)
             attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
-        routed = [self._routed_plans(step, i) for i in range(len(self.stages))]
-        key_all = (tuple(attn.values()), tuple(routed))
+        # split experts: a step's routed ops are the graph's memoised ops, so equal routings
+        # are the same objects; expert parallel plans follow the picks, so they are the key
+        same = not self.ep and step.routed
+        routed = None if same else [self._routed_plans(step, i) for i in range(len(self.stages))]
+        key_all = (tuple(attn.values()), tuple(map(id, step.routed.values())) if same else
+                   tuple(routed))  # fmt: skip
         if key_all == self._last_attn:
             return self._last_cycles
+        routed = routed or [self._routed_plans(step, i) for i in range(len(self.stages))]
         group_of = {layer: g.key for g in step.groups() for layer in g.layers}
         out = []
         for i, (chips, _) in enumerate(self.stages):
@@ -336,7 +332,10 @@ class LpuSim:
                 plan = busiest_chip_plan(op, self.graph, picks, self._owner[op.layer], tp)
                 out.append(tuple(canonical(self.chip, tp, st) for st in plan))
             else:
-                out.append(self._plan(op, tp))
+                key = (name, op.weight_bytes, op.m, tp)
+                if key not in self._plans_of:
+                    self._plans_of[key] = self._plan(op, tp)
+                out.append(self._plans_of[key])
         return tuple(out)
 
     def _plan(self, op, tp: int) -> tuple:

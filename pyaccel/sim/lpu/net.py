@@ -193,3 +193,22 @@ class Network:
 
     def _finish(self, kind, b: Builder, n_chips: int, n_bytes: int, skip_links=()):
         return finish(kind, b, n_chips, n_bytes, self.vector_bytes, skip_links)
+
+
+def hop_crossing(hop, n_from: int, transit: int, total: int) -> tuple[int, int, int, int]:
+    """``(busy, latency, relay_offset, relay_busy)`` of a stage hop whose sending chips' first
+    ``n_from`` ranks send through the ports (the rest relay) and that takes ``total`` cycles:
+    it holds its ports from the first sending chip's start to the last one's end, so the next
+    micro-batch's hop waits only for the ports; the next stage's chips then relay it over that
+    stage's own links (lpu.relay_gap_fill) from the first relaying chip's start to the last
+    one's end, after the stream ``transit`` to the ports; the rest is latency."""
+    windows = zip(hop.send_start, hop.send_end, hop.send_bytes, strict=True)
+    sends = [(rank >= n_from, a, b) for rank, (a, b, nb) in enumerate(windows) if nb]
+    port = [(a, b) for is_relay, a, b in sends if not is_relay]
+    relay = [(a, b) for is_relay, a, b in sends if is_relay]
+    busy = max(b for _, b in port) - min(a for a, _ in port) if port else 0
+    if not relay:
+        return busy, total - busy, 0, 0
+    r0 = transit + min(a for a, _ in relay)
+    r1 = transit + max(b for _, b in relay)
+    return busy, total - r1, r0, r1 - r0

@@ -157,6 +157,7 @@ class WaferPass:
         self.n_units = placement.n_units
         self.strategy = placement.layout.strategy if placement.layout else None
         self._last: tuple = (None, (), ())
+        self._delta_memo: dict = {}  # routed op -> (stage, cycles beyond the graph's own)
 
     @property
     def n_stages(self) -> int:
@@ -254,8 +255,9 @@ class WaferPass:
         r = self.entries[idx].region
         return (r.w, r.h, axis)
 
-    def at_step(self, step: StepShape) -> list[Entry]:
-        """The pass with attention re-costed for the step's context, once per group."""
+    def at_step(self, step: StepShape, routed: bool = True) -> list[Entry]:
+        """The pass with attention re-costed for the step's context, once per group (and, with
+        ``routed``, its routed experts for the step's routing)."""
         out = list(self.entries)
         for g in step.groups():
             w, h, axis = g.key[1]
@@ -263,12 +265,29 @@ class WaferPass:
             for layer in g.layers:
                 idx = self.attention_at[layer][0]
                 out[idx] = replace(out[idx], cost=cost, n_bytes=g.op.mem_bytes, flops=g.op.flops)
-        for op in (step.routed or {}).values():
-            idx, axis = self.expert_at[op.name]
-            reg = out[idx].region
-            cost, _ = self.coster.op_cost(op, reg.w, reg.h, axis)
+        for op in (step.routed or {}).values() if routed else ():
+            idx, cost = self._routed_cost(op)
             out[idx] = replace(out[idx], cost=cost, n_bytes=op.mem_bytes)
         return out
+
+    def _routed_cost(self, op) -> tuple[int, OpCost]:
+        """(entry index, cost) of a routed-expert op on its layer's region."""
+        idx, axis = self.expert_at[op.name]
+        reg = self.entries[idx].region
+        return idx, self.coster.op_cost(op, reg.w, reg.h, axis)[0]
+
+    def _routed_delta(self, step: StepShape, stage_c: list[int]) -> None:
+        """Add to ``stage_c`` what the step's routed-expert ops cost beyond the graph's own
+        (none of their cycles cross the system I/O)."""
+        memo = self._delta_memo
+        for op in (step.routed or {}).values():
+            key = (op.name, op.hot_rows, op.weight_bytes)
+            hit = memo.get(key)
+            if hit is None:
+                idx, cost = self._routed_cost(op)
+                base = self.entries[idx]
+                hit = memo[key] = (base.stage, _local_cycles(cost) - _local_cycles(base.cost))
+            stage_c[hit[0]] += hit[1]
 
     def stage_cycles(self, entries: list[Entry]) -> tuple[list[int], list[tuple[int, int]]]:
         """Cycles each stage spends on one micro-batch, and ``(busy, latency)`` cycles of the
@@ -291,22 +310,23 @@ class WaferPass:
         (``ceil(attended / width)``), so other steps reuse the last stage cycles (unless their
         routed experts differ)."""
         # attention costs depend on the tokens each PE holds: ceil(attended / region width)
-        key = (tuple(-(-g.op.k // g.key[1][0]) for g in step.groups()), step.routed_key)
-        if not events and key == self._last[0]:
-            return PassTiming(self._last[1], links=self._last[2])
-        entries = self.at_step(step)
-        stage_c, links = self.stage_cycles(entries)
-        stage_c, links = tuple(stage_c), tuple(links)
-        self._last = (key, stage_c, links)
+        key = tuple(-(-g.op.k // g.key[1][0]) for g in step.groups())
+        if events or key != self._last[0]:  # attention re-costed; routed experts added below
+            base, links = self.stage_cycles(self.at_step(step, routed=False))
+            self._last = (key, tuple(base), tuple(links))
+        stage_c, links = list(self._last[1]), self._last[2]
+        self._routed_delta(step, stage_c)
         if not events:
-            return PassTiming(stage_c, links=links)
+            return PassTiming(tuple(stage_c), links=links)
+        entries = self.at_step(step)
         transfers = {
             "step": step.index,
             "collectives": sum(e.cost.transfers for e in entries),
             "messages": sum(e.cost.messages for e in entries),
         }
         arrays = _arrays(self, entries, self.n_units, self.spec.params)
-        return PassTiming(stage_c, _spans(entries), arrays, {"transfers": transfers}, links)
+        return PassTiming(tuple(stage_c), _spans(entries), arrays, {"transfers": transfers},
+                          links)  # fmt: skip
 
     def notes(self) -> dict:
         """The layout strategy and the regions the pass visits."""
@@ -314,6 +334,11 @@ class WaferPass:
 
 
 pass_model = WaferPass
+
+
+def _local_cycles(cost: OpCost) -> int:
+    """An op's cycles on its own wafer (all but the system I/O crossing's)."""
+    return sum(n for res, n in cost.parts if res not in ("wafer_io", "wafer_io_latency"))
 
 
 def n_stages(placement) -> int:
