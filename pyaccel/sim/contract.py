@@ -188,14 +188,6 @@ class StepShape:
         """``op`` as this step runs it (its routed version for a routed-expert op)."""
         return self.routed.get(op.name, op) if self.routed else op
 
-    @property
-    def routed_key(self) -> tuple:
-        """What of the step's routing the engines' costs depend on (hashable; empty for none):
-        each routed op's weight bytes and busiest expert's rows."""
-        if not self.routed:
-            return ()
-        return tuple((o.weight_bytes, o.hot_rows) for o in self.routed.values())
-
     def groups(self) -> list[AttentionGroup]:
         """Attention groups of the step, in the order of their first layer."""
         if self._groups is None:

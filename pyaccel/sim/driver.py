@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..routing import counts_of, parse, router_for
 from ..trace import EventLog
 from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape, attention_layout
 from .pipeline import micro_batch_sizes, pipeline_cycles, pipeline_schedule
@@ -106,8 +107,6 @@ class MicroBatchPasses:
         q = self.models[self.first].graph.workload.step_tokens  # rows a sequence
         bounds = np.cumsum([0, *self.sizes]) * q
         spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
-        from ..routing import counts_of
-
         picks = self.router.choices(index, int(bounds[-1]))
         distinct = (counts_of(picks, self.router.n_experts) > 0).sum(axis=1)
         self.fewest = distinct if self.fewest is None else np.minimum(self.fewest, distinct)
@@ -159,8 +158,6 @@ def router_of(graph):
     experts)."""
     if not graph.moe_layers:
         return None
-    from ..routing import parse, router_for
-
     work = graph.workload
     return router_for(parse(work.router), graph.n_experts, graph.top_k, len(graph.moe_layers),
                       work.seed)  # fmt: skip
@@ -253,8 +250,6 @@ def _sequence_routes(graph, model) -> tuple:
     router = router_of(graph)
     if router is None:
         return None, None
-    from ..routing import counts_of
-
     work = graph.workload
     picks = np.stack([router.choices(t, work.rows) for t in range(work.tokens)])
     distinct = [(counts_of(p, graph.n_experts) > 0).sum(axis=1) for p in picks]

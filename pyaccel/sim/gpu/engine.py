@@ -419,6 +419,10 @@ class GpuPass:
         self._ep_at = {layer: [i for i, k in enumerate(self.kernels) if k.layer == layer
                                and (k.kind in ep.EXPERT_KINDS or k.kind in ep.A2A_KINDS)]
                        for layer in graph.moe_layers} if self.ep_plan else {}  # fmt: skip
+        self._ep_ops: dict = {}  # each MoE layer's expert ops by kind (EP re-costs them)
+        for op in graph.ops if self.ep_plan else ():
+            if op.expert:
+                self._ep_ops.setdefault(op.layer, {})[op.kind] = op
 
     def group_key(self, layer: int) -> int:
         """A layer's attention costs the same on every rank of its stage."""
@@ -459,14 +463,10 @@ class GpuPass:
                 i = self.expert_at[op.name]
                 yield i, self.cost.kernel(op, self.kernels[i].stage)
             return
-        ops = {op.layer: {} for op in self.graph.ops if op.expert}
-        for op in self.graph.ops:
-            if op.expert:
-                ops[op.layer][op.kind] = op
         for n, layer in enumerate(self.ep_plan.layers):
             at = self._ep_at[layer]
-            new = self.ep_plan.layer_kernels(self.cost, n, ops[layer], self.kernels[at[0]].stage,
-                                             step.picks)  # fmt: skip
+            new = self.ep_plan.layer_kernels(self.cost, n, self._ep_ops[layer],
+                                             self.kernels[at[0]].stage, step.picks)  # fmt: skip
             yield from zip(at, new, strict=True)
 
     def notes(self) -> dict:
