@@ -31,7 +31,6 @@ import numpy as np
 
 from .errors import ConfigError
 
-KINDS = ("uniform", "zipf")
 # The router's own stream of the run's --seed (speculative rounds draw from another).
 ROUTER_STREAM = 0x524F5554
 # Zipf exponents accepted: beyond 8 the hottest expert holds all but ~1e-3 of the weight of 8
