@@ -64,6 +64,22 @@ def test_golden_shared_unit_waits():
     assert finish.tolist() == [[10, 20]]
 
 
+def test_golden_stage_taking_two_units_at_once():
+    # stage 0 holds units 0 and 1 together (a gather over two dies' links), stage 1 unit 1
+    # (die 1's hop); two users: user 0 s0 [0,2), s1 [2,5) -> 5; user 1 s0 needs unit 1 free
+    # at 5: [5,7), s1 [7,10) -> 10. Stage 0 on unit 0 alone lets user 1 in at 2 -> 8.
+    occ = np.array([[2, 3]], dtype=np.int64)
+    lat, rec = np.zeros(2, dtype=np.int64), np.array([False])
+    for backend in ("numpy", "numba"):
+        fn = kernels.get("asic_pipeline", backend)
+        finish, _ = fn(occ, lat, np.array([[0, 1], [1, -1]]), 2, rec)
+        assert finish.tolist() == [[5, 10]]
+        finish, _ = fn(occ, lat, np.array([0, 1]), 2, rec)
+        assert finish.tolist() == [[5, 8]]
+        with pytest.raises(ValueError, match="res"):
+            fn(occ, lat, np.array([[-1, 1], [1, -1]]), 2, rec)  # no first unit
+
+
 def test_golden_rows_of_one_sequence_wait_for_its_last():
     # one sequence verifying 2 tokens (group 2) on the 3-stage pipeline above, two steps:
     # step 0, row 0: finish 12; row 1: s0 [3,6) ->7; s1 [9,14) ->15; s2 [15,17) -> finish 17
@@ -89,6 +105,8 @@ def test_pipeline_twins_match_exactly():
         lat = rng.integers(0, 6, stages).astype(np.int64)
         record = rng.random(steps) < 0.5
         res = rng.integers(0, stages, stages).astype(np.int64)  # some stages share hardware
+        if rng.random() < 0.5:  # stages taking several units at once (-1: none)
+            res = np.column_stack([res, rng.integers(-1, stages, (stages, 2))])
         group = int(rng.integers(1, 3))
         f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users * group, record, group)
         f2, s2 = fast(occ, lat, res, users * group, record, group)
@@ -441,3 +459,9 @@ def test_placement_round_trips_and_checks():
     back.check(graph)
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     assert math.isclose(sum(plc.unit_bytes(0).values()), need)
+
+
+def test_die_whose_sram_takes_every_transistor_is_refused():
+    with pytest.raises(ConfigError, match="transistors = 9e.08: the die's SRAM"):
+        _run("tiny-llama", pa.Workload(tokens=2), etch=True,
+             sets={"transistors": 9e8, "kv_sram_bytes": 2e7})  # fmt: skip

@@ -195,3 +195,47 @@ def test_wafer_places_each_expert_on_a_band_and_the_file_keeps_it():
     back = pa.Placement.from_json(plc.to_json())
     assert back.slot(0).region.expert_bands == (sw, sh, cols)
     assert not plc.slot("embed").expert_units and plc.slot("embed").region.expert_bands is None
+
+
+# --- ASIC: a MoE layer spanning dies keeps its experts whole, the dies are EP units -------------
+
+# tiny-mixtral (4 experts, top 2) on dies whose transistors hold about half a layer: every layer
+# spans two dies, two experts on each
+SPAN_DIES = {"transistors": 9.61e8, "kv_sram_bytes": 2e7}
+
+
+def _asic_spanning(work):
+    from pyaccel.sim.asic.engine import AsicPipeline
+
+    cfg = pa.load_model("tiny-mixtral")
+    system = pa.load_system("taalas-hc1", units="auto", etch=True, overrides=SPAN_DIES)
+    plc = pa.place(cfg, system, work)
+    graph = pa.build_graph(cfg, work, native_format=system.spec.native_format)
+    return cfg, system, plc, AsicPipeline(graph, system, plc)
+
+
+def test_asic_spanning_moe_layer_combines_over_the_links_of_the_experts_dies():
+    work = pa.Workload(batch=4, context=16, tokens=2)
+    cfg, system, plc, model = _asic_spanning(work)
+    a, b = plc.slot(0).units
+    assert plc.slot(0).expert_units == (a, a, b, b)
+    names = [st.name for st in model.stages]
+    hw, ex = model.hardware(), model.expert_hardware()
+    gather, hop = names.index("L0.o_proj.gather"), names.index(f"link_die{b}_die{b + 1}")
+    combine = names.index("L0.experts_down_proj.combine")
+    link_a, link_b = hw[gather]  # a gather holds the links of both dies at once
+    assert hw[hop].tolist() == [link_b, -1]  # a hop, its sending die's
+    # experts 0, 1 send over die a's link, 2, 3 over die b's
+    assert ex[combine].tolist() == [link_a, link_a, link_b, link_b]
+    assert model.expert_stages()[combine] == 0
+    # each expert a block of its own on every routed GEMV, used by no other stage
+    up = names.index("L0.experts_gate_up_proj")
+    others = set(hw.ravel().tolist()) - {hw[up, 0]}
+    assert len(set(ex[up].tolist())) == 4 and not set(ex[up].tolist()) & others
+    # no gather of expert outputs: they stay on their dies until the combine
+    tr = pa.emulate(cfg, system, plc, work)
+    ops = set(tr.events["op"])
+    assert not any("experts" in o and ".gather" in o for o in ops)
+    assert any(o.startswith("L0.experts_down_proj.combine") for o in ops)
+    assert any(a.startswith("asic.routed_combine") for a in tr.assumptions)
+    assert (tr.step_cycles >= tr.lower_bound_cycles).all()

@@ -234,6 +234,65 @@ def test_asic_routed_twins_match():
         assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
 
 
+def test_golden_asic_experts_sharing_a_unit_queue_on_it():
+    # stage 0 busy 2 (unit 0); stage 1 busy 3 is routed, experts 0 and 1 on unit 1 (one die's
+    # link), 2 and 3 on unit 2; rows routed to experts 0, 1, 2 (k = 1), no latencies:
+    # row 0: s0 [0,2), unit 1 [2,5) -> 5; row 1: s0 [2,4), unit 1 busy until 5: [5,8) -> 8;
+    # row 2: s0 [4,6), unit 2 [6,9) -> 9. A block per expert gives row 1 [4,7) -> 7.
+    occ = np.array([[2, 3]], dtype=np.int64)
+    lat = np.zeros(2, dtype=np.int64)
+    picks = np.array([[[[0]], [[1]], [[2]]]], dtype=np.int64)
+    ex_unit = np.array([[0, 0, 0, 0], [1, 1, 2, 2]], dtype=np.int64)
+    res, rec = np.array([0, 1]), np.array([True])
+    for backend in ("numpy", "numba"):
+        fn = kernels.get("asic_pipeline", backend)
+        finish, starts = fn(occ, lat, res, 3, rec, 1, (np.array([-1, 0]), picks, ex_unit))
+        assert finish.tolist() == [[5, 8, 9]]
+        assert starts[0, :, 1].tolist() == [2, 5, 6]
+        finish, _ = fn(occ, lat, res, 3, rec, 1, (np.array([-1, 0]), picks))
+        assert finish.tolist() == [[5, 7, 9]]
+    # a row routed to experts 0 and 1 (k = 2) takes unit 1 once: [2,5) -> 5
+    both = np.array([[[[0, 1]]]], dtype=np.int64)
+    finish, _ = reference_asic.asic_pipeline(occ, lat, res, 1, rec, 1,
+                                             (np.array([-1, 0]), both, ex_unit))  # fmt: skip
+    assert finish.tolist() == [[5]]
+
+
+def test_asic_routed_twins_match_on_shared_units():
+    rng = np.random.default_rng(12)
+    fast = kernels.get("asic_pipeline", "numba")
+    for _ in range(30):
+        steps, stages, users = (int(x) for x in rng.integers(1, [5, 7, 6]) + [0, 1, 0])
+        n_exp, top = int(rng.integers(2, 6)), 1 + int(rng.integers(0, 2))
+        occ = rng.integers(0, 20, (steps, stages)).astype(np.int64)
+        lat = rng.integers(0, 4, stages).astype(np.int64)
+        ex = np.where(rng.random(stages) < 0.5, 0, -1)
+        res = rng.integers(0, 4, stages).astype(np.int64)  # stages may share units too
+        ex_unit = rng.integers(0, 6, (stages, n_exp)).astype(np.int64)
+        picks = np.stack([[rng.permutation(n_exp)[:top] for _ in range(users)]
+                          for _ in range(steps)])[:, :, None, :]  # fmt: skip
+        record = rng.random(steps) < 0.5
+        routes = (ex, picks, ex_unit)
+        f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users, record, 1, routes)
+        f2, s2 = fast(occ, lat, res, users, record, 1, routes)
+        assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
+
+
+@pytest.mark.parametrize("ex_unit,match", [
+    (np.zeros((2, 1), dtype=np.int64), "ex_unit has shape"),
+    (np.zeros((3, 4), dtype=np.int64), "ex_unit has shape"),
+    (np.array([[0, 0, 0, 0], [1, -1, 2, 2]]), "ex_unit"),
+])  # fmt: skip
+def test_asic_routing_check_refuses_bad_expert_units(ex_unit, match):
+    occ = np.array([[2, 3]], dtype=np.int64)
+    picks = np.array([[[[0]], [[1]], [[2]]]], dtype=np.int64)
+    for backend in ("numpy", "numba"):
+        fn = kernels.get("asic_pipeline", backend)
+        with pytest.raises(ValueError, match=match):
+            fn(occ, np.zeros(2, dtype=np.int64), np.array([0, 1]), 3, np.array([False]), 1,
+               (np.array([-1, 0]), picks, ex_unit))  # fmt: skip
+
+
 def test_asic_routing_check_refuses_bad_picks():
     occ = np.array([[2, 5]], dtype=np.int64)
     with pytest.raises(ValueError, match="picks has shape"):

@@ -113,39 +113,53 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
 
 
 def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None) -> None:
-    """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0; per-step ``record``;
+    """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0 (2-D: a row of ids
+    per stage, -1 padding after the first); per-step ``record``;
     ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``: per-stage MoE layer
     indices (-1: not an expert stage) and ``picks`` steps x rows x layers x top_k expert ids
     >= 0."""
     if np.ndim(occ) != 2:
         raise ValueError(f"occ has shape {np.shape(occ)}; expected (steps, stages)")
     n_steps, n_stages = np.shape(occ)
-    same_length(n_stages, lat=lat, res=res)
+    same_length(n_stages, lat=lat)
     same_length(n_steps, record=record)
-    ids_in("res", res, 0, None)
+    if np.ndim(res) not in (1, 2) or len(res) != n_stages:
+        raise ValueError(f"res has shape {np.shape(res)}; expected ({n_stages},) or "
+                         f"({n_stages}, units)")  # fmt: skip
+    ids_in("res", res if np.ndim(res) == 1 else np.asarray(res)[:, :1], 0, None)
+    ids_in("res", res, -1, None)
     if int(n_users) < 0:
         raise ValueError(f"n_users = {n_users} is out of range (must be >= 0)")
     if int(group) < 1 or int(n_users) % int(group):
         raise ValueError(f"group = {group} must be >= 1 and divide n_users = {n_users}")
     if routes is not None:
-        ex_layer, picks = routes
+        if len(routes) not in (2, 3):
+            raise ValueError(f"routes has {len(routes)} parts; expected "
+                             "(ex_layer, picks[, ex_unit])")  # fmt: skip
+        ex_layer, picks = routes[:2]
         same_length(n_stages, ex_layer=ex_layer)
         if np.ndim(picks) != 4 or np.shape(picks)[:2] != (n_steps, int(n_users)):
             raise ValueError(f"picks has shape {np.shape(picks)}; expected ({n_steps}, "
                              f"{n_users}, moe_layers, top_k)")  # fmt: skip
         ids_in("ex_layer", ex_layer, -1, np.shape(picks)[2])
         ids_in("picks", picks, 0, None)
+        if len(routes) == 3:
+            ex_unit = routes[2]
+            top = int(np.max(picks)) + 1 if np.size(picks) else 0
+            shape = np.shape(ex_unit)
+            if len(shape) != 2 or shape[0] != n_stages or shape[1] < top:
+                raise ValueError(f"ex_unit has shape {shape}; expected ({n_stages}, >= {top}): "
+                                 "a unit for every stage and expert picked")  # fmt: skip
+            ids_in("ex_unit", ex_unit, 0, None)
 
 
-def asic_units(res, ex_layer, picks) -> int:
-    """Hardware units an ASIC pipeline needs: every stage's unit, and for an expert stage the
-    unit of each expert picked (``res[s] + e``)."""
+def asic_units(res, ex_layer, picks, ex_unit) -> int:
+    """Hardware units an ASIC pipeline needs: every stage's unit, and for a routed stage the
+    unit of every expert (``ex_unit[s, e]``)."""
     n = int(np.max(res)) + 1 if len(res) else 0
-    if picks is not None and np.size(picks):
-        ex = np.asarray(ex_layer)
-        top = np.asarray(picks).max(axis=(0, 1, 3))  # the highest expert id of each layer
-        for s in np.nonzero(ex >= 0)[0]:
-            n = max(n, int(res[s]) + int(top[ex[s]]) + 1)
+    routed = np.asarray(ex_layer) >= 0
+    if picks is not None and np.size(picks) and routed.any():
+        n = max(n, int(np.asarray(ex_unit)[routed].max()) + 1)
     return n
 
 

@@ -6,11 +6,12 @@ import numba
 import numpy as np
 
 from . import checks
+from .reference_asic import expert_units
 
 
 @numba.njit(cache=True)
 def _asic_pipeline(occ, lat, res, n_users, record, finish, starts, group, ex_layer, picks,
-                   n_units):  # pragma: no cover  # fmt: skip
+                   ex_unit, n_units):  # pragma: no cover  # fmt: skip
     n_steps, n_stages = occ.shape
     free = np.zeros(n_units, dtype=np.int64)
     ready = np.zeros(n_users, dtype=np.int64)
@@ -23,18 +24,23 @@ def _asic_pipeline(occ, lat, res, n_users, record, finish, starts, group, ex_lay
                 i = ex_layer[s]
                 start = tt
                 if i < 0:
-                    start = tt if tt > free[res[s]] else free[res[s]]
+                    for j in range(res.shape[1]):  # every unit the stage takes (-1: none)
+                        unit = res[s, j]
+                        if unit >= 0:
+                            start = start if start > free[unit] else free[unit]
                 else:
-                    for j in range(picks.shape[3]):
-                        unit = res[s] + picks[t, u, i, j]
+                    for j in range(picks.shape[3]):  # experts sharing a unit: same max
+                        unit = ex_unit[s, picks[t, u, i, j]]
                         start = start if start > free[unit] else free[unit]
                 if rec:
                     starts[r, u, s] = start
                 if i < 0:
-                    free[res[s]] = start + occ[t, s]
+                    for j in range(res.shape[1]):
+                        if res[s, j] >= 0:
+                            free[res[s, j]] = start + occ[t, s]
                 else:
                     for j in range(picks.shape[3]):
-                        free[res[s] + picks[t, u, i, j]] = start + occ[t, s]
+                        free[ex_unit[s, picks[t, u, i, j]]] = start + occ[t, s]
                 tt = start + occ[t, s] + lat[s]
             finish[t, u] = tt
         for u in range(0, n_users, group):  # a sequence's rows all wait for its last one
@@ -61,15 +67,16 @@ def asic_pipeline(
     res = np.ascontiguousarray(res, dtype=np.int64)
     record = np.ascontiguousarray(record, dtype=np.bool_)
     checks.asic_pipeline(occ, lat, res, n_users, record, group, routes)
-    if routes is None:
-        ex_layer = np.full(occ.shape[1], -1, dtype=np.int64)
-        picks = np.zeros((0, 0, 0, 0), dtype=np.int64)
-    else:
-        ex_layer = np.ascontiguousarray(routes[0], dtype=np.int64)
-        picks = np.ascontiguousarray(routes[1], dtype=np.int64)
-    n_units = checks.asic_units(res, ex_layer, picks if routes is not None else None)
+    ex_layer, picks, ex_unit = expert_units(res, routes)
+    n_units = checks.asic_units(res, ex_layer, picks, ex_unit)
+    ex_layer = np.ascontiguousarray(ex_layer, dtype=np.int64)
+    ex_unit = np.ascontiguousarray(ex_unit, dtype=np.int64)
+    picks = np.ascontiguousarray(
+        picks if picks is not None else np.zeros((0, 0, 0, 0)), dtype=np.int64
+    )
     finish = np.zeros((occ.shape[0], n_users), dtype=np.int64)
     starts = np.zeros((int(record.sum()), n_users, occ.shape[1]), dtype=np.int64)
+    res = np.ascontiguousarray(res[:, None] if res.ndim == 1 else res)  # a row of units a stage
     _asic_pipeline(occ, lat, res, int(n_users), record, finish, starts, int(group), ex_layer,
-                   picks, n_units)  # fmt: skip
+                   picks, ex_unit, n_units)  # fmt: skip
     return finish, starts

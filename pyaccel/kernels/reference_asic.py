@@ -20,9 +20,10 @@ def asic_pipeline(
 
     ``occ[t, s]``: cycles stage ``s`` is busy with one token at step ``t``; ``lat[s]``: cycles
     after that before the token can enter stage ``s + 1`` (pipeline register, drain, link
-    latency) while stage ``s`` already takes the next token. ``res[s]`` is the hardware unit the
-    stage runs on (stages sharing one, e.g. a die's chip link, wait for each other; ids are
-    ``0 .. max(res)``). A user's token of step ``t`` enters stage 0 when its token of step
+    latency) while stage ``s`` already takes the next token. ``res[s]`` is the stage's hardware
+    unit (stages sharing one, e.g. a die's chip link, wait for each other); a 2-D ``res[s, :]``
+    lists the units a stage takes all at once (e.g. the links of every die of a gather), ``-1``
+    padding after the first. A user's token of step ``t`` enters stage 0 when its token of step
     ``t - 1`` left the last stage (autoregressive decode); every unit serves tokens in (step,
     user, stage) order without back-filling (for units that only one stage uses this is first
     come, first served). All users' first tokens are ready at cycle 0.
@@ -31,19 +32,20 @@ def asic_pipeline(
     round): they enter one after another and the sequence's next step waits for the last of them
     (``n_users`` is then the number of rows, a multiple of ``group``).
 
-    ``routes = (ex_layer, picks)`` makes stages blocks of routed experts: a stage with
-    ``ex_layer[s] = i >= 0`` runs every expert of MoE layer ``i`` as a unit of its own
-    (``res[s] + e`` for expert ``e``), and a row takes the units of the experts
-    ``picks[t, u, i, :]`` it was routed to, starting when all of them are free and holding them
-    all for ``occ[t, s]`` (rows routed to different experts overlap; rows sharing one queue).
+    ``routes = (ex_layer, picks[, ex_unit])`` makes stages routed: a stage with
+    ``ex_layer[s] = i >= 0`` runs on the units of the experts ``picks[t, u, i, :]`` a row was
+    routed to in MoE layer ``i``, starting when all of them are free and holding them all for
+    ``occ[t, s]`` (rows routed to different units overlap; rows sharing one queue). Expert
+    ``e``'s unit at stage ``s`` is ``ex_unit[s, e]`` (e.g. the chip link of the die holding
+    it; experts sharing a unit take it once), by default ``res[s] + e`` (a block per expert).
 
     Returns ``finish[t, u]`` (int64: cycle the token leaves the last stage) and, for the steps
     with ``record[t]`` true in order, ``starts[r, u, s]`` (cycle each token starts each stage).
     """
     checks.asic_pipeline(occ, lat, res, n_users, record, group, routes)
     n_steps, n_stages = occ.shape
-    ex_layer, picks = routes if routes is not None else (np.full(n_stages, -1), None)
-    free = [0] * checks.asic_units(res, ex_layer, picks)
+    ex_layer, picks, ex_unit = expert_units(res, routes)
+    free = [0] * checks.asic_units(res, ex_layer, picks, ex_unit)
     ready = [0] * n_users
     finish = np.zeros((n_steps, n_users), dtype=np.int64)
     starts = np.zeros((int(record.sum()), n_users, n_stages), dtype=np.int64)
@@ -52,7 +54,7 @@ def asic_pipeline(
         for u in range(n_users):
             tt = ready[u // group]
             for s in range(n_stages):
-                units = _units(res, ex_layer, picks, t, u, s)
+                units = _units(res, ex_layer, picks, ex_unit, t, u, s)
                 start = max([tt] + [free[unit] for unit in units])
                 if record[t]:
                     starts[r, u, s] = start
@@ -67,9 +69,25 @@ def asic_pipeline(
     return finish, starts
 
 
-def _units(res, ex_layer, picks, t: int, u: int, s: int) -> list[int]:
-    """The hardware units row ``u`` of step ``t`` takes at stage ``s``: the stage's own, or the
-    blocks of the experts it was routed to."""
+def expert_units(res, routes) -> tuple:
+    """``(ex_layer, picks, ex_unit)`` of ``routes`` with its defaults: no routed stage, and a
+    block per expert (``ex_unit[s, e] = res[s] + e``)."""
+    n_stages = len(res)
+    res = np.asarray(res, dtype=np.int64)
+    first = res if res.ndim == 1 else res[:, 0]
+    if routes is None:
+        return np.full(n_stages, -1, dtype=np.int64), None, np.zeros((n_stages, 0), np.int64)
+    if len(routes) == 3:
+        return routes
+    ex_layer, picks = routes
+    n_experts = int(np.max(picks)) + 1 if np.size(picks) else 0
+    ex_unit = first[:, None] + np.arange(n_experts, dtype=np.int64)
+    return ex_layer, picks, ex_unit
+
+
+def _units(res, ex_layer, picks, ex_unit, t: int, u: int, s: int) -> list[int]:
+    """The hardware units row ``u`` of step ``t`` takes at stage ``s``: the stage's own, or
+    those of the experts it was routed to (each once)."""
     if ex_layer[s] >= 0:
-        return [int(res[s] + e) for e in picks[t, u, ex_layer[s]]]
-    return [int(res[s])]
+        return sorted({int(ex_unit[s, e]) for e in picks[t, u, ex_layer[s]]})
+    return [int(unit) for unit in np.atleast_1d(res[s]) if unit >= 0]

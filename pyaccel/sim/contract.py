@@ -243,12 +243,16 @@ class SequenceModel(Protocol):
         """Cycles after each stage's busy time before its output is ready (int64 array)."""
 
     def hardware(self) -> Any:
-        """The hardware unit of every stage (int64 array; a stage of routed experts: its first
-        expert's, the next ``n_experts - 1`` ids being its other experts')."""
+        """The hardware unit of every stage (int64 array; 2-D: the units a stage takes all at
+        once, a row each, -1 padding)."""
 
     def expert_stages(self) -> Any:
-        """Each stage's MoE layer index (into ``graph.moe_layers``) when its blocks are routed
-        experts a row takes by its router's picks, else -1 (int64 array)."""
+        """Each stage's MoE layer index (into ``graph.moe_layers``) when it is routed: a row
+        takes the units of the experts its router picked, else -1 (int64 array)."""
+
+    def expert_hardware(self) -> Any:
+        """``[stage, expert]``: the unit a routed stage takes for each expert (int64 array;
+        experts sharing a unit take it once)."""
 
     def spans(self, step: StepShape, starts) -> list[Span]:
         """Every sequence's spans at ``step``; ``starts[q, s]`` is stage ``s``'s start cycle

@@ -244,8 +244,9 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
 
 
 def _sequence_routes(graph, model) -> tuple:
-    """``(routes, fewest)``: the pipeline kernel's ``(ex_layer, picks)`` (each stage's MoE
-    layer or -1; the experts every row of every step picks) and, per MoE layer, the fewest
+    """``(routes, fewest)``: the pipeline kernel's ``(ex_layer, picks, ex_unit)`` (each stage's
+    MoE layer or -1; the experts every row of every step picks; the unit each routed stage
+    takes for each expert) and, per MoE layer, the fewest
     distinct experts a step's rows picked; ``(None, None)`` without routed experts."""
     router = router_of(graph)
     if router is None:
@@ -253,7 +254,8 @@ def _sequence_routes(graph, model) -> tuple:
     work = graph.workload
     picks = np.stack([router.choices(t, work.rows) for t in range(work.tokens)])
     distinct = [(counts_of(p, graph.n_experts) > 0).sum(axis=1) for p in picks]
-    return (model.expert_stages(), picks), np.min(distinct, axis=0)
+    routes = (model.expert_stages(), picks, model.expert_hardware())
+    return routes, np.min(distinct, axis=0)
 
 
 def _progress_all(progress: Callable | None, n: int) -> None:

@@ -129,7 +129,14 @@ def rom_capacity_bytes(graph, p) -> int:
     its SRAM, converted at the model's average transistor cost (ROM + lane logic) per byte."""
     total_bytes = graph.total_resident_weight_bytes
     total_cost = sum(layer_cost(graph, k, p) for k in graph.layer_keys)
-    return int(die_logic_budget(p) * total_bytes / total_cost)
+    budget = die_logic_budget(p)
+    if budget <= 0:
+        raise ConfigError(
+            f"transistors = {p.transistors:.3g}: the die's SRAM ({kv_sram_bytes(p):,} B at "
+            f"{p.sram_transistors_per_bit} transistors a bit) takes them all, none is left for "
+            "ROM and lanes (raise transistors or lower kv_sram_bytes)"
+        )
+    return int(budget * total_bytes / total_cost)
 
 
 def kv_banks(p) -> int:

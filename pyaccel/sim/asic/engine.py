@@ -30,7 +30,7 @@ from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
 from ..contract import SEQUENCES, PassTiming, Span, StepShape
-from . import lora
+from . import experts, lora
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {
@@ -71,7 +71,9 @@ ASSUMPTIONS = (
     "columns, experts whole, KV heads evenly); each split GEMV's output is all-gathered over "
     "the chip link ((s-1)/s of it into each die, one hop)",
     "asic.one_link_per_die: all chip-link transfers leaving a die share its one link, served "
-    "in (step, user, stage) order",
+    "in (step, user, stage) order; a spanning layer's gather holds the links of all its dies "
+    "at once (each die sends its part)",
+    *experts.ASSUMPTIONS,
     "asic.etch_same_die: a die designed with --etch keeps the etched chip's transistor budget, "
     "SRAM, ROM geometry, clock and power; it holds the layers whose ROM + lane logic fit the "
     "transistors left after its SRAM (converted to bytes at the model's mean cost per byte)",
@@ -85,7 +87,8 @@ ASSUMPTIONS = (
 class Stage:
     """One block of the pipeline (on one die, or split over the dies of a spanning layer, all
     busy together): its busy cycles per token and the latency after them; bytes and FLOPs are
-    per token and per die."""
+    per token and per die. A ``routed`` stage runs, for each row, only on the units of the
+    experts the row was routed to (:mod:`.experts`)."""
 
     name: str
     layer: object
@@ -96,6 +99,7 @@ class Stage:
     lat: int
     n_bytes: int
     flops: int
+    routed: bool = False  # runs on the units of the experts a row was routed to
 
 
 def _c(x: float) -> int:
@@ -227,10 +231,11 @@ def tree_depth(op) -> int:
 
 def _gather_bytes(op, s: int, hidden: int) -> int:
     """Bytes (per token) each die of a layer split over ``s`` dies receives after ``op``: the
-    (s-1)/s of the op's output it lacks; experts stay local until their down projection's sum."""
-    if s == 1 or op.kind.startswith("experts_gate_up"):
+    (s-1)/s of the op's output it lacks; routed experts stay on their dies until the combine
+    of their down projection's partial sums (:func:`.experts.combine_stage`)."""
+    if s == 1 or op.expert:
         return 0
-    if op.kind == "embed" or op.expert:
+    if op.kind == "embed":
         return ACT_BYTES * hidden * (s - 1) // s
     if op.op_class in design.ROM_CLASSES:
         return ACT_BYTES * op.n * (s - 1) // s
@@ -273,31 +278,18 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
             stages.append(cost.gemv(op, dies, lora_of.get(op.layer, 0)))
         else:
             stages.append(cost.fused(op, dies))
+        if op.expert:  # a block per expert (asic.experts_parallel)
+            stages[-1] = replace(stages[-1], routed=True)
         gather = _gather_bytes(op, len(dies), hidden)
         if gather:
             stages.append(cost.link(f"{op.name}.gather", op.layer, dies, gather))
+        if op.expert and op.reduces and len(dies) > 1:
+            stages.append(experts.combine_stage(cost, op, dies, ACT_BYTES * hidden))
         nxt = ops[i + 1] if i + 1 < len(ops) else None
         if nxt is not None and set(dies_of[nxt.layer]) != set(dies):
             name = f"link_die{dies[-1]}_die{dies_of[nxt.layer][0]}"
             stages.append(cost.link(name, op.layer, dies[-1:], ACT_BYTES * hidden))
     return stages, attn
-
-
-def hardware_ids(stages, expert_layer=None, n_experts: int = 0) -> np.ndarray:
-    """The hardware unit of every stage: its own block, except that every chip-link stage of
-    a die (its gathers and its hop to the next die) shares that die's one link, and a stage of
-    routed experts (``expert_layer[i] >= 0``) is ``n_experts`` blocks, the first one's id
-    given (the pipeline kernel takes ``id + e`` for expert ``e``)."""
-    ids: dict = {}
-    out, n = [], 0
-    for i, st in enumerate(stages):
-        key = ("link", st.units[0]) if st.resource == "chip_link" else ("block", i)
-        if key not in ids:
-            ids[key] = n
-            routed = expert_layer is not None and expert_layer[i] >= 0
-            n += n_experts if routed else 1
-        out.append(ids[key])
-    return np.array(out, dtype=np.int64)
 
 
 def _attention_column(cost, first: StepShape, layer, dies, banks, n_steps: int) -> np.ndarray:
@@ -404,14 +396,19 @@ class AsicPipeline:
         self.cost = AsicCost(system.spec, graph)
         moe = {layer: i for i, layer in enumerate(graph.moe_layers)}
         self._experts = np.array(
-            [moe[st.layer] if st.kind.startswith("experts_") else -1 for st in self.stages],
-            dtype=np.int64,
+            [moe[st.layer] if st.routed else -1 for st in self.stages], dtype=np.int64
         )
+        homes = experts.homes(placement, graph.n_experts)
+        self._units = experts.hardware_ids(self.stages, homes, graph.n_experts)
 
     def expert_stages(self) -> np.ndarray:
-        """Each stage's MoE layer index when it is a stage of routed-expert blocks (one per
-        expert, asic.experts_parallel), else -1."""
+        """Each stage's MoE layer index when it is routed (a block per expert,
+        asic.experts_parallel; or the combine over the links of the experts' dies), else -1."""
         return self._experts
+
+    def expert_hardware(self) -> np.ndarray:
+        """``[stage, expert]``: the unit a routed stage takes for each expert."""
+        return self._units[1]
 
     def group_key(self, layer: int) -> tuple:
         """A layer's attention costs the same on as many dies with as many KV banks."""
@@ -435,8 +432,9 @@ class AsicPipeline:
         return np.array([s.lat for s in self.stages], dtype=np.int64)
 
     def hardware(self) -> np.ndarray:
-        """Each block's hardware unit (chip-link stages of a die share its link)."""
-        return hardware_ids(self.stages, self._experts, self.graph.n_experts)
+        """Each stage's hardware units, a row each (-1 padding): chip-link stages of a die share
+        its link, a gather takes the links of all the layer's dies."""
+        return self._units[0]
 
     def spans(self, step: StepShape, starts) -> list[Span]:
         """Every user's spans at ``step``; ``starts[u, s]``: stage ``s``'s start for user ``u``."""
