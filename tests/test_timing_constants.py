@@ -49,6 +49,7 @@ NOT_TIMING = {
     "MAX_UNITS": "the largest system a placement search tries",
     "REGION_SCALES": "region sizes the wafer placement search tries",
     "GROUP_COUNTS": "tiles per wafer the layer_groups placement search tries",
+    "EP_WAYS": "wafers a MoE layer's experts may be spread over, tried by the placement search",
     "ROUTER_BITS": "routers' stored bits (16, as the graph keeps them): a width, not a time",
     "LORA_TARGETS": "which tensors carry an adapter (PEFT's default for Llama), not a time",
 }
@@ -84,7 +85,11 @@ STRUCTURAL = {
     ("place/common.py", 4096): (4, "a 4096 x 4096 tensor to compare formats' bytes per weight"),
     ("place/files.py", 2): (1, "placement file format version 2 renamed a key"),
     ("place/kinds/lpu.py", 2): (2, "[first, last] pairs in the placement JSON schema"),
-    ("place/kinds/wafer.py", 2): (5, "[w, h] / [gx, gy] pairs in the placement JSON schema"),
+    ("place/kinds/wafer.py", 2): (
+        6,
+        "[w, h] / [gx, gy] pairs in the placement JSON schema; "
+        "a slot on at least 2 wafers spreads its experts",
+    ),
     ("place/kinds/wafer.py", 4): (2, "[x0, y0, w, h] in the JSON schema; keys listed in full"),
     ("place/kinds/wafer.py", 3): (1, "[w, h, columns] of expert bands in the JSON schema"),
     ("place/kinds/wafer_tiles.py", 2): (1, "embedding rows held as 16-bit values (capacity)"),

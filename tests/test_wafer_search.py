@@ -66,12 +66,14 @@ def test_placements_and_errors_are_those_of_the_scan(monkeypatch, model, strateg
 
 
 @pytest.mark.parametrize("model", TINY)
-@pytest.mark.parametrize("batch,context", [(1, 64), (4, 4096)])
-def test_pe_bytes_never_grow_with_the_region(model, batch, context):
+@pytest.mark.parametrize("batch,context,experts_here", [(1, 64, None), (4, 4096, None),
+                                                        (1, 64, 2)])  # fmt: skip
+def test_pe_bytes_never_grow_with_the_region(model, batch, context, experts_here):
     """fits(w, h) implies fits(w + 1, h) and fits(w, h + 1) for any budget: every layer's and
-    every block's bytes on the fullest PE are non-increasing in width and in height."""
+    every block's bytes on the fullest PE are non-increasing in width and in height (also with
+    a MoE layer's experts spread over wafers, ``experts_here`` a region)."""
     graph = _graph(model, batch, context)
-    fit = wafer_fit.Fitter(graph, _system((40, 40)))
+    fit = wafer_fit.Fitter(graph, _system((40, 40)), experts_here)
     keys = list(graph.layer_keys)
     sets = [[k] for k in keys] + [keys[:3], keys[2:], keys]
     for block in sets:

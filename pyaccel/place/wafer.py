@@ -36,9 +36,9 @@ from typing import NoReturn
 from ..errors import PlacementError
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
-from .kinds.wafer import WaferLayout, WaferRegion, capacity
-from .kinds.wafer_tiles import PeTiles
+from .kinds.wafer import WaferLayout, capacity
 from .placement import LayerSlot, Placement
+from .wafer_experts import experts_here, group_wafers, layer_slot, ways
 from .wafer_fit import Fitter as _Fitter
 from .wafer_fit import pe_budget as _budget
 from .wafer_fit import smallest_grid as _interleave
@@ -129,13 +129,7 @@ def _layer_groups(fit: _Fitter, keys, gx: int, gy: int) -> dict | None:
 
 
 def _slot(graph, key, wafer: int, rect, strategy: str, **extra) -> LayerSlot:
-    need_w, need_kv = graph.resident_bytes(key)
-    experts = ()
-    if key in graph.moe_layers:  # each expert's band of the rect (the engine's expert_regions)
-        extra["expert_bands"] = PeTiles(graph).expert_regions(rect[2], rect[3])
-        experts = (wafer,) * graph.n_experts
-    region = WaferRegion(strategy=strategy, wafer=wafer, rect=tuple(rect), **extra)
-    return LayerSlot(key, (wafer,), (need_w,), (need_kv,), (0,), need_w, need_kv, region, experts)
+    return layer_slot(graph, key, (wafer,), rect, strategy, **extra)
 
 
 def _placement(graph, system, units: int, slots, layout: WaferLayout, reason="") -> Placement:
@@ -168,58 +162,67 @@ def _strategy(system) -> str:
 
 def candidates(graph, system, units: int, fit: _Fitter | None = None) -> list[Placement]:
     """Every layout of the system's strategy (all of them for ``auto``) that fits on exactly
-    ``units`` wafers (contiguous layer blocks); ``fit``, a fitter of the same graph and system
-    kept across calls, saves re-fitting the layers a search tries again."""
-    fit = fit if fit is not None else _Fitter(graph, system)
-    blocks = _blocks(graph, units)
+    ``units`` wafers (contiguous layer blocks), for a MoE model also with its experts spread
+    over groups of wafers (:mod:`.wafer_experts`); ``fit``, a fitter of the same graph and
+    system kept across calls, saves re-fitting the layers a search tries again."""
+    out = []
+    for ep in ways(graph, units):
+        if fit is None or ep > 1:
+            fit = _Fitter(graph, system, experts_here(graph, ep))
+        out += _candidates(graph, system, units, fit, ep)
+    return out
+
+
+def _candidates(graph, system, units: int, fit: _Fitter, ep: int) -> list[Placement]:
+    """The layouts of :func:`candidates` with each block of layers on a group of ``ep`` wafers
+    (the same rectangles on each)."""
+    groups = units // ep
+    blocks = _blocks(graph, groups)
     if any(not b for b in blocks):
         return []
     want = _strategy(system)
     out = []
+
+    def placement(strategy, rects, extra, **layout):
+        slots = [
+            layer_slot(graph, k, group_wafers(g, ep), rects[g][k], strategy, **extra(g))
+            for g, b in enumerate(blocks)
+            for k in b
+        ]
+        lay = WaferLayout(strategy=strategy, wafers=units, expert_wafers=ep if ep > 1 else None,
+                          **layout)  # fmt: skip
+        return _placement(graph, system, units, slots, lay)
+
+    def per_wafer(values):  # a group's value on each of its wafers
+        return tuple(tuple(values[u // ep]) for u in range(units))
+
     smallest = None
     if want in ("auto", "interleave"):
         smallest = _every(_interleave(fit, b) for b in blocks)
     if smallest is not None:
-        full = [_usable(fit.p)] * units
+        full = [_usable(fit.p)] * groups
         # the smallest grid has the shortest lines, the whole wafer the smallest tiles
         for grids in (smallest, full) if full != smallest else (smallest,):
-            slots = [
-                _slot(graph, k, u, (0, 0, *grids[u]), "interleave", grid=tuple(grids[u]))
-                for u, b in enumerate(blocks)
-                for k in b
-            ]
-            layout = WaferLayout(
-                strategy="interleave", wafers=units, grids=tuple(map(tuple, grids))
-            )
-            out.append(_placement(graph, system, units, slots, layout))
+            rects = [dict.fromkeys(b, (0, 0, *grids[g])) for g, b in enumerate(blocks)]
+            out.append(placement("interleave", rects, lambda g, gr=grids: {"grid": tuple(gr[g])},
+                                 grids=per_wafer(grids)))  # fmt: skip
     for scale in REGION_SCALES if want in ("auto", "layer_regions") else ():
         rects = _every(_layer_regions(fit, b, scale) for b in blocks)
         if rects is None:
             break
-        slots = [
-            _slot(graph, k, u, rects[u][k], "layer_regions", scale=scale)
-            for u, b in enumerate(blocks)
-            for k in b
-        ]
-        layout = WaferLayout(strategy="layer_regions", wafers=units, region_scale=scale)
-        out.append(_placement(graph, system, units, slots, layout))
+        out.append(placement("layer_regions", rects, lambda g, s=scale: {"scale": s},
+                             region_scale=scale))  # fmt: skip
     wid, hgt = _usable(fit.p)
-    for g in GROUP_COUNTS if want in ("auto", "layer_groups") else ():
-        if g > max(len(b) for b in blocks):
+    for n in GROUP_COUNTS if want in ("auto", "layer_groups") else ():
+        if n > max(len(b) for b in blocks):
             break
-        # a wafer holding fewer blocks than g tiles gets one tile per block it holds
-        cuts = [_cut(wid, hgt, min(g, len(b))) for b in blocks]
+        # a wafer holding fewer blocks than n tiles gets one tile per block it holds
+        cuts = [_cut(wid, hgt, min(n, len(b))) for b in blocks]
         rects = _every(_layer_groups(fit, b, *cut) for b, cut in zip(blocks, cuts, strict=True))
         if rects is None:
             continue
-        slots = [
-            _slot(graph, k, u, rects[u][k], "layer_groups", tiles=tuple(cuts[u]))
-            for u, b in enumerate(blocks)
-            for k in b
-        ]
-        layout = WaferLayout(strategy="layer_groups", wafers=units, tiles=tuple(cuts[0]),
-                             tiles_per_wafer=tuple(map(tuple, cuts)))  # fmt: skip
-        out.append(_placement(graph, system, units, slots, layout))
+        out.append(placement("layer_groups", rects, lambda g, c=cuts: {"tiles": tuple(c[g])},
+                             tiles=tuple(cuts[0]), tiles_per_wafer=per_wafer(cuts)))  # fmt: skip
     return [plc for plc in out if not plc.shortfalls()]
 
 
@@ -235,15 +238,17 @@ def _every(results) -> list | None:
 
 
 def label(plc: Placement) -> str:
-    """A layout's short name for the placement reason (strategy and size)."""
+    """A layout's short name for the placement reason (strategy and size, and the wafers a MoE
+    layer's experts are spread over)."""
     lay = plc.layout
+    ep = f", experts over {lay.expert_wafers} wafers" if lay.expert_wafers else ""
     if lay.strategy == "layer_regions":
-        return f"layer_regions x{lay.region_scale:g}"
+        return f"layer_regions x{lay.region_scale:g}{ep}"
     if lay.strategy == "layer_groups":
         gx, gy = lay.tiles
-        return f"layer_groups {gx}x{gy} tiles"
+        return f"layer_groups {gx}x{gy} tiles{ep}"
     g = lay.grids[0]
-    return f"interleave {g[0]}x{g[1]}"
+    return f"interleave {g[0]}x{g[1]}{ep}"
 
 
 def with_reason(graph, system, plc: Placement, tried) -> Placement:

@@ -27,11 +27,12 @@ def usable(p) -> tuple[int, int]:
 class Fitter:
     """Per-PE fit of a set of layer keys on a ``w x h`` region; each key's bytes on its fullest
     PE are kept per (key, input axis, region), so a search over grid sizes and wafer counts
-    costs each key once per region it tries."""
+    costs each key once per region it tries. ``experts_here``: routed experts per region of a
+    MoE layer (:class:`PeTiles`)."""
 
-    def __init__(self, graph, system):
+    def __init__(self, graph, system, experts_here: int | None = None):
         self.graph, self.p = graph, system.spec.params
-        self.tiles = PeTiles(graph)
+        self.tiles = PeTiles(graph, experts_here)
         self.budget = pe_budget(self.p)
         self._use: dict = {}  # (key, input axis, w, h) -> bytes on the key's fullest PEs
 

@@ -39,7 +39,8 @@ class WaferRegion(Record):
 class WaferLayout(Record):
     """A wafer placement's strategy on ``wafers`` wafers: the interleave ``grids`` per wafer
     ``(w, h)`` in PEs, the layer regions' ``region_scale``, or the layer groups' ``tiles``
-    ``(gx, gy)`` (the first wafer's) and ``tiles_per_wafer``."""
+    ``(gx, gy)`` (the first wafer's) and ``tiles_per_wafer``; ``expert_wafers``: the wafers of
+    each group a MoE layer's routed experts are spread over (None: one)."""
 
     strategy: str | None = jfield(is_str, "a placement strategy name")
     wafers: int | None = jfield(is_int, "a wafer count (integer)")
@@ -49,6 +50,7 @@ class WaferLayout(Record):
     tiles_per_wafer: tuple[tuple[int, int], ...] | None = jfield(
         list_of(ints(2)), "a list of [gx, gy]"
     )
+    expert_wafers: int | None = jfield(is_int, "a wafer count (integer)")
 
 
 REGION, LAYOUT = WaferRegion, WaferLayout
@@ -104,18 +106,32 @@ def _keys(keys) -> str:
     return f"{keys[0]!r}..{keys[-1]!r} ({len(keys)} layers)"
 
 
+def experts_held(slot) -> int | None:
+    """The most routed experts one wafer of ``slot`` holds when its experts are spread over
+    several wafers (None: one wafer holds them all)."""
+    if len(slot.units) < 2 or not slot.expert_units:
+        return None
+    return max(slot.expert_units.count(u) for u in slot.units)
+
+
 def check(plc, graph, system) -> None:
-    """Per PE (fullest PE of every rectangle) and rectangle overlap (see module)."""
+    """Per PE (fullest PE of every rectangle) and rectangle overlap (see module). A slot on
+    several wafers (its experts spread over them) keeps its rectangle on each."""
     p = system.spec.params
     wid, hgt = int(p.usable_width_pes), int(p.usable_height_pes)
     groups: dict[tuple, list] = {}
+    here: dict[tuple, int] = {}
     for s in plc.layers:
-        groups.setdefault((_checked_wafer(s), _rect(s, wid, hgt)), []).append(s.layer)
+        first, rect = _checked_wafer(s), _rect(s, wid, hgt)
+        for wafer in s.units if len(s.units) > 1 else (first,):
+            groups.setdefault((wafer, rect), []).append(s.layer)
+            if s.expert_units:  # the most experts a region of this rectangle holds
+                n = experts_held(s) or graph.n_experts
+                here[(wafer, rect)] = max(here.get((wafer, rect), 0), n)
     code, buf, cap = int(p.pe_code_bytes), int(p.pe_buffer_bytes), int(p.pe_sram_bytes)
-    tiles = PeTiles(graph)
     for (wafer, (x0, y0, w, h)), keys in groups.items():
         ops = [op for k in keys for op in graph.ops_of(k)]
-        largest, kv = tiles.pe_bytes(ops, w, h)
+        largest, kv = PeTiles(graph, here.get((wafer, (x0, y0, w, h)))).pe_bytes(ops, w, h)
         need = largest + kv + code + buf
         if need > cap:
             # tiles are split with the remainder first, so the rectangle's first PE is fullest

@@ -26,10 +26,12 @@ def axis_after(ops, axis: int = 0) -> int:
 
 class PeTiles:
     """Per-PE bytes of graph ops on regions of any size, for one graph (its workload's batch and
-    KV format, its routed experts and KV width)."""
+    KV format, its routed experts and KV width). ``experts_here``: the routed experts of a MoE
+    layer one region holds (all of them, unless its experts are spread over several wafers)."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, experts_here: int | None = None):
         self.graph, self.att = graph, graph.attention
+        self.experts_here = experts_here or graph.n_experts
         self.work = graph.workload
         self.kv_bytes = self.work.kv_format.tensor_bytes(1, 4096, "kv") / 4096
 
@@ -79,9 +81,9 @@ class PeTiles:
         return math.ceil(ceil_div(length, w) * ceil_div(elems, h) * b * self.kv_bytes)
 
     def expert_regions(self, w: int, h: int) -> tuple[int, int, int]:
-        """(sub-region width, height, columns of sub-regions): each routed expert owns a band of
-        the layer's region, ``min(h, E)`` bands along B, and more columns when E > h."""
-        e = max(1, self.graph.n_experts)
+        """(sub-region width, height, columns of sub-regions): each routed expert the region
+        holds (``E``) owns a band of it, ``min(h, E)`` bands along B, more columns when E > h."""
+        e = max(1, self.experts_here)
         rows = min(h, e)
         cols = -(-e // rows)
         return max(1, w // cols), max(1, h // rows), cols

@@ -276,9 +276,9 @@ class RegionCoster(PeTiles):
     """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis);
     the per-PE tiles they cost are :class:`PeTiles`' (``pe_bytes``, ``expert_regions``)."""
 
-    def __init__(self, spec, graph):
+    def __init__(self, spec, graph, experts_here: int | None = None):
         self.c = Costs.of(spec.params)
-        super().__init__(graph)
+        super().__init__(graph, experts_here)
         self._memo: dict = {}
 
     # -- op costs -------------------------------------------------------------------------

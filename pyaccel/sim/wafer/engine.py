@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
-from ...place.kinds.wafer import wafer_of
+from ...place.kinds.wafer import experts_held, wafer_of
 from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .cost import OpCost, RegionCoster, multicast
+from .experts import ASSUMPTIONS as EXPERT_ASSUMPTIONS
+from .experts import combine_cost
 
 RESOURCES = (
     "pe_compute",
@@ -41,6 +43,7 @@ RESOURCES = (
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
+COMBINE = "expert_combine"  # the entry kind of a cross-wafer expert combine
 # Doubling a class's rate: factors keep integer fields integral (x2), except latencies (x0.5):
 # the mesh's (hop, ramp, add) are simulated in half-cycle ticks (wafer.half_cycle_ticks), so a
 # 1-cycle hop becomes half a cycle; the DSD issue cost is floored (2 cycles become 1).
@@ -105,6 +108,7 @@ ASSUMPTIONS = (
     "wafer.region_handoff: the hidden vector moves between regions as one hop (vertical "
     "neighbours) or one region width (side by side) and is then multicast along B; between "
     "wafers it crosses the system I/O after the hops to and from the wafer edge",
+    *EXPERT_ASSUMPTIONS,
 )
 
 
@@ -147,6 +151,19 @@ class WaferPass:
         self.graph, self.spec = graph, system.spec
         self.coster = RegionCoster(self.spec, graph)
         self.regions = {s.layer: Region.of(s) for s in placement.layers}
+        # a MoE layer spread over several wafers: its wafers, and a coster for its share of
+        # the experts (larger bands)
+        self.ep_wafers = {s.layer: len(s.units) for s in placement.layers if experts_held(s)}
+        self.copies = {  # the other wafers of a layer on several
+            s.layer: tuple(u for u in s.units if u != wafer_of(s))
+            for s in placement.layers
+            if len(s.units) > 1
+        }
+        self._costers = {
+            s.layer: RegionCoster(self.spec, graph, experts_held(s))
+            for s in placement.layers
+            if experts_held(s)
+        }
         order = []
         for key in graph.layer_keys:
             if self.regions[key] not in order:
@@ -158,6 +175,10 @@ class WaferPass:
         self.strategy = placement.layout.strategy if placement.layout else None
         self._last: tuple = (None, (), ())
         self._delta_memo: dict = {}  # routed op -> (stage, cycles beyond the graph's own)
+
+    def coster_of(self, key) -> RegionCoster:
+        """The coster of a layer key's ops (its share of the experts where they are spread)."""
+        return self._costers.get(key, self.coster)
 
     @property
     def n_stages(self) -> int:
@@ -172,8 +193,9 @@ class WaferPass:
         entries += self._handoff(keys[-1], keys[0], loopback=True)
         for i, key in enumerate(keys):
             reg, axis = self.regions[key], 0
+            coster = self.coster_of(key)
             for op in graph.ops_of(key):
-                cost, new_axis = self.coster.op_cost(op, reg.w, reg.h, axis)
+                cost, new_axis = coster.op_cost(op, reg.w, reg.h, axis)
                 if op.kind == "attention":
                     attn[op.layer] = (len(entries), axis)
                 if op.expert:  # re-costed each step for the experts its router drew
@@ -192,9 +214,21 @@ class WaferPass:
                     )  # fmt: skip
                 )
                 axis = new_axis
+                if op.expert and op.reduces and key in self.ep_wafers:
+                    entries.append(self._combine(key, op))
             if i + 1 < len(keys):
                 entries += self._handoff(key, keys[i + 1])
         return entries, attn
+
+    def _combine(self, key, op) -> Entry:
+        """The cross-wafer combine after ``op``, the down projection of a MoE layer whose
+        experts are spread over several wafers (wafer.expert_combine)."""
+        reg, ep = self.regions[key], self.ep_wafers[key]
+        rows = self.graph.workload.rows
+        cost = combine_cost(self.coster, self.spec.params, reg, rows, self.graph.hidden, ep)
+        n_bytes = (ep - 1) * rows * self.graph.hidden * ACT_BYTES
+        return Entry(key, f"{op.name}.combine", COMBINE, reg.wafer, self.stage_of[key], cost,
+                     n_bytes, 0, reg)  # fmt: skip
 
     def _host_io(self, first_key) -> list[Entry]:
         """The host transfers a pass waits on before its first op (wafer.host_io_async): each
@@ -274,7 +308,8 @@ class WaferPass:
         """(entry index, cost) of a routed-expert op on its layer's region."""
         idx, axis = self.expert_at[op.name]
         reg = self.entries[idx].region
-        return idx, self.coster.op_cost(op, reg.w, reg.h, axis)[0]
+        coster = self.coster_of(op.layer)
+        return idx, coster.op_cost(op, reg.w, reg.h, axis)[0]
 
     def _routed_delta(self, step: StepShape, stage_c: list[int]) -> None:
         """Add to ``stage_c`` what the step's routed-expert ops cost beyond the graph's own
@@ -296,7 +331,9 @@ class WaferPass:
         out, busy, lat = [0] * self.n_stages, [0] * self.n_stages, [0] * self.n_stages
         for e in entries:
             for resource, n in e.cost.parts:
-                if resource == "wafer_io":
+                if e.kind == COMBINE:  # the layer waits for it: no other micro-batch's work
+                    out[e.stage] += n
+                elif resource == "wafer_io":
                     busy[e.stage] += n
                 elif resource == "wafer_io_latency":
                     lat[e.stage] += n
@@ -325,8 +362,8 @@ class WaferPass:
             "messages": sum(e.cost.messages for e in entries),
         }
         arrays = _arrays(self, entries, self.n_units, self.spec.params)
-        return PassTiming(tuple(stage_c), _spans(entries), arrays, {"transfers": transfers},
-                          links)  # fmt: skip
+        spans = _spans(entries, self.copies)
+        return PassTiming(tuple(stage_c), spans, arrays, {"transfers": transfers}, links)
 
     def notes(self) -> dict:
         """The layout strategy and the regions the pass visits."""
@@ -346,17 +383,20 @@ def n_stages(placement) -> int:
     return len({Region.of(s) for s in placement.layers})
 
 
-def _spans(entries: list[Entry]) -> list[Span]:
-    """A pass's entries one after another, each part of an entry's cost a span on its wafer."""
+def _spans(entries: list[Entry], copies: dict) -> list[Span]:
+    """A pass's entries one after another, each part of an entry's cost a span on its wafer
+    and, without its bytes and FLOPs, on the other wafers of its layer's group (``copies``)."""
     out, t = [], 0
     for e in entries:
         first = True
+        others = copies.get(e.layer, ()) if e.kind != "host_io" else ()
         for resource, n in e.cost.parts:
             if n <= 0:
                 continue
             label = e.name if first else f"{e.name}.{resource}"
             out.append(Span(e.layer, label, e.kind, e.unit, resource, t, n,
                             e.n_bytes if first else 0, e.flops if first else 0))  # fmt: skip
+            out += [Span(e.layer, label, e.kind, w, resource, t, n, 0, 0) for w in others]
             t += n
             first = False
     return out
@@ -364,7 +404,8 @@ def _spans(entries: list[Entry]) -> list[Span]:
 
 def _arrays(wp: WaferPass, entries: list[Entry], n_units: int, p) -> dict:
     """Per-PE heatmaps (units x height x width): reserved link cycles in one pass and resident
-    SRAM bytes (code and buffers on every usable PE, plus each region's tiles and KV share)."""
+    SRAM bytes (code and buffers on every usable PE, plus each region's tiles and KV share), on
+    every wafer of a layer's group."""
     hgt, wid = int(p.usable_height_pes), int(p.usable_width_pes)
     busy = np.zeros((n_units, hgt, wid), dtype=np.int32)
     sram = np.full((n_units, hgt, wid), int(p.pe_code_bytes) + int(p.pe_buffer_bytes),
@@ -379,15 +420,17 @@ def _arrays(wp: WaferPass, entries: list[Entry], n_units: int, p) -> dict:
             vec = e.cost.busy.get((axis, n))
             if vec is not None:  # lines of a whole region (expert bands are left out)
                 acc[axis][:] += vec
-    for r, (a, b) in lines.items():
-        busy[r.wafer, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += a[None, :] + b[:, None]
     keys_of: dict = {}
     for key, reg in wp.regions.items():
         keys_of.setdefault(reg, []).append(key)
+    for r, (a, b) in lines.items():
+        for w in (r.wafer, *wp.copies.get(keys_of[r][0], ())):
+            busy[w, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += a[None, :] + b[:, None]
     for r, keys in keys_of.items():
         ops = [op for k in keys for op in wp.graph.ops_of(k)]
-        w_b, kv_b = wp.coster.pe_bytes(ops, r.w, r.h)
-        sram[r.wafer, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += w_b + kv_b
+        w_b, kv_b = wp.coster_of(keys[0]).pe_bytes(ops, r.w, r.h)
+        for w in (r.wafer, *wp.copies.get(keys[0], ())):
+            sram[w, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += w_b + kv_b
     return {"link_busy_cycles": busy, "sram_bytes": sram}
 
 

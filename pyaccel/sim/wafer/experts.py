@@ -1,0 +1,41 @@
+"""The combine of a MoE layer whose routed experts are spread over several wafers
+(:mod:`pyaccel.place.wafer_experts`): each wafer's partial sum of the experts it ran crosses the
+system I/O to the group's other wafers, which add it in.
+
+Units: cycles of the wafer clock; bytes.
+"""
+
+from __future__ import annotations
+
+from ...model.ops import ACT_BYTES
+from ...units import ceil_div, cycles
+from .cost import OpCost, local, multicast
+
+ASSUMPTIONS = (
+    "wafer.expert_combine: a MoE layer spread over several wafers replicates its other ops on "
+    "each (no dispatch: the hidden vector is on every wafer when the router picks); after the "
+    "down projection each wafer sends its partial sum (every row's, zero or not) to each of "
+    "the group's other wafers over its own system I/O, one crossing latency and (wafers - 1) "
+    "x rows x hidden x 2 B at system_io_bytes_per_s, after hops to the wafer edge and before a "
+    "multicast along B and the adds; the layer waits for it",
+)
+
+
+def combine_cost(coster, p, region, rows: int, hidden: int, ep: int) -> OpCost:
+    """Cycles of the combine on ``region`` (:class:`Region`) of a layer over ``ep`` wafers for
+    ``rows`` token rows of ``hidden`` activations: to the east edge, across, back along B."""
+    c = coster.c
+    elems = rows * ceil_div(hidden, region.w)  # each PE's slice of the rows' hidden vectors
+    cost = OpCost()
+    out_hops = int(p.usable_width_pes) - (region.x0 + region.w)
+    multicast(cost, c, 1, 0, elems, 0, 0, lead=max(1, out_hops))
+    n_bytes = (ep - 1) * rows * hidden * ACT_BYTES
+    io_lat = cycles(p.system_io_latency_s, p.clock_hz)
+    io = cycles(p.system_io_latency_s + n_bytes / p.system_io_bytes_per_s, p.clock_hz)
+    cost.parts += [("wafer_io_latency", io_lat), ("wafer_io", io - io_lat)]
+    cost.transfers += 1
+    spread = elems * max(1, ceil_div(region.w, region.h))
+    multicast(cost, c, region.h, 0, spread, 0, 1, lead=max(1, region.x0))
+    cost.add_local(local(coster.c, lane_ops=(ep - 1) * elems, rd=(ep - 1) * ACT_BYTES * elems,
+                         wr=ACT_BYTES * elems))  # fmt: skip
+    return cost
