@@ -146,14 +146,15 @@ def _workload(
 
 
 def _run(system, model, units, work, sets, etch, show_progress, functional=False,
-         trace_steps="ends"):  # fmt: skip
+         trace_steps="ends", prefill="ttft"):  # fmt: skip
     from .cli_args import parse_units
     from .results import run
 
     units = parse_units(units)
     with _progress(show_progress and work.tokens >= 64) as bar:
         steps = None if bar is None else lambda step: bar(step + 1, work.tokens, "decode steps")
-        return run(model, system, units, work, sets, etch, steps, functional, trace_steps)
+        return run(model, system, units, work, sets, etch, steps, functional, trace_steps,
+                   prefill)  # fmt: skip
 
 
 @app.command("run")
@@ -237,9 +238,11 @@ def report_cmd(
     trace_steps: TraceSteps = "ends",
     as_json: Json = False,
 ) -> None:
-    """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking."""
+    """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking, and
+    where the prompt's prefill time goes."""
     from .cli_args import parse_units
     from .report import Report
+    from .results import prefill_assumptions
     from .what_if import run_what_if
 
     with _user_errors():
@@ -252,8 +255,11 @@ def report_cmd(
             from .plots import REPORT_PLOT_FILES
 
             check_output_folder(plot, "--plot", REPORT_PLOT_FILES)
-        result = _run(system, model, units, work, sets, etch, not as_json, False, trace_steps)
+        result = _run(system, model, units, work, sets, etch, not as_json, False, trace_steps,
+                      "events")  # fmt: skip
         rep = Report.from_trace(result.trace, run_what_if(result))
+        rep.prefill = result.prefill.as_dict()
+        rep.assumptions += prefill_assumptions(result)
         if plot is not None:
             from .plots import report_plots
 

@@ -116,6 +116,20 @@ def _drafter_rows(d: dict | None) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
+def _ttft_rows(rec) -> list[tuple[str, str]]:
+    """The time to first token and how the prompt was chunked, when it was emulated."""
+    if rec.ttft_s is None:
+        return []
+    p = rec.prefill
+    return [
+        (
+            "time to first token",
+            f"{fmt_seconds(rec.ttft_s)} ({p['prompt_tokens']:,} prompt "
+            f"tokens, {p['chunks']} chunk(s) of <= {p['chunk_tokens']:,})",
+        )
+    ]
+
+
 def _print_run(rec) -> None:
     """A :class:`~pyaccel.records.RunRecord` as a table."""
     from .report import fmt_ratio
@@ -133,6 +147,7 @@ def _print_run(rec) -> None:
         ("bottleneck (what-if winner)", rec.bottleneck),
         ("busiest resource (occupancy)", rec.busiest_resource),
         ("energy per token", f"{rec.joules_per_token:.3g} J"),
+        *_ttft_rows(rec),
         ("layout", json.dumps(rec.layout)),
         (
             "workload",
@@ -235,11 +250,28 @@ def _print_report(rep) -> None:
     for row in rep.what_if:
         t.add_row(row.resource, fmt_seconds(row.step_time_s), f"{row.gain:.3f}x")
     out.print(t)
+    _print_prefill(rep.prefill)
     out.print("[bold]assumptions[/bold]")
     for a in rep.assumptions:
         out.print(f" - {a}", markup=False, highlight=False)
     for a in rep.left_out:
         out.print(f" - left out: {a}", markup=False, highlight=False)
+
+
+def _print_prefill(pf: dict) -> None:
+    """Where the prompt's prefill time goes (:meth:`pyaccel.prefill.Prefill.as_dict`)."""
+    if not pf:
+        return
+    ttft = pf["ttft_s"]
+    t = Table(
+        title=f"prefill: time to first token {fmt_seconds(ttft)}, {pf['prompt_tokens']:,} "
+        f"prompt tokens in {pf['chunks']} chunk(s) of <= {pf['chunk_tokens']:,}"
+    )
+    for col in ("resource", "time", "occupancy"):
+        t.add_column(col)
+    for res, sec in pf["resource_s"].items():
+        t.add_row(res, fmt_seconds(sec), f"{sec / ttft:.0%}")
+    out.print(t)
 
 
 def _print_place(plc) -> None:
@@ -330,7 +362,8 @@ def _print_compare(records) -> None:
     """``compare`` records (:class:`~pyaccel.records.RunRecord` or ``ErrorRecord``) as a table,
     then one line per system that could not run. The batch column appears when the records
     are of several batch sizes (else the title says it), and the step time (1 / tokens per
-    second per user) is left to ``--json``, so the table reads at 80 columns."""
+    second per user) and energy per token are left to ``--json``, so the table reads at 80
+    columns."""
     ran = [r for r in records if not isinstance(r, ErrorRecord)]
     batches = sorted({r.batch for r in records})
     several = len(batches) > 1
@@ -340,17 +373,19 @@ def _print_compare(records) -> None:
     t = _table(
         title,
         ("system", ">units", "~layout", *((">batch",) if several else ()), ">tok/s\nper user",
-         ">tok/s\ntotal", "bottleneck", ">J per\ntoken"),
+         ">tok/s\ntotal", ">TTFT", "bottleneck"),
         caption="tok/s: tokens per second per user and in total; layout: tensor-parallel width "
         "x pipeline stages (GPU, LPU), the wafers' placement strategy, or whether the ASIC's "
-        "dies were etched for the model; bottleneck: the what-if winner; J per token: energy "
-        "per generated token",
+        "dies were etched for the model; TTFT: time to first token for one prompt of the "
+        "context's length; bottleneck: the what-if winner (energy per token and step time: "
+        "--json)",
     )  # fmt: skip
     for r in ran:
         batch = (str(r.batch),) if several else ()
         t.add_row(r.system, str(r.units), layout_text(r.layout), *batch,
-                  _rate(r.tokens_per_s_per_user), _rate(r.tokens_per_s), r.bottleneck,
-                  f"{r.joules_per_token:.3g}")  # fmt: skip
+                  _rate(r.tokens_per_s_per_user), _rate(r.tokens_per_s),
+                  fmt_seconds(r.ttft_s) if r.ttft_s is not None else "-",
+                  r.bottleneck)  # fmt: skip
     out.print(t)
     for r in records:
         if isinstance(r, ErrorRecord):

@@ -62,9 +62,10 @@ class RunSummary:
 @dataclass(frozen=True)
 class RunRecord:
     """The ``run --json`` object: the SPEC §7 keys plus the machine kind, the bound ratio
-    (``None`` where the bound floors to 0 cycles), the layout and the numerics metrics of a
-    ``--functional`` run (``functional``: name -> value, appended last, in the executor's
-    order)."""
+    (``None`` where the bound floors to 0 cycles), the layout, ``ttft_s`` and the ``prefill``
+    it came from (:meth:`pyaccel.prefill.Prefill.as_dict`; ``None`` / empty when not emulated)
+    and the numerics metrics of a ``--functional`` run (``functional``: name -> value,
+    appended last, in the executor's order)."""
 
     schema_version: int
     pyaccel_version: str
@@ -83,6 +84,7 @@ class RunRecord:
     step_time_s: float
     lower_bound_step_time_s: float
     joules_per_token: float
+    ttft_s: float | None
     bottleneck: str
     busiest_resource: str
     emulated_over_lower_bound: float | None
@@ -92,6 +94,7 @@ class RunRecord:
     left_out: list[str]
     formats_from: dict[str, str]
     warnings: list[str]
+    prefill: dict = field(default_factory=dict)
     functional: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 

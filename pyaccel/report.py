@@ -36,7 +36,7 @@ def union_cycles(starts: np.ndarray, durations: np.ndarray) -> int:
     return int(kernels.get("interval_union")(s, e))
 
 
-def _union_by(trace, column: str, step: int) -> dict[str, float]:
+def union_by(trace, column: str, step: int) -> dict[str, float]:
     """Seconds of one step covered by events of each value of ``column``."""
     ev = trace.events
     mask = ev["step"] == step
@@ -88,6 +88,7 @@ class Report:
     assumptions: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    prefill: dict = field(default_factory=dict)
 
     @classmethod
     def from_trace(cls, trace, what_if: Sequence[WhatIfRow] | bool = True) -> Report:
@@ -102,7 +103,7 @@ class Report:
         elif what_if is False:
             what_if = ()
         step = int(trace.events["step"][0]) if trace.n_events else 0
-        by_res = _union_by(trace, "resource", step)
+        by_res = union_by(trace, "resource", step)
         busiest = max(by_res, key=by_res.get) if by_res else ""
         # the what-if winner (rows come largest gain first); without a what-if, the busiest
         bottleneck = what_if[0].resource if what_if else busiest
@@ -151,6 +152,7 @@ class Report:
             "assumptions": self.assumptions,
             "left_out": self.left_out,
             "meta": self.meta,
+            "prefill": self.prefill,
         }
 
     def to_markdown(self) -> str:
@@ -190,6 +192,7 @@ class Report:
                 lines.append(
                     f"| {row.resource} | {fmt_seconds(row.step_time_s)} | {row.gain:.3f}x |"
                 )
+        lines += _prefill_lines(self.prefill)
         lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
         if self.left_out:
             lines += ["", "Left out:", *[f"- {a}" for a in self.left_out]]
@@ -197,6 +200,25 @@ class Report:
 
     def __str__(self) -> str:
         return self.to_markdown()
+
+
+def _prefill_lines(pf: dict) -> list[str]:
+    """Where a prefill's time goes (:meth:`pyaccel.prefill.Prefill.as_dict`): the time to
+    first token and each resource class's busy seconds (a class's events counted once)."""
+    if not pf:
+        return []
+    ttft = pf["ttft_s"]
+    lines = [
+        "",
+        f"Prefill: time to first token {fmt_seconds(ttft)} for {pf['prompt_tokens']:,} prompt "
+        f"tokens in {pf['chunks']} chunk(s) of <= {pf['chunk_tokens']:,}; busiest "
+        f"**{pf['busiest_resource'] or '-'}**",
+    ]
+    if pf["resource_s"]:
+        lines += ["", "| prefill resource | time | occupancy |", "|---|---|---|"]
+        for res, t in pf["resource_s"].items():
+            lines.append(f"| {res} | {fmt_seconds(t)} | {t / ttft:.0%} |")
+    return lines
 
 
 def _jsonable(x: Any):
@@ -222,7 +244,7 @@ def _by_kind(trace, step: int) -> list[KindRow]:
     The bounds are the trace's ``op_bounds`` for the same step: each op bounded for the
     sequences one pass carries (a micro-batch when the batch is split over pipeline stages),
     in whole cycles (:func:`op_bound_seconds`)."""
-    emulated = _union_by(trace, "kind", step)
+    emulated = union_by(trace, "kind", step)
     bounds: dict[str, list] = {}
     ob = trace.op_bounds
     if ob:

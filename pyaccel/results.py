@@ -32,10 +32,12 @@ class Prepared:
 class Run(Prepared):
     """Everything one run produced: the prepared case and its :class:`~pyaccel.trace.Trace`
     (with ``--spec-decode``: the target's verification steps, and ``spec`` the
-    :class:`~pyaccel.speculate.SpecResult` of the drawn rounds)."""
+    :class:`~pyaccel.speculate.SpecResult` of the drawn rounds) and ``prefill`` the
+    :class:`~pyaccel.prefill.Prefill` of one sequence's prompt (None when not asked for)."""
 
     trace: object = None
     spec: object = None
+    prefill: object = None
 
 
 def prepare(
@@ -65,9 +67,12 @@ def run(
     progress=None,
     functional: bool = False,
     trace_steps: str = "ends",
+    prefill: str | None = "ttft",
 ) -> Run:
     """Load, place and emulate one case (``functional``: also run the numerics; ``trace_steps``:
-    which steps' events the trace records, as :func:`pyaccel.emulate` takes it)."""
+    which steps' events the trace records, as :func:`pyaccel.emulate` takes it; ``prefill``:
+    ``"ttft"`` emulates the prompt's prefill for its time, ``"events"`` also says where it goes,
+    None leaves it out)."""
     from .emulation import parse_trace_steps
 
     parse_trace_steps(trace_steps, (workload or Workload()).tokens)  # bad syntax: fail first
@@ -85,7 +90,13 @@ def run(
     else:
         trace = emulate(p.model, p.system, p.placement, p.workload, functional=functional,
                         progress=progress, trace_steps=trace_steps)  # fmt: skip
-    return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace, spec=spec)
+    first = None
+    if prefill is not None:
+        from .prefill import prefill as run_prefill
+
+        first = run_prefill(p.model, p.system, p.placement, p.workload, prefill == "events")
+    return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace, spec=spec,
+               prefill=first)  # fmt: skip
 
 
 def run_record(result: Run, report) -> RunRecord:
@@ -96,11 +107,16 @@ def run_record(result: Run, report) -> RunRecord:
     if result.spec is not None:
         summary, extra = speculative_summary(summary, result.spec)
         assumptions += _spec_assumptions()
+    ttft, first = None, {}
+    if result.prefill is not None:
+        ttft, first = result.prefill.ttft_s, result.prefill.as_dict()
+        assumptions += prefill_assumptions(result)
     return RunRecord(
         schema_version=SCHEMA_VERSION,
         pyaccel_version=pyaccel_version(),
         kind=tr.kind,
         **summary,
+        ttft_s=ttft,
         bottleneck=report.bottleneck,
         busiest_resource=report.busiest_resource,
         # a bound under one cycle floors to 0 (tiny models on a wafer): no ratio, as in Report
@@ -113,9 +129,20 @@ def run_record(result: Run, report) -> RunRecord:
         left_out=tr.left_out,
         formats_from=dict(result.formats_from),
         warnings=list(result.warnings),
+        prefill=first,
         functional=dict(tr.functional),
         extra=extra,
     )
+
+
+def prefill_assumptions(result: Run) -> list[str]:
+    """The named assumptions a run's ``ttft_s`` adds to the trace's (which already lists the
+    preset's chunk size where it is an assumption); none without a prefill."""
+    if result.prefill is None:
+        return []
+    from .prefill import ASSUMPTIONS, WHOLE_PROMPT, chunk_tokens
+
+    return [*ASSUMPTIONS, *(() if chunk_tokens(result.system) else (WHOLE_PROMPT,))]
 
 
 def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:

@@ -89,6 +89,11 @@ def _ends(value, span, frac: float, is_int: bool) -> list | None:
     return [_scaled(value, frac, sign, is_int) for sign in (-1, 1)]
 
 
+# parameters that set energy (power) or the time to first token (the prompt's chunks), never a
+# decode step's time
+NOT_STEP = ("power_w", "prefill_chunk_tokens")
+
+
 def assumption_sensitivity(
     model: str,
     system: str,
@@ -109,7 +114,7 @@ def assumption_sensitivity(
     if not 0.0 < frac < 1.0:
         raise ValueError(f"frac must be in (0, 1), got {frac}")
     if base is None:
-        base = run(model, system, units, workload, sets, etch)
+        base = run(model, system, units, workload, sets, etch, prefill=None)
     spec, n_units = base.system.spec, base.placement.n_units
     kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
     names = params if params is not None else list(spec.assumptions)
@@ -118,7 +123,7 @@ def assumption_sensitivity(
         if progress is not None:
             progress(i, len(names))
         value = getattr(spec.params, name)
-        if name == "power_w":  # energy only: the step time cannot depend on it
+        if name in NOT_STEP:  # the step time cannot depend on it
             continue
         span = spec.ranges.get(name)
         values = _ends(value, span, frac, kinds[name] in (int, "int"))
@@ -130,24 +135,14 @@ def assumption_sensitivity(
                 steps.append(base.trace.step_time_s)
                 continue
             try:
-                r = run(model, system, n_units, workload, [*(sets or []), f"{name}={new}"], etch)
-                steps.append(r.trace.step_time_s)
+                new_sets = [*(sets or []), f"{name}={new}"]
+                steps.append(run(model, system, n_units, workload, new_sets, etch,
+                                 prefill=None).trace.step_time_s)  # fmt: skip
             except PyaccelError as exc:  # e.g. fewer bytes per PE: the model no longer fits
                 steps.append(None)
                 error = str(exc).splitlines()[0]
-        out.append(
-            Sensitivity(
-                name,
-                float(value),
-                float(values[0]),
-                float(values[1]),
-                base.trace.step_time_s,
-                steps[0],
-                steps[1],
-                error,
-                span is not None,
-            )
-        )
+        ends = (float(value), float(values[0]), float(values[1]), base.trace.step_time_s)
+        out.append(Sensitivity(name, *ends, steps[0], steps[1], error, span is not None))
     return sorted(out, key=lambda s: -s.spread)
 
 
@@ -206,7 +201,7 @@ def choice_alternatives(
     with ``"auto"`` (the fewest units it needs). ``progress(done, total)`` is called per
     assumption."""
     if base is None:
-        base = run(model, system, units, workload, sets, etch)
+        base = run(model, system, units, workload, sets, etch, prefill=None)
     spec, n_units = base.system.spec, base.placement.n_units
     meta = {f.name: f.metadata for f in fields(PARAMS_BY_KIND[spec.kind])}
     out = []
@@ -223,7 +218,7 @@ def choice_alternatives(
             for count in tries:
                 try:
                     r = run(model, system, count, workload, [*(sets or []), f"{name}={choice}"],
-                            etch)  # fmt: skip
+                            etch, prefill=None)  # fmt: skip
                     step, used, error = r.trace.step_time_s, r.placement.n_units, ""
                     break
                 except PyaccelError as exc:  # e.g. no layout of that strategy fits

@@ -183,6 +183,7 @@ DIRECTION = {
     "kv_sram_bank_bytes": "not faster",
     "lane_transistors": "same",
     "lane_logic_share": "same",
+    "prefill_chunk_tokens": "same",  # the prompt's chunks: time to first token, not decode
 }
 
 

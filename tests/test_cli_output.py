@@ -420,8 +420,8 @@ def test_compare_table_at_80_columns_is_whole(monkeypatch):
     args = ("compare", "--model", MODEL, "--systems", systems, "--batches", "1,64", "--tokens", "2")
     text = ok(*args)
     _assert_fits_80(text)
-    for header in ("system", "units", "layout", "batch", "tok/s", "per user", "total",
-                   "bottleneck", "J per", "token"):  # fmt: skip
+    for header in ("system", "units", "layout", "batch", "tok/s", "per user", "total", "TTFT",
+                   "bottleneck"):  # fmt: skip
         assert header in text
     records = strict_json(ok(*args, "--json"))
     for r in records:

@@ -67,6 +67,10 @@ class AsicParams:
     chip_link_bytes_per_s: float = _f("bandwidth of the link between chips (bytes/s)")
     chip_link_latency_s: float = _f("latency of one chip-to-chip hop (s)", strict=False)
 
+    prefill_chunk_tokens: int = _i(
+        "prompt tokens of one sequence a prefill step takes (the runtime's chunk) (tokens)"
+    )
+
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`); with
         ``kv_sram_bytes = 0`` the derived size is checked by :mod:`pyaccel.place.kinds.asic_die`."""

@@ -88,6 +88,10 @@ class GpuParams:
         "HBM per GPU kept by the runtime (context, workspaces) (bytes)", strict=False
     )
 
+    prefill_chunk_tokens: int = _i(
+        "prompt tokens of one sequence a prefill step takes (the runtime's chunk) (tokens)"
+    )
+
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`)."""
         return [

@@ -53,6 +53,10 @@ class LpuParams:
         "cycles a collective spanning nodes waits to realign to global time", strict=False
     )
 
+    prefill_chunk_tokens: int = _i(
+        "prompt tokens of one sequence a prefill step takes (the runtime's chunk) (tokens)"
+    )
+
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.relation`)."""
         peers = self.chips_per_node - 1

@@ -86,6 +86,10 @@ class WaferParams:
         choices=STRATEGIES,
     )
 
+    prefill_chunk_tokens: int = _i(
+        "prompt tokens of one sequence a prefill step takes (the runtime's chunk) (tokens)"
+    )
+
     def relations(self) -> list:
         """Cross-field checks (see :func:`~pyaccel.hw.fields.at_most`)."""
         return [

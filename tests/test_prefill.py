@@ -1,0 +1,92 @@
+"""Prefill and time to first token (issue 20): the prompt chunk by chunk through the decode
+placement, on every kind; ``run --json``'s ``ttft_s``, ``report``'s prefill and ``compare``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import pyaccel as pa
+from pyaccel.cli import app
+from pyaccel.prefill import chunks_of, prefill
+from pyaccel.results import prepare, run
+
+# one system of each kind, with the tiny model it runs
+KINDS = [
+    ("h100", "tiny-llama", False),
+    ("wse3", "tiny-llama", False),
+    ("groq-tsp", "tiny-llama", False),
+    ("taalas-hc1", "tiny-llama", True),
+]
+
+
+def _cli(*args):
+    res = CliRunner().invoke(app, list(args))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_chunks_by_hand():
+    assert chunks_of(5000, 2048) == [(0, 2048), (2048, 2048), (4096, 904)]
+    assert chunks_of(4096, 8192) == [(0, 4096)]
+    assert chunks_of(0, 16) == [(0, 1)]  # a prompt has at least one token
+
+
+@pytest.mark.parametrize("system,model,etch", KINDS)
+def test_ttft_on_every_kind_grows_with_the_prompt_and_beats_token_by_token(system, model, etch):
+    args = ["run", "--system", system, "--model", model, "--tokens", "2", "--json"]
+    args += ["--etch"] if etch else []
+    ttft = {}
+    for context in (32, 128, 384):
+        rec = json.loads(_cli(*args, "--context", str(context)))
+        assert rec["ttft_s"] == rec["prefill"]["ttft_s"] > 0
+        # a prefill step takes many prompt tokens at once: faster than one step a token
+        assert rec["ttft_s"] < context * rec["step_time_s"]
+        ttft[context] = rec["ttft_s"]
+    assert ttft[32] <= ttft[128] <= ttft[384]
+
+
+@pytest.mark.parametrize("system,model,etch", KINDS)
+def test_smaller_chunks_are_the_sum_of_their_steps(system, model, etch):
+    work = pa.Workload(context=100, tokens=1)
+    p = prepare(model, system, "auto", work, ["prefill_chunk_tokens=32"], etch)
+    pf = prefill(p.model, p.system, p.placement, p.workload)
+    assert [(c.context, c.tokens) for c in pf.chunks] == [(0, 32), (32, 32), (64, 32), (96, 4)]
+    assert pf.ttft_s == sum(c.seconds for c in pf.chunks)
+    # a later chunk attends to more cached tokens: never faster than the first of its size
+    assert all(c.seconds >= pf.chunks[0].seconds for c in pf.chunks[1:3])
+
+
+def test_h100_prefill_is_compute_bound_within_3x_of_peak():
+    # 2 FLOPs a parameter a token at the datasheet's dense BF16 rate is the floor; the
+    # emulated GEMMs, attention and launches stay within 3x of it
+    result = run("llama-3.1-8b", "h100", 1, pa.Workload(context=4096, tokens=1), prefill="ttft")
+    params = pa.build_graph(result.model, result.workload).param_count
+    floor = 2 * params * 4096 / result.system.spec.params.bf16_flops_per_s
+    assert floor <= result.prefill.ttft_s <= 3 * floor
+
+
+def test_report_says_where_prefill_time_goes():
+    data = json.loads(_cli("report", "--system", "h100", "--model", "tiny-llama", "--context",
+                           "256", "--tokens", "2", "--json"))  # fmt: skip
+    pf = data["prefill"]
+    assert pf["busiest_resource"] == max(pf["resource_s"], key=pf["resource_s"].get)
+    assert pf["chunks"] == 1 and pf["prompt_tokens"] == 256
+    assert any(a.startswith("prefill.idle_machine") for a in data["assumptions"])
+    text = _cli("report", "--system", "h100", "--model", "tiny-llama", "--context", "256",
+                "--tokens", "2")  # fmt: skip
+    assert "time to first token" in text
+
+
+def test_compare_has_ttft_and_chunk_assumption_where_not_sourced():
+    recs = json.loads(_cli("compare", "--model", "tiny-llama", "--systems", "h100,groq-tsp",
+                           "--context", "64", "--tokens", "2", "--json"))  # fmt: skip
+    assert all(r["ttft_s"] > 0 for r in recs)
+    by = {r["system"]: r for r in recs}
+    # h100's chunk is vLLM's default (a source): only the prefill's own assumption names it
+    assert sum("prefill_chunk" in a for a in by["h100"]["assumptions"]) == 1
+    assert sum("prefill_chunk" in a for a in by["groq-tsp"]["assumptions"]) == 2
+    assert "TTFT" in _cli("compare", "--model", "tiny-llama", "--systems", "h100",
+                          "--context", "64", "--tokens", "2")  # fmt: skip
