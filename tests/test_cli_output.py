@@ -354,7 +354,8 @@ def _preset(name: str) -> dict:
     return tomllib.loads(text)
 
 
-@pytest.mark.parametrize("name", ["h100", "wse3", "groq-tsp", "taalas-hc1"])
+@pytest.mark.parametrize("name", ["h100", "wse3", "groq-tsp", "taalas-hc1", "ascend-950", "wse3t",
+                                  "taalas-hc2"])  # fmt: skip
 def test_systems_sys_json_lists_every_key_with_its_source(name):
     toml = _preset(name)
     rec = strict_json(ok("systems", name, "--json"))

@@ -22,7 +22,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-SYSTEMS = {"wse2", "wse3", "groq-tsp", "taalas-hc1", "h100", "h200", "b200"}
+SYSTEMS = {"wse2", "wse3", "wse3t", "groq-tsp", "taalas-hc1", "taalas-hc2", "h100", "h200", "b200",
+           "ascend-950"}  # fmt: skip
 ONE_PER_KIND = ("wse3", "groq-tsp", "taalas-hc1")  # a wafer, an LPU and an ASIC
 
 

@@ -9,7 +9,8 @@ from pyaccel.hw.spec import PARAMS_BY_KIND
 
 def test_every_preset_has_every_parameter_with_provenance():
     names = preset_names()
-    assert set(names) == {"wse2", "wse3", "groq-tsp", "taalas-hc1", "h100", "h200", "b200"}
+    assert set(names) == {"wse2", "wse3", "wse3t", "groq-tsp", "taalas-hc1", "taalas-hc2", "h100",
+                          "h200", "b200", "ascend-950"}  # fmt: skip
     for name in names:
         spec = pa.load_spec(name)
         fields = set(PARAMS_BY_KIND[spec.kind].__dataclass_fields__)
