@@ -6,8 +6,12 @@ assumption), each chunk a step of ``chunk`` token rows attending causally to the
 it and to each other (``Workload.step_tokens``), so every engine costs it with its own
 mechanism: compute-bound GEMMs on GPUs, the rows through the pipeline on wafers and LPUs, the
 rows one after another through the ASIC's blocks. The first token comes from the last chunk's
-LM head; ``ttft_s`` is the sum of the chunks' times for one sequence arriving at an idle
-machine (no queueing behind other requests, no decode steps interleaved).
+LM head. On an engine whose chunks stream through its pipeline stages (``PREFILL_STREAMS``:
+wafers, LPUs) the next chunk enters a stage as soon as the last one has left it, so ``ttft_s``
+is the simulated schedule's end (:func:`pyaccel.sim.pipeline.stream_makespan`); elsewhere (GPUs:
+vLLM schedules a sequence's next chunk after its step; the ASIC's rows already stream) the
+chunks run one after another and ``ttft_s`` is the sum of their steps. One sequence arriving at
+an idle machine: no queueing behind other requests, no decode steps interleaved.
 
 Units: seconds; tokens.
 """
@@ -18,11 +22,19 @@ from dataclasses import dataclass, replace
 
 from .emulation import emulate
 from .report import union_by
+from .sim.driver import MicroBatchPasses
+from .sim.inputs import engine_module, run_graph
+from .sim.pipeline import stream_makespan
 
 ASSUMPTIONS = (
     "prefill.idle_machine: ttft_s is one sequence's prompt on an idle machine, in chunks of "
     "prefill_chunk_tokens processed one after another on the decode placement (no queueing, "
     "no decode steps of other sequences interleaved); the first token is the last chunk's",
+)
+STREAMED = (
+    "prefill.streamed_chunks: on wafers and LPUs a prompt's chunks stream through the pipeline "
+    "stages in order, each entering a stage when the one before has left it and its own input "
+    "has crossed into it (the pipeline filled); each chunk's stage cycles are its own pass's"
 )
 WHOLE_PROMPT = (
     "prefill.whole_prompt: the machine's preset names no prefill_chunk_tokens, so its prompt "
@@ -49,11 +61,8 @@ class Prefill:
     prompt_tokens: int
     chunk_tokens: int
     chunks: tuple[Chunk, ...]
-
-    @property
-    def ttft_s(self) -> float:
-        """Time to first token (s): the chunks one after another."""
-        return sum(c.seconds for c in self.chunks)
+    ttft_s: float  # time to first token (s)
+    streamed: bool = False  # the chunks streamed through the stages (else one after another)
 
     @property
     def resources(self) -> dict:
@@ -76,6 +85,7 @@ class Prefill:
             "prompt_tokens": self.prompt_tokens,
             "chunk_tokens": self.chunk_tokens,
             "chunks": len(self.chunks),
+            "streamed": self.streamed,
             "busiest_resource": self.busiest_resource,
             "resource_s": self.resources,
         }
@@ -96,10 +106,11 @@ def chunk_tokens(system) -> int | None:
 
 def prefill(model, system, placement, workload, events: bool = False) -> Prefill:
     """Emulate the prefill of one sequence's ``workload.context``-token prompt on ``placement``
-    (see module): one emulated step per chunk; with ``events``, each chunk's events are kept to
-    say where the time goes (``Chunk.resources``; empty without)."""
+    (see module): one emulated step per chunk (with ``events``, each chunk's events are kept to
+    say where the time goes: ``Chunk.resources``, empty without), then, where the engine
+    streams chunks, their schedule through its stages."""
     chunk = chunk_tokens(system) or max(1, workload.context)
-    out = []
+    out, works = [], []
     for context, tokens in chunks_of(workload.context, chunk):
         work = replace(workload, batch=1, context=context, step_tokens=tokens, tokens=1,
                        spec_decode=None)  # fmt: skip
@@ -108,4 +119,22 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
         step = int(trace.step_cycles[0])
         busy = union_by(trace, "resource", 0) if events else {}
         out.append(Chunk(context, tokens, step / trace.clock_hz, busy))
-    return Prefill(max(1, workload.context), chunk, tuple(out))
+        works.append(work)
+    prompt, total = max(1, workload.context), sum(c.seconds for c in out)
+    engine = engine_module(system.kind)
+    if not getattr(engine, "PREFILL_STREAMS", False):
+        return Prefill(prompt, chunk, tuple(out), total)
+    cycles = _streamed_cycles(engine, model, system, placement, works)
+    return Prefill(prompt, chunk, tuple(out), cycles / system.spec.clock_hz, streamed=True)
+
+
+def _streamed_cycles(engine, model, system, placement, works) -> int:
+    """Cycles until the last chunk leaves the last stage, the chunks (``works``: each chunk's
+    one-step workload) streaming through the stages."""
+    stages, links = [], []
+    for work in works:
+        graph = run_graph(model, system, work)
+        timing = MicroBatchPasses(engine, graph, system, placement).pass_timing(work.context)
+        stages.append(timing.stage_cycles)
+        links.append(timing.links)
+    return stream_makespan(stages, None if links[0] is None else links)

@@ -140,9 +140,10 @@ def prefill_assumptions(result: Run) -> list[str]:
     preset's chunk size where it is an assumption); none without a prefill."""
     if result.prefill is None:
         return []
-    from .prefill import ASSUMPTIONS, WHOLE_PROMPT, chunk_tokens
+    from .prefill import ASSUMPTIONS, STREAMED, WHOLE_PROMPT, chunk_tokens
 
-    return [*ASSUMPTIONS, *(() if chunk_tokens(result.system) else (WHOLE_PROMPT,))]
+    extra = () if chunk_tokens(result.system) else (WHOLE_PROMPT,)
+    return [*ASSUMPTIONS, *extra, *((STREAMED,) if result.prefill.streamed else ())]
 
 
 def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:

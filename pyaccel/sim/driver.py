@@ -98,6 +98,11 @@ class MicroBatchPasses:
             first = replace(first, spans=[*first.spans, *self.host.spans(cycles, wait)])
         return cycles + wait, first
 
+    def pass_timing(self, context: int) -> PassTiming:
+        """The first micro-batch's pass at ``context``: its stage cycles and the crossings into
+        each stage (a prefill chunk streaming through the stages, :mod:`pyaccel.prefill`)."""
+        return self._machines(context, False, 0)[1]
+
     def _jobs(self, index: int) -> tuple[list, list]:
         """The passes step ``index`` times, as ``(key, size, routed ops, picks)``, and the keys
         of the micro-batches in pipeline order. Without routed experts one pass per distinct

@@ -384,6 +384,7 @@ class LpuSim:
 
 
 PIPELINE = MICRO_BATCHES
+PREFILL_STREAMS = True  # a prompt's chunks stream through the stages (prefill.streamed)
 pass_model = LpuSim
 
 

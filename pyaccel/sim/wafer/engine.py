@@ -43,6 +43,7 @@ RESOURCES = (
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
+PREFILL_STREAMS = True  # a prompt's chunks stream through the stages (prefill.streamed)
 COMBINE = "expert_combine"  # the entry kind of a cross-wafer expert combine
 # Doubling a class's rate: factors keep integer fields integral (x2), except latencies (x0.5):
 # the mesh's (hop, ramp, add) are simulated in half-cycle ticks (wafer.half_cycle_ticks), so a
