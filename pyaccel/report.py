@@ -266,19 +266,27 @@ def _by_kind(trace, step: int) -> list[KindRow]:
 
 
 def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
-    """Seconds per layer key and resource class in one step (union over units)."""
+    """Seconds per layer key and resource class in one step (union over units). The step's
+    events are grouped once by (layer, resource), not filtered once per layer; layers and
+    their resources keep the order they first appear in."""
     ev = trace.events
     mask = ev["step"] == step
-    out: dict[str, dict[str, float]] = {}
-    layers, res = ev["layer"][mask], ev["resource"][mask]
+    layers = np.asarray(ev["layer"][mask]).astype(str)
+    res = np.asarray(ev["resource"][mask]).astype(str)
+    if not len(layers):
+        return {}
     starts, durs = ev["start"][mask], ev["duration"][mask]
-    for layer in dict.fromkeys(layers.tolist()):
-        sel_l = layers == layer
-        out[str(layer)] = {
-            str(r): union_cycles(starts[sel_l & (res == r)], durs[sel_l & (res == r)])
-            / trace.clock_hz
-            for r in dict.fromkeys(res[sel_l].tolist())
-        }
+    _, li = np.unique(layers, return_inverse=True)
+    _, ri = np.unique(res, return_inverse=True)
+    group = li * (int(ri.max()) + 1) + ri
+    order = np.argsort(group, kind="stable")  # each group's events in their original order
+    cuts = np.flatnonzero(np.diff(group[order])) + 1
+    out: dict[str, dict[str, float]] = {}
+    for idx in sorted(np.split(order, cuts), key=lambda g: g[0]):  # by first appearance
+        first = idx[0]
+        out.setdefault(str(layers[first]), {})[str(res[first])] = (
+            union_cycles(starts[idx], durs[idx]) / trace.clock_hz
+        )
     return out
 
 

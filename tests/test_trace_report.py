@@ -134,3 +134,24 @@ def test_report_reads_only_the_plain_trace(run70b):
     bounded = {row.kind for row in rep.by_kind if row.bound_s > 0}
     assert {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "attention", "lm_head"} <= bounded
     assert set(plain.op_bounds) == {"step", "op", "resource", "seconds"}
+
+
+def test_by_layer_groups_as_filtering_each_layer_would(run70b):
+    # the report groups a step's events by (layer, resource) once; filtering them for every
+    # layer and resource, in first-appearance order, is the obviously correct reference
+    from pyaccel.report import _by_layer
+
+    ev, step = run70b.events, int(run70b.events["step"][0])
+    sel = ev["step"] == step
+    layers, res = ev["layer"][sel], ev["resource"][sel]
+    want: dict = {}
+    for layer in dict.fromkeys(layers.tolist()):
+        on = layers == layer
+        want[str(layer)] = {
+            str(r): union_cycles(ev["start"][sel][on & (res == r)],
+                                 ev["duration"][sel][on & (res == r)]) / run70b.clock_hz
+            for r in dict.fromkeys(res[on].tolist())
+        }  # fmt: skip
+    got = _by_layer(run70b, step)
+    assert got == want and list(got) == list(want)
+    assert all(list(got[k]) == list(want[k]) for k in want)
