@@ -203,7 +203,7 @@ def test_golden_asic_rows_wait_only_for_their_own_expert():
     lat = np.zeros(2, dtype=np.int64)
     picks = np.array([[[[0]], [[1]], [[0]]]], dtype=np.int64)  # [step, row, layer, k]
     routes = (np.array([-1, 0]), picks)
-    for backend in ("numpy", "numba"):
+    for backend in kernels.available_backends():
         fn = kernels.get("asic_pipeline", backend)
         finish, starts = fn(occ, lat, np.array([0, 1]), 3, np.array([True]), 1, routes)
         assert finish.tolist() == [[7, 9, 12]]
@@ -214,7 +214,7 @@ def test_golden_asic_rows_wait_only_for_their_own_expert():
 
 def test_asic_routed_twins_match():
     rng = np.random.default_rng(11)
-    fast = kernels.get("asic_pipeline", "numba")
+    fasts = [kernels.get("asic_pipeline", b) for b in kernels.available_backends() if b != "numpy"]
     for _ in range(30):
         steps, stages, users = (
             int(rng.integers(1, 5)),
@@ -230,8 +230,9 @@ def test_asic_routed_twins_match():
                           for _ in range(steps)])[:, :, None, :]  # fmt: skip
         record = rng.random(steps) < 0.5
         f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users, record, 1, (ex, picks))
-        f2, s2 = fast(occ, lat, res, users, record, 1, (ex, picks))
-        assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
+        for fast in fasts:
+            f2, s2 = fast(occ, lat, res, users, record, 1, (ex, picks))
+            assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
 
 
 def test_golden_asic_experts_sharing_a_unit_queue_on_it():
@@ -244,7 +245,7 @@ def test_golden_asic_experts_sharing_a_unit_queue_on_it():
     picks = np.array([[[[0]], [[1]], [[2]]]], dtype=np.int64)
     ex_unit = np.array([[0, 0, 0, 0], [1, 1, 2, 2]], dtype=np.int64)
     res, rec = np.array([0, 1]), np.array([True])
-    for backend in ("numpy", "numba"):
+    for backend in kernels.available_backends():
         fn = kernels.get("asic_pipeline", backend)
         finish, starts = fn(occ, lat, res, 3, rec, 1, (np.array([-1, 0]), picks, ex_unit))
         assert finish.tolist() == [[5, 8, 9]]
@@ -260,7 +261,7 @@ def test_golden_asic_experts_sharing_a_unit_queue_on_it():
 
 def test_asic_routed_twins_match_on_shared_units():
     rng = np.random.default_rng(12)
-    fast = kernels.get("asic_pipeline", "numba")
+    fasts = [kernels.get("asic_pipeline", b) for b in kernels.available_backends() if b != "numpy"]
     for _ in range(30):
         steps, stages, users = (int(x) for x in rng.integers(1, [5, 7, 6]) + [0, 1, 0])
         n_exp, top = int(rng.integers(2, 6)), 1 + int(rng.integers(0, 2))
@@ -274,8 +275,9 @@ def test_asic_routed_twins_match_on_shared_units():
         record = rng.random(steps) < 0.5
         routes = (ex, picks, ex_unit)
         f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users, record, 1, routes)
-        f2, s2 = fast(occ, lat, res, users, record, 1, routes)
-        assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
+        for fast in fasts:
+            f2, s2 = fast(occ, lat, res, users, record, 1, routes)
+            assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
 
 
 @pytest.mark.parametrize("ex_unit,match", [
@@ -286,7 +288,7 @@ def test_asic_routed_twins_match_on_shared_units():
 def test_asic_routing_check_refuses_bad_expert_units(ex_unit, match):
     occ = np.array([[2, 3]], dtype=np.int64)
     picks = np.array([[[[0]], [[1]], [[2]]]], dtype=np.int64)
-    for backend in ("numpy", "numba"):
+    for backend in kernels.available_backends():
         fn = kernels.get("asic_pipeline", backend)
         with pytest.raises(ValueError, match=match):
             fn(occ, np.zeros(2, dtype=np.int64), np.array([0, 1]), 3, np.array([False]), 1,
