@@ -28,8 +28,8 @@ from .sim.pipeline import stream_makespan
 
 ASSUMPTIONS = (
     "prefill.idle_machine: ttft_s is one sequence's prompt on an idle machine, in chunks of "
-    "prefill_chunk_tokens processed one after another on the decode placement (no queueing, "
-    "no decode steps of other sequences interleaved); the first token is the last chunk's",
+    "prefill_chunk_tokens on the decode placement (no queueing, no decode steps of other "
+    "sequences interleaved); the first token is the last chunk's",
 )
 STREAMED = (
     "prefill.streamed_chunks: on wafers and LPUs a prompt's chunks stream through the pipeline "
@@ -55,8 +55,9 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Prefill:
-    """A prompt's prefill: its chunks, ``ttft_s`` (s, their sum) and the seconds each resource
-    class is busy over them (overlapping events of one class counted once a chunk)."""
+    """A prompt's prefill: its chunks, ``ttft_s`` (s: their steps in turn, or, ``streamed``,
+    their schedule through the stages) and the seconds each resource class is busy over them
+    (overlapping events of one class counted once a chunk)."""
 
     prompt_tokens: int
     chunk_tokens: int
