@@ -28,6 +28,7 @@ from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
 from .cost import OpCost, RegionCoster, multicast
+from .crossing import system_io_parts
 from .experts import ASSUMPTIONS as EXPERT_ASSUMPTIONS
 from .experts import combine_cost
 
@@ -268,13 +269,7 @@ class WaferPass:
         if a.wafer != b.wafer:
             out_hops = int(p.usable_width_pes) - (a.x0 + a.w)
             n_bytes = m * (1 if loopback else self.graph.hidden) * ACT_BYTES
-            # the crossing's latency and its bytes' serialisation, each its own class
-            io_lat = cycles(p.system_io_latency_s, p.clock_hz)
-            io = cycles(p.system_io_latency_s + n_bytes / p.system_io_bytes_per_s, p.clock_hz)
-            out_cost = OpCost()
-            multicast(out_cost, c, 1, 0, elems, 0, 0, lead=max(1, out_hops))
-            cost.parts += out_cost.parts
-            cost.parts += [("wafer_io_latency", io_lat), ("wafer_io", io - io_lat)]
+            cost.parts += system_io_parts(c, p, out_hops, elems, n_bytes)
             lead = max(1, b.x0)
             cost.transfers += 1
         elif a.y0 + a.h == b.y0 or b.y0 + b.h == a.y0:

@@ -8,8 +8,9 @@ Units: cycles of the wafer clock; bytes.
 from __future__ import annotations
 
 from ...model.ops import ACT_BYTES
-from ...units import ceil_div, cycles
+from ...units import ceil_div
 from .cost import OpCost, local, multicast
+from .crossing import system_io_parts
 
 ASSUMPTIONS = (
     "wafer.expert_combine: a MoE layer spread over several wafers replicates its other ops on "
@@ -28,11 +29,7 @@ def combine_cost(coster, p, region, rows: int, hidden: int, ep: int) -> OpCost:
     elems = rows * ceil_div(hidden, region.w)  # each PE's slice of the rows' hidden vectors
     cost = OpCost()
     out_hops = int(p.usable_width_pes) - (region.x0 + region.w)
-    multicast(cost, c, 1, 0, elems, 0, 0, lead=max(1, out_hops))
-    n_bytes = (ep - 1) * rows * hidden * ACT_BYTES
-    io_lat = cycles(p.system_io_latency_s, p.clock_hz)
-    io = cycles(p.system_io_latency_s + n_bytes / p.system_io_bytes_per_s, p.clock_hz)
-    cost.parts += [("wafer_io_latency", io_lat), ("wafer_io", io - io_lat)]
+    cost.parts += system_io_parts(c, p, out_hops, elems, (ep - 1) * rows * hidden * ACT_BYTES)
     cost.transfers += 1
     spread = elems * max(1, ceil_div(region.w, region.h))
     multicast(cost, c, region.h, 0, spread, 0, 1, lead=max(1, region.x0))
