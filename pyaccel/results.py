@@ -173,13 +173,16 @@ def _spec_assumptions() -> list[str]:
 
 
 def run_and_record(model: str, system: str, units, workload, sets=None, etch=False,
-                   progress=None, functional=False, trace_steps="ends"):  # fmt: skip
+                   progress=None, functional=False, trace_steps="ends",
+                   prefill="ttft"):  # fmt: skip
     """(run, its report with the what-if ranking, its ``run --json`` record): the bottleneck
-    is measured by re-emulating each resource class twice as fast."""
+    is measured by re-emulating each resource class twice as fast; ``prefill`` as
+    :func:`run` takes it."""
     from .report import Report
     from .what_if import run_what_if
 
-    result = run(model, system, units, workload, sets, etch, progress, functional, trace_steps)
+    result = run(model, system, units, workload, sets, etch, progress, functional, trace_steps,
+                 prefill)  # fmt: skip
     rep = Report.from_trace(result.trace, run_what_if(result))
     return result, rep, run_record(result, rep)
 

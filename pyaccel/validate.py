@@ -129,8 +129,10 @@ def validate_row(row: PublishedRow) -> ValidationRow:
 
     work_args = dict(batch=row.batch, context=row.context, tokens=VALIDATE_TOKENS)
     try:
+        # decode speed is what is judged: the prompt's prefill is not emulated
         result, rep, _ = run_and_record(row.model, row.system, row.units,
-                                        Workload(**work_args, weights=row.weights))  # fmt: skip
+                                        Workload(**work_args, weights=row.weights),
+                                        prefill=None)  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
                              row.defaults)  # fmt: skip
