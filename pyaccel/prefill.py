@@ -6,12 +6,13 @@ assumption), each chunk a step of ``chunk`` token rows attending causally to the
 it and to each other (``Workload.step_tokens``), so every engine costs it with its own
 mechanism: compute-bound GEMMs on GPUs, the rows through the pipeline on wafers and LPUs, the
 rows one after another through the ASIC's blocks. The first token comes from the last chunk's
-LM head. On an engine whose chunks stream through its pipeline stages (``PREFILL_STREAMS``:
-wafers, LPUs) the next chunk enters a stage as soon as the last one has left it, so ``ttft_s``
-is the simulated schedule's end (:func:`pyaccel.sim.pipeline.stream_makespan`); elsewhere (GPUs:
-vLLM schedules a sequence's next chunk after its step; the ASIC's rows already stream) the
-chunks run one after another and ``ttft_s`` is the sum of their steps. One sequence arriving at
-an idle machine: no queueing behind other requests, no decode steps interleaved.
+LM head. On an engine whose chunks stream through its pipeline stages (its pass model's
+``PREFILL_STREAMS``: wafers, LPUs) the next chunk enters a stage as soon as the last one has
+left it, so ``ttft_s`` is the simulated schedule's end
+(:func:`pyaccel.sim.pipeline.stream_makespan`); elsewhere (GPUs: vLLM schedules a sequence's
+next chunk after its step; the ASIC's rows already stream) the chunks run one after another
+and ``ttft_s`` is the sum of their steps. One sequence arriving at an idle machine: no
+queueing behind other requests, no decode steps interleaved.
 
 Units: seconds; tokens.
 """
@@ -123,7 +124,7 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
         works.append(work)
     prompt, total = max(1, workload.context), sum(c.seconds for c in out)
     engine = engine_module(system.kind)
-    if not getattr(engine, "PREFILL_STREAMS", False):
+    if not getattr(engine.pass_model, "PREFILL_STREAMS", False):
         return Prefill(prompt, chunk, tuple(out), total)
     cycles = _streamed_cycles(engine, model, system, placement, works)
     return Prefill(prompt, chunk, tuple(out), cycles / system.spec.clock_hz, streamed=True)

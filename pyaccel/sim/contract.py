@@ -21,8 +21,9 @@ the host's own work every step (scheduling, input preparation, output processing
 driver adds to a step where the machines wait for it (:meth:`HostStep.exposed`); and
 ``data_parallel(placement) -> int``: ranks of a stage that split a micro-batch's sequences
 between them (attention data-parallel), whose pass models then get the graph of the busiest
-rank's share while routing still covers the whole micro-batch's rows; and ``PREFILL_STREAMS =
-True`` when a prompt's prefill chunks stream through the stages (:mod:`pyaccel.prefill`).
+rank's share while routing still covers the whole micro-batch's rows; and a pass model class
+attribute ``PREFILL_STREAMS = True`` when a prompt's prefill chunks stream through the stages
+(:mod:`pyaccel.prefill`).
 
 Engines never build graphs, loop over steps, split batches or group attention layers: the
 driver gives them a :class:`StepShape` whose attention ops are already grouped.

@@ -5,24 +5,6 @@ The package is the kind's engine as the kind registry names it; it exports the e
 (:mod:`pyaccel.sim.contract`).
 """
 
-from .engine import (
-    ASSUMPTIONS,
-    PIPELINE,
-    PREFILL_STREAMS,
-    RESOURCES,
-    WHAT_IF,
-    n_stages,
-    pass_model,
-    rates,
-)
+from .engine import ASSUMPTIONS, PIPELINE, RESOURCES, WHAT_IF, n_stages, pass_model, rates
 
-__all__ = [
-    "ASSUMPTIONS",
-    "PIPELINE",
-    "PREFILL_STREAMS",
-    "RESOURCES",
-    "WHAT_IF",
-    "n_stages",
-    "pass_model",
-    "rates",
-]
+__all__ = ["ASSUMPTIONS", "PIPELINE", "RESOURCES", "WHAT_IF", "n_stages", "pass_model", "rates"]

@@ -168,6 +168,8 @@ def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
 class LpuSim:
     """Caches of compiled and scheduled stage programs for one system and graph."""
 
+    PREFILL_STREAMS = True  # a prompt's chunks stream through the stages (pyaccel.prefill)
+
     def __init__(self, graph, system, placement, backend: str | None = None):
         p = system.spec.params
         self.graph, self.p, self.backend = graph, p, backend
@@ -384,7 +386,6 @@ class LpuSim:
 
 
 PIPELINE = MICRO_BATCHES
-PREFILL_STREAMS = True  # a prompt's chunks stream through the stages (prefill.streamed)
 pass_model = LpuSim
 
 

@@ -44,7 +44,6 @@ RESOURCES = (
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
-PREFILL_STREAMS = True  # a prompt's chunks stream through the stages (prefill.streamed)
 COMBINE = "expert_combine"  # the entry kind of a cross-wafer expert combine
 # Doubling a class's rate: factors keep integer fields integral (x2), except latencies (x0.5):
 # the mesh's (hop, ramp, add) are simulated in half-cycle ticks (wafer.half_cycle_ticks), so a
@@ -148,6 +147,8 @@ class Entry:
 
 class WaferPass:
     """The ops of one micro-batch's pass through every region, costed on ``system``."""
+
+    PREFILL_STREAMS = True  # a prompt's chunks stream through the stages (pyaccel.prefill)
 
     def __init__(self, graph, system, placement):
         self.graph, self.spec = graph, system.spec
