@@ -10,6 +10,8 @@ holding the hot experts sends for most tokens (its link queues them).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...place.experts import spread
@@ -25,8 +27,6 @@ ASSUMPTIONS = (
 def combine_stage(cost, op, dies: tuple[int, ...], n_bytes: int):
     """The combine after a spanning MoE layer's expert down projection: ``n_bytes`` (one
     token's partial sum) over the chip link of every die holding one of its experts."""
-    from dataclasses import replace
-
     return replace(cost.link(f"{op.name}.combine", op.layer, dies, n_bytes), routed=True)
 
 
