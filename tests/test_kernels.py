@@ -79,3 +79,23 @@ def test_numba_caches_in_the_user_cache_folder_not_the_package(tmp_path):
 def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
     path, _ = _numba_cache_path(tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "mine"))
     assert path.is_relative_to(tmp_path / "mine"), path
+
+
+@pytest.mark.parametrize("system", ["wse3", "groq-tsp", "taalas-hc1", "h100"])
+def test_a_run_with_the_c_kernels_never_imports_numba(tmp_path, system):
+    """Every engine's hot loops have C versions: a run pays numba's import (0.5 s) and first
+    JIT only when the C module is missing or numba is asked for by name."""
+    if not ffi.available:
+        pytest.skip("C kernels not built on this machine")
+    code = (
+        "import sys, pyaccel as pa\n"
+        "cfg = pa.load_model('tiny-llama'); sysm = pa.load_system(sys.argv[1], units='auto',\n"
+        "                                     etch=sys.argv[1] == 'taalas-hc1')\n"
+        "work = pa.Workload(context=16, tokens=3)\n"
+        "pa.emulate(cfg, sysm, pa.place(cfg, sysm, work), work)\n"
+        "print('numba' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYACCEL_BACKEND"}
+    out = subprocess.run([sys.executable, "-c", code, system], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()  # fmt: skip
+    assert out[-1] == "False", f"a {system} run imported numba"

@@ -1,0 +1,62 @@
+/* LPU static-order schedules (see lpu.h and pyaccel/kernels/reference_lpu.py). */
+#include <math.h>
+#include <stdint.h>
+#include "pyaccel_kernels.h"
+#include "lpu.h"
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+void pyaccel_lpu_list_schedule(int64_t *start, int64_t *free_scratch, const int64_t *resource,
+                               const int64_t *duration, const int64_t *latency,
+                               const int64_t *dep_ptr, const int64_t *dep_idx, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ready = 0;
+        for (int64_t q = dep_ptr[i]; q < dep_ptr[i + 1]; q++) {
+            int64_t j = dep_idx[q];
+            ready = max64(ready, start[j] + duration[j] + latency[j]);
+        }
+        int64_t r = resource[i];
+        if (r >= 0) {
+            ready = max64(ready, free_scratch[r]);
+            free_scratch[r] = ready + duration[i];
+        }
+        start[i] = ready;
+    }
+}
+
+/* ceil(bytes / rate) as the twins compute it: one IEEE double division, then ceil. */
+static int64_t serial_cycles(int64_t n_bytes, double bytes_per_cycle)
+{
+    return (int64_t)ceil((double)n_bytes / bytes_per_cycle);
+}
+
+void pyaccel_lpu_link_schedule(int64_t *start, int64_t *end, int64_t *arrive,
+                               int64_t *free_scratch, const int64_t *link, const int64_t *n_bytes,
+                               const int8_t *cut_through, const int64_t *dep_ptr,
+                               const int64_t *dep_idx, const double *link_bytes_per_cycle,
+                               const int64_t *link_latency, int64_t vector_bytes, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t lk = link[i], ready = 0, floor_end = 0;
+        for (int64_t q = dep_ptr[i]; q < dep_ptr[i + 1]; q++) {
+            int64_t j = dep_idx[q];
+            if (cut_through[i]) { /* relaying a stream: j's first vector gates the start */
+                int64_t lj = link[j];
+                int64_t first = n_bytes[j] < vector_bytes ? n_bytes[j] : vector_bytes;
+                int64_t t = start[j] + serial_cycles(first, link_bytes_per_cycle[lj]) +
+                            link_latency[lj];
+                ready = max64(ready, t);
+                floor_end = max64(floor_end, arrive[j]);
+            } else {
+                ready = max64(ready, arrive[j]);
+            }
+        }
+        int64_t s = max64(ready, free_scratch[lk]);
+        int64_t e = max64(s + serial_cycles(n_bytes[i], link_bytes_per_cycle[lk]), floor_end);
+        start[i] = s;
+        end[i] = e;
+        arrive[i] = e + link_latency[lk];
+        free_scratch[lk] = e;
+    }
+}

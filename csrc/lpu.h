@@ -1,0 +1,14 @@
+/* LPU static-order schedules (twins of pyaccel/kernels/reference_lpu.py, which states the
+ * semantics). Cycles throughout.
+ * List schedule: start (n) out; free_scratch (n_resources, zeroed by the caller); resource
+ * (-1: none), duration, latency per instruction; dependencies in CSR (dep_ptr n+1, dep_idx). */
+void pyaccel_lpu_list_schedule(int64_t *start, int64_t *free_scratch, const int64_t *resource,
+                               const int64_t *duration, const int64_t *latency,
+                               const int64_t *dep_ptr, const int64_t *dep_idx, int64_t n);
+/* Link schedule: start, end, arrive (n) out; free_scratch (n_links, zeroed); per transfer its
+ * link, bytes and cut-through flag; per link bytes per cycle and latency (cycles). */
+void pyaccel_lpu_link_schedule(int64_t *start, int64_t *end, int64_t *arrive,
+                               int64_t *free_scratch, const int64_t *link, const int64_t *n_bytes,
+                               const int8_t *cut_through, const int64_t *dep_ptr,
+                               const int64_t *dep_idx, const double *link_bytes_per_cycle,
+                               const int64_t *link_latency, int64_t vector_bytes, int64_t n);

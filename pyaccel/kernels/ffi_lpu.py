@@ -1,0 +1,63 @@
+"""C twins of :mod:`pyaccel.kernels.reference_lpu` (cffi module built from csrc/lpu.c): an LPU run
+needs them every step, so it must not pull in Numba's import."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import checks
+from .ffi import available, ffi, lib
+
+# Without the symbols (an older C build) this module offers nothing, so ``kernels.get`` falls
+# through to Numba instead of losing the whole C backend.
+HAS_LPU = available and hasattr(lib, "pyaccel_lpu_link_schedule")
+
+
+def _i64(arr) -> np.ndarray:
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _ptr(arr: np.ndarray, kind: str = "int64_t *"):
+    # an empty array still needs a valid address for cffi; the kernel never reads it
+    return ffi.cast(kind, ffi.from_buffer(arr if arr.size else np.zeros(1, arr.dtype)))
+
+
+def _list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources):
+    """C twin of :func:`pyaccel.kernels.reference_lpu.lpu_list_schedule`."""
+    checks.lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources)
+    ins = [_i64(a) for a in (resource, duration, latency, dep_ptr, dep_idx)]
+    n = len(ins[0])
+    start = np.zeros(n, dtype=np.int64)
+    free = np.zeros(max(int(n_resources), 1), dtype=np.int64)
+    if n:
+        lib.pyaccel_lpu_list_schedule(_ptr(start), _ptr(free), *(_ptr(a) for a in ins), n)
+    return start
+
+
+def _link_schedule(
+    link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency, vector_bytes
+):
+    """C twin of :func:`pyaccel.kernels.reference_lpu.lpu_link_schedule`."""
+    checks.lpu_link_schedule(
+        link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency
+    )
+    link, n_bytes, dep_ptr, dep_idx, lat = (
+        _i64(a) for a in (link, n_bytes, dep_ptr, dep_idx, link_latency)
+    )
+    cut = np.ascontiguousarray(cut_through, dtype=np.int8)
+    bpc = np.ascontiguousarray(link_bytes_per_cycle, dtype=np.float64)
+    n = len(link)
+    start, end, arrive = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    free = np.zeros(max(len(bpc), 1), dtype=np.int64)
+    if n:
+        lib.pyaccel_lpu_link_schedule(
+            _ptr(start), _ptr(end), _ptr(arrive), _ptr(free), _ptr(link), _ptr(n_bytes),
+            _ptr(cut, "int8_t *"), _ptr(dep_ptr), _ptr(dep_idx), _ptr(bpc, "double *"),
+            _ptr(lat), int(vector_bytes), n,
+        )  # fmt: skip
+    return start, end, arrive
+
+
+if HAS_LPU:
+    lpu_list_schedule = _list_schedule
+    lpu_link_schedule = _link_schedule
