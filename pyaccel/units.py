@@ -48,6 +48,25 @@ def cycles(seconds: float, clock_hz: float) -> int:
     return int(math.ceil(round(n, 6)))
 
 
+# Below this fraction of a cycle above a whole number, ``round(n, 6)`` may pull ``n`` down to it
+# (NOT_TIMING: where the array version hands an element to the scalar rule).
+_NEAR_WHOLE = 2e-6
+
+
+def cycles_over(seconds, clock_hz: float):
+    """:func:`cycles` of every element of a float array (an int64 array, bit for bit the same):
+    ``ceil(n)`` wherever ``round(n, 6)`` cannot change it, the scalar rule elsewhere."""
+    import numpy as np
+
+    s = np.asarray(seconds, dtype=np.float64)
+    n, busy = s * clock_hz, s > 0
+    out = np.where(busy, np.ceil(np.where(busy & (n < MAX_CYCLES), n, 0)), 0).astype(np.int64)
+    odd = busy & ~(n < MAX_CYCLES) | busy & (n - np.floor(n) < _NEAR_WHOLE)
+    for i in np.flatnonzero(odd):  # the scalar rule: its rounding, or its range error
+        out.flat[i] = cycles(float(s.flat[i]), clock_hz)
+    return out
+
+
 def transfer_cycles(n_bytes: float, bytes_per_s: float, clock_hz: float) -> int:
     """Cycles to move ``n_bytes`` at ``bytes_per_s`` measured on a ``clock_hz`` clock."""
     if n_bytes <= 0:

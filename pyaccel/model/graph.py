@@ -20,7 +20,13 @@ from functools import cached_property
 from ..errors import ConfigError
 from ..formats import FORMATS, HC1_ASSUMPTION, Format
 from ..workload import Workload
-from .attention import AttentionShape, attention_block, attention_op, sandwich_norm
+from .attention import (
+    AttentionShape,
+    attention_block,
+    attention_counts,
+    attention_op,
+    sandwich_norm,
+)
 from .config import ModelConfig
 from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, matmul_weight_bytes, vector_op
 
@@ -105,6 +111,11 @@ class DecodeGraph:
         """``layer``'s attention op with ``context`` cached tokens, for this graph's workload or
         ``workload`` (same formats; another batch or length)."""
         return attention_op(self.attention, workload or self.workload, layer, context)
+
+    def attention_counts(self, layer: int, contexts) -> tuple:
+        """``layer``'s attention work at each of ``contexts`` (int64 arrays: attended tokens,
+        FLOPs, KV bytes read, KV bytes written), as :meth:`attention_op` counts it at each."""
+        return attention_counts(self.attention, self.workload, layer, contexts)
 
     def attention_group(self, layer: int) -> int:
         """A key shared by the layers whose attention costs the same at every context: its

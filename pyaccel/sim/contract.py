@@ -55,10 +55,12 @@ class HostStep:
     op: str
     kind: str
 
-    def exposed(self, step_cycles: int) -> int:
-        """Cycles the machines wait for the host after a step of ``step_cycles``."""
+    def exposed(self, step_cycles):
+        """Cycles the machines wait for the host after a step of ``step_cycles`` (an int, or
+        an int64 array of steps)."""
         if self.overlapped:
-            return max(0, self.cycles - step_cycles)
+            wait = self.cycles - step_cycles
+            return wait * (wait > 0)  # max(0, wait) of an int or of each element
         return self.cycles
 
     def spans(self, start: int, wait: int) -> list:
@@ -101,6 +103,20 @@ class PassTiming:
     notes: dict = field(default_factory=dict)
     links: tuple[tuple[int, ...], ...] | None = None
     link_windows: tuple[tuple[tuple[int, int], ...], ...] | None = None
+
+
+@dataclass
+class StepsTiming:
+    """A pass at many steps at once, none with events (a pass model's optional
+    ``stage_cycles_over``): ``stage_cycles`` holds one row of stage cycles a step (int64). An
+    engine whose stages hand over on links of their own gives the distinct ``links`` (and
+    ``link_windows``) of :class:`PassTiming` its steps take, and ``which[i]``: the index of
+    step ``i``'s."""
+
+    stage_cycles: Any
+    links: list | None = None
+    link_windows: list | None = None
+    which: Any = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +191,9 @@ class StepShape:
     grouping when the driver has it already). ``routed``: this step's routed-expert ops by name
     (the experts its router drew, :meth:`~pyaccel.model.graph.DecodeGraph.routed_ops`), which
     replace the graph's own, and ``picks`` the expert ids ``[rows, moe_layers, top_k]`` each of
-    the pass's token rows picked; ``None`` for a model without routed experts."""
+    the pass's token rows picked; ``None`` for a model without routed experts. ``arrays``: a
+    step timed with events also gives its heatmap arrays (only the first recorded step's are
+    kept, so the driver asks later ones not to)."""
 
     graph: Any
     context: int
@@ -184,6 +202,7 @@ class StepShape:
     layout: tuple | None = None
     routed: dict | None = None
     picks: Any = None
+    arrays: bool = True  # with events: also the heatmap arrays (the driver keeps the first's)
     _groups: list | None = field(default=None, init=False, repr=False)
 
     def op(self, op):

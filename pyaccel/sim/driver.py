@@ -29,7 +29,7 @@ import numpy as np
 from ..routing import counts_of, parse, router_for
 from ..trace import EventLog
 from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape, attention_layout
-from .pipeline import micro_batch_sizes, pipeline_cycles, pipeline_schedule
+from .pipeline import micro_batch_sizes, pipeline_cycles, pipeline_cycles_over, pipeline_schedule
 
 
 @dataclass
@@ -88,15 +88,57 @@ class MicroBatchPasses:
         # lower bound's expert reads: bound.routed_fewest)
         self.fewest: np.ndarray | None = None
 
-    def step(self, context: int, events: bool = False, index: int = 0) -> tuple[int, PassTiming]:
+    def step(
+        self, context: int, events: bool = False, index: int = 0, arrays: bool = True
+    ) -> tuple[int, PassTiming]:
         """(cycles of the step at ``context``, the first micro-batch's timing); ``index`` is
-        the step's place in the run. The host's per-step work adds where the machines wait
-        for it (:class:`~pyaccel.sim.contract.HostStep`)."""
-        cycles, first = self._machines(context, events, index)
+        the step's place in the run; ``arrays``: with events, the heatmap arrays too. The host's
+        per-step work adds where the machines wait for it
+        (:class:`~pyaccel.sim.contract.HostStep`)."""
+        cycles, first = self._machines(context, events, index, arrays)
         wait = self.host.exposed(cycles) if self.host else 0
         if wait and events:
             first = replace(first, spans=[*first.spans, *self.host.spans(cycles, wait)])
         return cycles + wait, first
+
+    def steps_over(self, contexts: np.ndarray) -> np.ndarray | None:
+        """Cycles of the steps at each of ``contexts`` (no events), all at once, as :meth:`step`
+        gives them one by one; None when a pass model cannot time steps so (it has no
+        ``stage_cycles_over``, or its stages hand over on links of their own) or the steps
+        route experts (each draws its own)."""
+        if self.router is not None:
+            return None
+        per = {}
+        for size, model in self.models.items():
+            over = getattr(model, "stage_cycles_over", None)
+            per[size] = over(contexts, self.layouts[size]) if over else None
+            if per[size] is None:
+                return None
+        if per[self.first].links is None:
+            cycles = pipeline_cycles_over({s: t.stage_cycles for s, t in per.items()}, self.sizes)
+        else:
+            cycles = self._schedules_over(per)
+        return cycles + self.host.exposed(cycles) if self.host else cycles
+
+    def _schedules_over(self, per: dict) -> np.ndarray:
+        """The simulated schedule's interval of every step of ``per`` (size -> StepsTiming),
+        simulated once per distinct set of stage cycles and links."""
+        sizes = sorted(per)
+        rows = np.hstack([np.column_stack([per[s].stage_cycles, per[s].which]) for s in sizes])
+        distinct, which = np.unique(rows, axis=0, return_inverse=True)
+        out = np.zeros(len(distinct), dtype=np.int64)
+        for u, row in enumerate(distinct.tolist()):
+            stage_c, links, windows, at = {}, {}, {}, 0
+            for s in sizes:
+                n = per[s].stage_cycles.shape[1]
+                stage_c[s], pick = row[at : at + n], row[at + n]
+                links[s] = per[s].links[pick]
+                windows[s] = per[s].link_windows[pick] if per[s].link_windows else None
+                at += n + 1
+            if windows[self.first] is None:  # as one step's timing: the first pass's say
+                windows = None
+            out[u] = self._schedule(stage_c, links, windows, list(self.sizes))
+        return out[which.ravel()]
 
     def pass_timing(self, context: int) -> PassTiming:
         """The first micro-batch's pass at ``context``: its stage cycles and the crossings into
@@ -121,7 +163,9 @@ class MicroBatchPasses:
                 for i, (s, (lo, hi)) in enumerate(zip(self.sizes, spans, strict=True))]  # fmt: skip
         return jobs, list(range(len(self.sizes)))
 
-    def _machines(self, context: int, events: bool, index: int) -> tuple[int, PassTiming]:
+    def _machines(
+        self, context: int, events: bool, index: int, arrays: bool = True
+    ) -> tuple[int, PassTiming]:
         """The machines' own cycles of the step (the pipeline's interval) and the first
         micro-batch's timing."""
         stage_c, links, windows, first = {}, {}, {}, None
@@ -129,7 +173,7 @@ class MicroBatchPasses:
         for key, size, routed, picks in jobs:
             model = self.models[size]
             shape = StepShape(model.graph, context, model.group_key, index,
-                              self.layouts[size], routed, picks)  # fmt: skip
+                              self.layouts[size], routed, picks, arrays)  # fmt: skip
             timing = model.time(shape, events and first is None)
             stage_c[key], links[key] = timing.stage_cycles, timing.links
             windows[key] = timing.link_windows
@@ -195,10 +239,14 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
     work = graph.workload
     passes = MicroBatchPasses(engine, graph, system, placement)
     out = Stepped(EventLog(), [])
+    at_once = passes.steps_over(work.context + np.arange(work.tokens, dtype=np.int64))
     first_kept, t0 = None, 0
     for step in range(work.tokens):
         keep = step in kept
-        cycles, timing = passes.step(work.context + step, keep, step)
+        if at_once is None or keep:
+            cycles, timing = passes.step(work.context + step, keep, step, first_kept is None)
+        else:
+            cycles = int(at_once[step])
         if keep:
             _lay(out.log, step, t0, timing.spans)
             first_kept = first_kept or timing  # heatmaps and notes of the first kept step

@@ -41,6 +41,18 @@ def pipeline_cycles(stage_cycles_of: Mapping[int, Sequence[int]], sizes: Sequenc
     return max(longest_pass, busiest)
 
 
+def pipeline_cycles_over(stage_cycles_of: Mapping[int, np.ndarray], sizes: Sequence[int]):
+    """:func:`pipeline_cycles` of several steps at once: ``stage_cycles_of[size]`` holds one row
+    of stage cycles a step (int64); one interval a step."""
+    steps = len(next(iter(stage_cycles_of.values())))
+    if not sizes:
+        return np.zeros(steps, dtype=np.int64)
+    longest_pass = np.max([stage_cycles_of[s].sum(axis=1) for s in set(sizes)], axis=0)
+    load = sum(stage_cycles_of[s] for s in sizes)  # every stage serves every micro-batch
+    busiest = load.max(axis=1) if load.shape[1] else np.zeros(steps, dtype=np.int64)
+    return np.maximum(longest_pass, busiest)
+
+
 # Rounds the simulated schedule runs (per micro-batch, and on top) before its interval is read
 # as the mean over its last round per micro-batch: uneven micro-batches can drift for a dozen
 # rounds before a first-come-first-served pipeline settles (tests/test_pipeline_schedule.py

@@ -14,16 +14,22 @@ overlaps the step or follows it (:func:`host_step`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...model.ops import ACT_BYTES
-from ...units import cycles, largest_share
-from ..contract import MICRO_BATCHES, BoundRates, HostStep, PassTiming, Span, StepShape
+from ...units import cycles
+from ..contract import (
+    MICRO_BATCHES,
+    BoundRates,
+    HostStep,
+    PassTiming,
+    Span,
+    StepShape,
+    StepsTiming,
+)
 from . import expert_parallel as ep
+from .cost import GpuCost, Kernel, launch_s, sampler_launch_s, tensor_core_rate
 
-RING_ALLREDUCE_PHASES = 2  # a ring all-reduce: reduce-scatter, then all-gather (gpu.tp_allreduce)
 # ``sync``: the fixed start-up of each transfer between GPUs (a collective's or a stage send's
 # small-message latency: the ranks' flag handshake and the wire), apart from its bytes.
 # ``host``: the GPU idle, waiting for the host to launch its next kernel (launch_mode = eager).
@@ -79,38 +85,6 @@ ASSUMPTIONS = (
 )
 
 
-@dataclass(frozen=True)
-class Kernel:
-    """One kernel on the busiest rank of its stage: cycles of each part, bytes and FLOPs."""
-
-    op: str
-    kind: str
-    layer: object
-    stage: int
-    resource: str  # the resource its body is bound by
-    launch: int
-    latency: int
-    body: int
-    n_bytes: int
-    flops: int
-    hbm_latency: int = 0  # before the body: the first bytes' trip from HBM
-
-    @property
-    def cycles(self) -> int:
-        """Total cycles of the kernel (launch + fixed latency + HBM latency + body)."""
-        return self.launch + self.latency + self.hbm_latency + self.body
-
-
-def launch_s(p) -> float:
-    """The GPU's gap at each kernel boundary in the preset's launch mode (s)."""
-    return p.kernel_launch_eager_s if p.launch_mode == "eager" else p.kernel_launch_s
-
-
-def sampler_launch_s(p) -> float:
-    """The GPU's gaps before the sampler's kernels, launched eagerly after the graph (s)."""
-    return int(p.sampler_kernels) * p.kernel_launch_eager_s
-
-
 def host_step(system, placement) -> HostStep | None:
     """The host's own work between decode steps on every GPU (gpu.step_host), shown under the
     sampler whose token it waits for; None when the preset gives it no time."""
@@ -137,116 +111,6 @@ def stage_end(kernel_cycles: np.ndarray, host: int) -> int:
         return int(kernel_cycles.sum())
     tail = np.cumsum(kernel_cycles[::-1])[::-1]  # cycles of kernels j..n
     return int((np.arange(1, len(kernel_cycles) + 1, dtype=np.int64) * host + tail).max())
-
-
-def _tc_rate(p, compute: str) -> float:
-    """Dense tensor-core rate for a format's arithmetic, falling back to BF16."""
-    rate = {"fp8": p.fp8_flops_per_s, "int8": p.int8_ops_per_s, "fp4": p.fp4_flops_per_s}.get(
-        compute, 0.0
-    )
-    return rate if rate > 0 else p.bf16_flops_per_s
-
-
-class GpuCost:
-    """Cost of every graph op on one spec and TP width (cycles of the spec's clock)."""
-
-    def __init__(
-        self, spec, tp: int, weights_compute: str, expert_compute: str, kv_compute: str, mla: bool
-    ):
-        self.p, self.clock, self.tp, self.mla = spec.params, spec.clock_hz, tp, mla
-        self.launch = cycles(launch_s(self.p), self.clock)
-        self.hbm_latency = cycles(self.p.hbm_latency_s, self.clock)
-        self.sampler_launch = cycles(sampler_launch_s(self.p), self.clock)
-        self.rates = {
-            "weights": _tc_rate(self.p, weights_compute),
-            "experts": _tc_rate(self.p, expert_compute),
-            "kv": _tc_rate(self.p, kv_compute),
-        }
-
-    def kernel(self, op, stage: int) -> Kernel:
-        """The kernel that runs ``op`` on the stage's busiest rank (the sampler: its kernels,
-        launched eagerly after the graph, gpu.sampler_eager)."""
-        p, tp = self.p, self.tp
-        sharded = op.split != "replicate" and not (op.kind == "sampling")
-        weight = largest_share(op.weight_bytes, tp, sharded)
-        kv_sharded = sharded and not (self.mla and op.kind == "attention")
-        kv = largest_share(op.kv_read_bytes + op.kv_write_bytes, tp, kv_sharded)
-        act = largest_share(op.act_bytes, tp, sharded)
-        hbm_bytes = weight + kv + (act if act > p.l2_bytes else 0)
-        flops = largest_share(op.flops, tp, sharded)
-        rate = self._rate(op)
-        mem_s = hbm_bytes / p.hbm_achievable_bytes_per_s
-        tc_s = flops / rate if rate else 0.0
-        resource = "tensor_core" if tc_s > mem_s else "hbm"
-        return Kernel(
-            op.name,
-            op.kind,
-            op.layer,
-            stage,
-            resource,
-            self.sampler_launch if op.kind == "sampling" else self.launch,
-            0,
-            cycles(max(mem_s, tc_s), self.clock),
-            hbm_bytes,
-            flops,
-            self.hbm_latency if hbm_bytes else 0,
-        )
-
-    def _rate(self, op) -> float:
-        if op.op_class == "matmul":
-            return self.rates["experts" if op.expert else "weights"]
-        if op.op_class == "attention":
-            return self.rates["kv"]
-        return 0.0  # vector ops: memory-bound (gpu.vector_ops_memory_bound)
-
-    def all_to_all(self, kind: str, layer, stage: int, n_bytes: int) -> Kernel:
-        """An expert-parallel dispatch or combine (``kind``) whose busiest GPU sends or
-        receives ``n_bytes`` over NVLink: a launch, the small-message latency, the bytes at
-        NCCL's effective rate (gpu.expert_parallel)."""
-        p = self.p
-        body = cycles(n_bytes / p.nvlink_effective_bytes_per_s, self.clock)
-        return Kernel(f"L{layer}.{kind}", kind, layer, stage, "nvlink", self.launch,
-                      cycles(p.nvlink_latency_s, self.clock), body, n_bytes, 0)  # fmt: skip
-
-    def empty(self, kind: str, layer, stage: int) -> Kernel:
-        """A kernel slot a step fills in (no cycles until then)."""
-        return Kernel(f"L{layer}.{kind}", kind, layer, stage, "nvlink", 0, 0, 0, 0, 0)
-
-    def collective(self, kind: str, layer, stage: int, n_bytes: int, name: str,
-                   op_kind: str | None = None) -> Kernel:  # fmt: skip
-        """A collective over the stage's TP ranks via NVLink: a launch, the fixed small-message
-        latency, then the data each rank receives. ``allreduce``: one-shot ((t-1) peer buffers)
-        or ring (2(t-1)/t of the message), whichever is less, as NCCL and vLLM pick by size;
-        ``allgather``: the (t-1)/t of a sharded tensor a rank lacks. ``op_kind``: the graph op
-        it belongs to in the trace (default: a kind of its own, ``kind``)."""
-        p, tp = self.p, self.tp
-        ring = RING_ALLREDUCE_PHASES * (tp - 1) / tp
-        share = min(tp - 1, ring) if kind == "allreduce" else (tp - 1) / tp
-        move = share * n_bytes / p.nvlink_effective_bytes_per_s
-        latency = cycles(p.nvlink_latency_s, self.clock)
-        return Kernel(name, op_kind or kind, layer, stage, "nvlink", self.launch, latency,
-                      cycles(move, self.clock), n_bytes, 0)  # fmt: skip
-
-    def transfer(self, layer, stage: int, n_bytes: int, internode: bool) -> Kernel:
-        """Activations from one pipeline stage to the next (NVLink or the node network)."""
-        p = self.p
-        bw, lat = (
-            (p.internode_bytes_per_s, p.internode_latency_s)
-            if internode
-            else (p.nvlink_effective_bytes_per_s, p.nvlink_latency_s)
-        )
-        return Kernel(
-            f"send_stage{stage}",
-            "send",
-            layer,
-            stage,
-            "node_link" if internode else "nvlink",
-            0,
-            cycles(lat, self.clock),
-            cycles(n_bytes / bw, self.clock),
-            n_bytes,
-            0,
-        )
 
 
 def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> list[Kernel]:
@@ -303,9 +167,9 @@ def rates(spec, work) -> BoundRates:
     format's dense tensor-core peak (vector ops: memory only), NVLink per direction; the host's
     per-step work (gpu.step_host)."""
     p = spec.params
-    weights = _tc_rate(p, work.weights_format.compute)
-    experts = _tc_rate(p, work.expert_weights_format.compute)
-    kv = _tc_rate(p, work.kv_format.compute)
+    weights = tensor_core_rate(p, work.weights_format.compute)
+    experts = tensor_core_rate(p, work.expert_weights_format.compute)
+    kv = tensor_core_rate(p, work.kv_format.compute)
 
     def compute(op) -> float:
         if op.op_class == "matmul":
@@ -420,6 +284,7 @@ class GpuPass:
                                and (k.kind in ep.EXPERT_KINDS or k.kind in ep.A2A_KINDS)]
                        for layer in graph.moe_layers} if self.ep_plan else {}  # fmt: skip
         self._ep_ops: dict = {}  # each MoE layer's expert ops by kind (EP re-costs them)
+        self._delta_memo: dict = {}  # routing (its ops' ids) -> (its ops, cycles per stage)
         for op in graph.ops if self.ep_plan else ():
             if op.expert:
                 self._ep_ops.setdefault(op.layer, {})[op.kind] = op
@@ -443,17 +308,53 @@ class GpuPass:
             for layer in g.layers if events else ():
                 i = self.attn_at[layer]
                 kernels[i] = replace(k, op=kernels[i].op, layer=layer)
-        for i, k in self._routed_kernels(step):
-            base = self.kernels[i]
-            stage_c[base.stage] += k.cycles - base.cycles
-            if self.host:
-                self._cycles[base.stage][self._slot[i]] = k.cycles
-            if events:
-                kernels[i] = k
+        if events or self.host or self.ep_plan:
+            for i, k in self._routed_kernels(step):
+                base = self.kernels[i]
+                stage_c[base.stage] += k.cycles - base.cycles
+                if self.host:
+                    self._cycles[base.stage][self._slot[i]] = k.cycles
+                if events:
+                    kernels[i] = k
+        else:
+            for stage, extra in self._routed_delta(step):
+                stage_c[stage] += extra
         if self.host:  # the host's launches may hold the GPU back (gpu.eager_host)
             stage_c = [stage_end(c, self.host) for c in self._cycles]
         spans = _spans(kernels, self.width, self.host) if events else ()
         return PassTiming(tuple(stage_c), spans)
+
+    def stage_cycles_over(self, contexts: np.ndarray, layout) -> StepsTiming | None:
+        """Stage cycles (one row a step) of the pass at each of ``contexts``, as :meth:`time`
+        gives them for a step without routed experts, all steps at once; ``layout``: the
+        attention groups (:func:`~pyaccel.sim.contract.attention_layout`). None with eager
+        launches (each kernel waits on its own launch: :meth:`time` times those)."""
+        if self.host or self.ep_plan:
+            return None
+        out = np.tile(np.asarray(self.base_c, dtype=np.int64), (len(contexts), 1))
+        for _, layers in layout:
+            op = self.graph.attention_op(layers[0], int(contexts[0]))
+            _, flops, kv_read, kv_write = self.graph.attention_counts(layers[0], contexts)
+            kernel = self.cost.cycles_over(op, kv_read + kv_write, flops)
+            out[:, self.stage_of[layers[0]]] += kernel * len(layers)
+        return StepsTiming(out)
+
+    def _routed_delta(self, step: StepShape) -> tuple:
+        """``(stage, cycles)`` the step's routed-expert kernels add beyond the graph's own,
+        kept per routing: a step's routed ops are the graph's memoised ops
+        (:meth:`~pyaccel.model.graph.DecodeGraph.routed_ops`), so equal routings are the same
+        objects, which the memo holds (their ids stay theirs)."""
+        if not step.routed:
+            return ()
+        key = tuple(map(id, step.routed.values()))
+        hit = self._delta_memo.get(key)
+        if hit is None:
+            extra = [0] * self.pp
+            for i, k in self._routed_kernels(step):
+                extra[self.kernels[i].stage] += k.cycles - self.kernels[i].cycles
+            hit = (tuple(step.routed.values()), tuple(enumerate(extra)))
+            self._delta_memo[key] = hit
+        return hit[1]
 
     def _routed_kernels(self, step: StepShape):
         """(index, kernel) of every routed-expert kernel re-costed for ``step``'s routing (with

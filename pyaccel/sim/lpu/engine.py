@@ -20,10 +20,11 @@ import numpy as np
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
 from ...units import FLOPS_PER_MAC
-from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
+from ..contract import MICRO_BATCHES, BoundRates, PassTiming, StepShape, StepsTiming
 from .net import Network, hop_crossing
 from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
 from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
+from .spans import pass_spans
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
@@ -320,6 +321,32 @@ class LpuSim:
         self._last_attn, self._last_cycles = key_all, tuple(out)
         return self._last_cycles
 
+    def stage_cycles_over(self, contexts: np.ndarray, layout) -> StepsTiming:
+        """Stage cycles, crossings and link windows of the pass at each of ``contexts`` (no
+        routed experts), as :meth:`time` gives them: a run's steps split into segments of equal
+        attention plans (block and vector counts of every group, computed for all steps at
+        once), each segment timed once."""
+        cols = []
+        for key, layers in layout:
+            op = self.graph.attention_op(layers[0], int(contexts[0]))
+            attended = self.graph.attention_counts(layers[0], contexts)[0]
+            for st in attention_plan(replace(op, k=attended), self.graph.attention, key[1]):
+                cols += [v for v in canonical(self.chip, key[1], st) if isinstance(v, np.ndarray)]
+        keys = np.column_stack(cols) if cols else np.zeros((len(contexts), 0), np.int64)
+        starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
+        rows, links, windows = [], [], []
+        for i in starts.tolist():
+            stages = self._stages_at(StepShape(self.graph, int(contexts[i]), self.group_key,
+                                               layout=layout))  # fmt: skip
+            own, crossing = self._crossings([total for total, _ in stages])
+            rows.append(own)
+            links.append(crossing)
+            windows.append(_windows(crossing, stages))
+        which = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(contexts)]))
+        stage_c = np.asarray(rows, dtype=np.int64)[which]
+        return StepsTiming(stage_c) if links[0] is None else StepsTiming(stage_c, links, windows,
+                                                                         which)  # fmt: skip
+
     def _routed_plans(self, step: StepShape, i: int) -> tuple:
         """The plans of stage ``i``'s routed-expert ops at ``step`` (empty without routing):
         with expert parallelism, those of the chip with the most routed experts (then pairs)."""
@@ -370,7 +397,7 @@ class LpuSim:
                     for op in self.graph.ops)  # fmt: skip
         stage_c, scheds = self.stage_cycles(replace(self.graph, ops=ops, context=step.context),
                                             step)  # fmt: skip
-        spans, sent, links = _spans(self, scheds, stage_c)
+        spans, sent, links = pass_spans(self, scheds, stage_c)
         arrays = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
         own, links_in = self._crossings(stage_c)
         windows = _windows(links_in, [(c, sch.link_windows()) for c, (sch, _) in
@@ -447,52 +474,3 @@ def _windows(links, stages) -> tuple | None:
     """Each stage's link windows (from ``(cycles, windows)`` per stage), when its stages hand
     over on links (none for one stage)."""
     return None if links is None else tuple(w for _, w in stages)
-
-
-def _spans(sim: LpuSim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray]:
-    """Spans of one pass (cycles from its start): per op per chip per resource class, plus
-    stage hops; and the bytes each chip sent over C2C links, in all and per link slot (0..6
-    node peers, then the global ports)."""
-    n_chips = max(c for chips, _ in sim.stages for c in chips) + 1
-    sent = np.zeros(n_chips, dtype=np.int64)
-    links = np.zeros((n_chips, sim.n_link_slots), dtype=np.int64)
-    out, t = [], 0
-    for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages, strict=True)):
-        for o, res, s, d, nb in sch.op_events():
-            op = ops[o]
-            out += [Span(op.layer, op.name, op.kind, c, res, t + s, d, nb) for c in chips]
-        for coll in sch.program.collectives.values():
-            for rank, c in enumerate(chips):
-                if rank < len(coll.send_bytes):
-                    sent[c] += coll.send_bytes[rank]
-            for rank, slot, nb in coll.slot_bytes:
-                links[chips[rank], slot] += nb
-        if sim.hops[i] is not None:
-            out += _hop_spans(sim, i, ops[-1].layer, chips, t + sch.cycles, sent, links)
-        t += stage_c[i]
-    return out, sent, links
-
-
-def _hop_spans(sim: LpuSim, i: int, layer, chips, end: int, sent, links) -> list[Span]:
-    """The hop after stage ``i`` (leaving at ``end``): each sending chip's link span and the
-    hop's fixed latency; adds its bytes to ``sent`` and ``links``."""
-    hop = sim.hops[i]
-    nxt = sim.stages[(i + 1) % len(sim.stages)][0]
-    both = list(chips) + list(nxt)
-    out = []
-    for rank, slot, nb in hop.slot_bytes:
-        links[both[rank], slot] += nb
-    for rank, c in enumerate(both):
-        if rank < len(hop.send_bytes) and hop.send_bytes[rank]:
-            sent[c] += hop.send_bytes[rank]
-            out.append(Span(layer, f"stage{i}.hop", "stage_hop", c, "c2c_link",
-                            end + hop.send_start[rank],
-                            max(1, hop.send_end[rank] - hop.send_start[rank]),
-                            hop.send_bytes[rank]))  # fmt: skip
-    lat_s = end + max(hop.send_end)
-    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "c2c_latency", lat_s,
-                    max(0, end + hop.cycles - lat_s)))  # fmt: skip
-    # the stream transit to the C2C ports and, on the next stage, back to its VXM
-    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency",
-                    end + hop.cycles, TRANSITS_PER_C2C * sim.chip.transit))  # fmt: skip
-    return out

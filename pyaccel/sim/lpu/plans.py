@@ -128,19 +128,25 @@ def attention_plan(op, att, tp: int) -> tuple:
 
 def canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
     """A plan step reduced to the integers its instructions use (block counts, VXM cycles), so
-    that steps whose context differs by less than a block share one compiled program."""
+    that steps whose context differs by less than a block share one compiled program. The
+    counts may be int64 arrays (a run's steps at once: :meth:`LpuSim.stage_cycles_over`)."""
     kind = st[0]
     if kind == "gemv":
-        return ("gemv", max(1, -(-st[1] // chip.block_weights)), st[2])
-    vecs = max(1, -(-st[1] // chip.elems_per_vector))
+        return ("gemv", _at_least_one(-(-st[1] // chip.block_weights)), st[2])
+    vecs = _at_least_one(-(-st[1] // chip.elems_per_vector))
     if kind == "vector":
         per = st[2] if isinstance(st[2], int) else dict(chip.ops_per_elem)[st[2]]
-        return ("vector", max(1, -(-vecs * max(1, per) // chip.alus)))
+        return ("vector", _at_least_one(-(-vecs * max(1, per) // chip.alus)))
     if kind == "reduce":
-        return ("reduce", max(1, -(-vecs // chip.alus)))
+        return ("reduce", _at_least_one(-(-vecs // chip.alus)))
     if kind == "memio":
         return ("memio", -(-st[1] // chip.vector_bytes) * chip.vector_bytes)
     return st
+
+
+def _at_least_one(n):
+    """``max(1, n)`` of an int, or of each element of an int64 array."""
+    return np.maximum(n, 1) if isinstance(n, np.ndarray) else max(1, n)
 
 
 def plan_kinds(op, tp: int, att=None) -> tuple[str, ...]:

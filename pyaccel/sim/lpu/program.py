@@ -39,6 +39,16 @@ CLASS_OF_KIND = {"install": "lpu_mem", "mxm": "lpu_mxm", "vxm": "lpu_vxm", "sxm"
                  "memio": "lpu_mem", "c2c": "c2c_link", "delay": "fixed_latency"}  # fmt: skip
 
 
+# The instruction kinds a span is drawn for, in the order an op's spans list them.
+_EVENT_KINDS = ("install", "mxm", "vxm", "sxm", "memio", "c2c")
+_KIND_CODE = {k: i for i, k in enumerate(_EVENT_KINDS)}
+
+
+def kind_codes(kinds) -> np.ndarray:
+    """Instruction kinds as their index in ``_EVENT_KINDS`` (any other kind: its length)."""
+    return np.array([_KIND_CODE.get(k, len(_EVENT_KINDS)) for k in kinds], dtype=np.int64)
+
+
 def _ceil(x: float) -> int:
     return int(math.ceil(x - 1e-9)) if x > 0 else 0
 
@@ -124,7 +134,7 @@ class Program:
     def __init__(self, chip: ChipModel):
         self.chip = chip
         self.res: list[int] = []
-        self.kind: list[str] = []
+        self.kind: list[str] | None = []  # None once joined (kind_code holds them)
         self.dur: list[int] = []
         self.lat: list[int] = []
         self.deps: list[list[int]] = []
@@ -134,6 +144,7 @@ class Program:
         self.collectives: dict[int, object] = {}  # instruction -> Collective
         self._cur = -1
         self._csr: tuple | None = None  # (dep_ptr, dep_idx) of a program joined from fragments
+        self.kind_code: np.ndarray | None = None  # a joined program's kinds (kind_codes)
 
     # resource ids
     def r_install(self, p):
@@ -259,32 +270,31 @@ class Program:
         base = np.concatenate(([0], np.cumsum(n)[:-1])).astype(np.int64)
         n_deps = np.array([len(f.idx) for f in fragments], dtype=np.int64)
         dep_base = np.concatenate(([0], np.cumsum(n_deps)[:-1])).astype(np.int64)
-        idx_parts, ptr_parts = [], [np.zeros(1, dtype=np.int64)]
-        prev_out = -1
+        outs = base + np.array([f.out for f in fragments], dtype=np.int64)
+        local = np.concatenate([f.idx for f in fragments]).astype(np.int64)
+        idx = local + np.repeat(base, n_deps)
+        takes = local == INPUT  # the previous fragment's output (-1 before the first)
+        idx[takes] = np.repeat(np.concatenate(([-1], outs[:-1])), n_deps)[takes]
+        ptr = np.concatenate([f.ptr[1:] for f in fragments]) + np.repeat(dep_base, n)
         for i, f in enumerate(fragments):
-            glob = f.idx + base[i]
-            if f.has_input:
-                glob[f.idx == INPUT] = prev_out
-            idx_parts.append(glob)
-            ptr_parts.append(f.ptr[1:] + dep_base[i])
             for j, coll in f.collectives.items():
                 prog.collectives[int(base[i]) + j] = coll
-            prog.op_names.append((None, str(i), ""))
-            prev_out = int(base[i]) + f.out
+        prog.op_names = [(None, str(i), "") for i in range(len(fragments))]
         prog.res = np.concatenate([f.res for f in fragments])
         prog.dur = np.concatenate([f.dur for f in fragments])
         prog.lat = np.concatenate([f.lat for f in fragments])
         prog.nbytes = np.concatenate([f.nbytes for f in fragments])
         prog.op = np.repeat(np.arange(len(fragments), dtype=np.int64), n)
-        prog.kind = [k for f in fragments for k in f.kind]
+        prog.kind = None  # the kinds as event codes instead (a joined program is not extended)
+        prog.kind_code = np.concatenate([f.kind_code for f in fragments])
         prog.deps = None  # held as CSR below
-        prog._csr = (np.concatenate(ptr_parts), np.concatenate(idx_parts).astype(np.int64))
+        prog._csr = (np.concatenate((np.zeros(1, dtype=np.int64), ptr)), idx)
         return prog
 
     def fragment(self, out: int) -> Fragment:
         """This one-op program as a fragment whose output is instruction ``out``."""
         res, dur, lat, ptr, idx = self.arrays()
-        return Fragment(res, dur, lat, np.array(self.nbytes, dtype=np.int64), tuple(self.kind),
+        return Fragment(res, dur, lat, np.array(self.nbytes, dtype=np.int64), kind_codes(self.kind),
                         ptr, idx, out, dict(self.collectives),
                         bool((idx == INPUT).any()))  # fmt: skip
 
@@ -324,7 +334,7 @@ class Fragment:
     dur: np.ndarray
     lat: np.ndarray
     nbytes: np.ndarray
-    kind: tuple
+    kind_code: np.ndarray  # each instruction's kind (kind_codes)
     ptr: np.ndarray
     idx: np.ndarray
     out: int
@@ -383,29 +393,44 @@ class Scheduled:
         return s + lat, e - transit
 
     def _op_events(self):
+        """Per op (ascending), a span per class of its instructions (in ``_EVENT_KINDS``
+        order: first start to last end), then ``fixed_latency`` over its uncovered cycles;
+        instructions grouped once by (op, kind), not scanned once per op."""
         prog = self.program
-        out = []
-        op = np.array(prog.op, dtype=np.int64)
-        kinds = np.array(prog.kind, dtype=object)
-        nbytes = np.array(prog.nbytes, dtype=np.int64)
-        end = self.start + self.dur
-        ready = end + self.lat
-        for o in range(len(prog.op_names)):
-            sel = op == o
-            if not sel.any():
-                continue
+        op = np.asarray(prog.op, dtype=np.int64)
+        if not len(op):
+            return []
+        code = prog.kind_code if prog.kind is None else kind_codes(prog.kind)
+        order = np.lexsort((code, op))  # stable: each group's instructions stay in order
+        o_s, c_s = op[order], code[order]
+        cut = np.flatnonzero(np.r_[True, (o_s[1:] != o_s[:-1]) | (c_s[1:] != c_s[:-1])])
+        start, end = self.start[order], (self.start + self.dur)[order]
+        ready = end + self.lat[order]
+        nbytes = np.asarray(prog.nbytes, dtype=np.int64)[order]
+        g = (
+            np.minimum.reduceat(start, cut).tolist(),
+            np.maximum.reduceat(end, cut).tolist(),
+            np.maximum.reduceat(ready, cut).tolist(),
+            np.add.reduceat(nbytes, cut).tolist(),
+        )
+        ops = np.flatnonzero(np.r_[True, o_s[1:] != o_s[:-1]])
+        op_start = np.minimum.reduceat(start, ops).tolist()
+        op_ready = np.maximum.reduceat(ready, ops).tolist()
+        bounds = np.r_[cut, len(order)].tolist()
+        out, gi = [], 0
+        for j, o in enumerate(o_s[ops].tolist()):
             first = len(out)
-            for kind in ("install", "mxm", "vxm", "sxm", "memio", "c2c"):
-                k = sel & (kinds == kind)
-                if not k.any():
-                    continue
-                s = int(self.start[k].min())
-                e = int((ready if kind == "c2c" else end)[k].max())
-                if kind == "c2c":  # the links' hop latency and the on-chip transit apart
-                    s, e = self._c2c_apart(out, o, s, e, np.nonzero(k)[0])
-                out.append((o, CLASS_OF_KIND[kind], s, e - s, int(nbytes[k].sum())))
+            while gi < len(cut) and o_s[cut[gi]] == o:
+                c = int(c_s[cut[gi]])
+                if c < len(_EVENT_KINDS):
+                    kind = _EVENT_KINDS[c]
+                    s, e = g[0][gi], (g[2] if kind == "c2c" else g[1])[gi]
+                    if kind == "c2c":  # the links' hop latency and the on-chip transit apart
+                        s, e = self._c2c_apart(out, o, s, e, order[bounds[gi] : bounds[gi + 1]])
+                    out.append((o, CLASS_OF_KIND[kind], s, e - s, g[3][gi]))
+                gi += 1
             covered = sorted((ev[2], ev[2] + ev[3]) for ev in out[first:])
-            out += _uncovered(o, covered, int(self.start[sel].min()), int(ready[sel].max()))
+            out += _uncovered(o, covered, op_start[j], op_ready[j])
         return out
 
 

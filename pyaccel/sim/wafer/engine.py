@@ -26,9 +26,10 @@ from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.wafer import experts_held, wafer_of
 from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
-from ..contract import MICRO_BATCHES, BoundRates, PassTiming, Span, StepShape
+from ..contract import MICRO_BATCHES, BoundRates, PassTiming, StepShape, StepsTiming
 from .cost import OpCost, RegionCoster, multicast
 from .crossing import system_io_parts
+from .events import heatmaps, pass_spans
 from .experts import ASSUMPTIONS as EXPERT_ASSUMPTIONS
 from .experts import combine_cost
 
@@ -358,9 +359,26 @@ class WaferPass:
             "collectives": sum(e.cost.transfers for e in entries),
             "messages": sum(e.cost.messages for e in entries),
         }
-        arrays = _arrays(self, entries, self.n_units, self.spec.params)
-        spans = _spans(entries, self.copies)
+        arrays = heatmaps(self, entries, self.n_units, self.spec.params) if step.arrays else {}
+        spans = pass_spans(entries, self.copies)
         return PassTiming(tuple(stage_c), spans, arrays, {"transfers": transfers}, links)
+
+    def stage_cycles_over(self, contexts: np.ndarray, layout) -> StepsTiming:
+        """Stage cycles and crossings of the pass at each of ``contexts`` (no routed experts),
+        as :meth:`time` gives them: re-costed only at the steps where some group's tokens per
+        PE (``ceil(attended / region width)``) change, which split the run into segments."""
+        per_pe = [-(-self.graph.attention_counts(layers[0], contexts)[0] // key[1][0])
+                  for key, layers in layout]  # fmt: skip
+        keys = np.column_stack(per_pe) if per_pe else np.zeros((len(contexts), 0), np.int64)
+        starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
+        rows, links = [], []
+        for i in starts.tolist():
+            step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout)
+            base, crossing = self.stage_cycles(self.at_step(step, routed=False))
+            rows.append(base)
+            links.append(tuple(crossing))
+        which = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(contexts)]))
+        return StepsTiming(np.asarray(rows, dtype=np.int64)[which], links, None, which)
 
     def notes(self) -> dict:
         """The layout strategy and the regions the pass visits."""
@@ -378,57 +396,6 @@ def _local_cycles(cost: OpCost) -> int:
 def n_stages(placement) -> int:
     """Pipeline stages a batch is split over: the distinct regions the layers occupy."""
     return len({Region.of(s) for s in placement.layers})
-
-
-def _spans(entries: list[Entry], copies: dict) -> list[Span]:
-    """A pass's entries one after another, each part of an entry's cost a span on its wafer
-    and, without its bytes and FLOPs, on the other wafers of its layer's group (``copies``)."""
-    out, t = [], 0
-    for e in entries:
-        first = True
-        others = copies.get(e.layer, ()) if e.kind != "host_io" else ()
-        for resource, n in e.cost.parts:
-            if n <= 0:
-                continue
-            label = e.name if first else f"{e.name}.{resource}"
-            out.append(Span(e.layer, label, e.kind, e.unit, resource, t, n,
-                            e.n_bytes if first else 0, e.flops if first else 0))  # fmt: skip
-            out += [Span(e.layer, label, e.kind, w, resource, t, n, 0, 0) for w in others]
-            t += n
-            first = False
-    return out
-
-
-def _arrays(wp: WaferPass, entries: list[Entry], n_units: int, p) -> dict:
-    """Per-PE heatmaps (units x height x width): reserved link cycles in one pass and resident
-    SRAM bytes (code and buffers on every usable PE, plus each region's tiles and KV share), on
-    every wafer of a layer's group."""
-    hgt, wid = int(p.usable_height_pes), int(p.usable_width_pes)
-    busy = np.zeros((n_units, hgt, wid), dtype=np.int32)
-    sram = np.full((n_units, hgt, wid), int(p.pe_code_bytes) + int(p.pe_buffer_bytes),
-                   dtype=np.int32)  # fmt: skip
-    lines: dict = {}  # region -> (busy per x position, busy per y position)
-    for e in entries:
-        r = e.region
-        if r is None:
-            continue
-        acc = lines.setdefault(r, (np.zeros(r.w, dtype=np.int64), np.zeros(r.h, dtype=np.int64)))
-        for axis, n in ((0, r.w), (1, r.h)):
-            vec = e.cost.busy.get((axis, n))
-            if vec is not None:  # lines of a whole region (expert bands are left out)
-                acc[axis][:] += vec
-    keys_of: dict = {}
-    for key, reg in wp.regions.items():
-        keys_of.setdefault(reg, []).append(key)
-    for r, (a, b) in lines.items():
-        for w in (r.wafer, *wp.copies.get(keys_of[r][0], ())):
-            busy[w, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += a[None, :] + b[:, None]
-    for r, keys in keys_of.items():
-        ops = [op for k in keys for op in wp.graph.ops_of(k)]
-        w_b, kv_b = wp.coster_of(keys[0]).pe_bytes(ops, r.w, r.h)
-        for w in (r.wafer, *wp.copies.get(keys[0], ())):
-            sram[w, r.y0 : r.y0 + r.h, r.x0 : r.x0 + r.w] += w_b + kv_b
-    return {"link_busy_cycles": busy, "sram_bytes": sram}
 
 
 def rates(spec, work) -> BoundRates:

@@ -1,0 +1,92 @@
+"""Steps without events are timed all at once (``MicroBatchPasses.steps_over``, each engine's
+``stage_cycles_over``): the same cycles, step for step, as timing each step on its own."""
+
+import numpy as np
+import pytest
+
+import pyaccel as pa
+from pyaccel.model.graph import build_graph
+from pyaccel.sim import driver
+from pyaccel.sim.inputs import engine_module
+
+# Tiny models' GPU steps are shorter than the host's own step, which then sets every step: these
+# cases leave the host out so that the steps differ (the 8B cases keep it)
+QUIET_HOST = {"step_host_s": 0}
+CASES = [  # (system, units, model, workload, --set overrides)
+    ("h100", 1, "tiny-llama", pa.Workload(context=5, tokens=40), QUIET_HOST),
+    ("h100", 2, "tiny-gemma2", pa.Workload(context=3, tokens=60, batch=3), QUIET_HOST),
+    ("h100", 4, "tiny-gemma3", pa.Workload(context=0, tokens=30, batch=5), None),
+    ("h100", 16, "llama-3.1-8b", pa.Workload(context=1000, tokens=50, batch=7), None),  # PP
+    ("h100", 1, "tiny-qwen3", pa.Workload(context=7, tokens=30, step_tokens=4), QUIET_HOST),
+    ("h100", 1, "tiny-llama", pa.Workload(context=5, tokens=30), {"host_overlap": "serial"}),
+    ("h100", 1, "llama-3.1-8b", pa.Workload(tokens=30, batch=64), {"step_host_s": 2e-3}),
+    ("wse3", 1, "llama-3.1-8b", pa.Workload(context=1000, tokens=400), None),
+    ("wse3", 1, "tiny-gemma2", pa.Workload(context=3, tokens=200, batch=3), None),
+    ("wse3", 6, "llama-3.1-70b", pa.Workload(context=500, tokens=300, batch=6), None),  # links
+    ("wse2", 1, "tiny-qwen3", pa.Workload(context=7, tokens=90, step_tokens=3), None),
+    ("groq-tsp", "auto", "llama-3.1-8b", pa.Workload(context=950, tokens=150), None),
+    ("groq-tsp", 16, "tiny-gemma3", pa.Workload(context=1, tokens=300, batch=4), None),
+    pytest.param(
+        "groq-tsp",
+        "auto",
+        "llama-2-70b",
+        pa.Workload(tokens=200, batch=3, weights="int8"),
+        None,
+        marks=pytest.mark.slow,
+    ),
+    ("groq-tsp", 1, "tiny-llama", pa.Workload(context=60, tokens=200, step_tokens=2), None),
+]
+
+
+def _system(name, units, sets):
+    return pa.load_system(name, units=units, overrides=sets)
+
+
+@pytest.mark.parametrize("system,units,model,work,sets", CASES)
+def test_steps_at_once_equal_steps_one_by_one(system, units, model, work, sets):
+    cfg, sysm = pa.load_model(model), _system(system, units, sets)
+    plc = pa.place(cfg, sysm, work)
+    engine = engine_module(sysm.kind)
+    passes = driver.MicroBatchPasses(engine, build_graph(cfg, work), sysm, plc)
+    contexts = work.context + np.arange(work.tokens, dtype=np.int64)
+    at_once = passes.steps_over(contexts)
+    assert at_once is not None, "this pass model times steps at once"
+    one_by_one = [passes.step(int(c), False, i)[0] for i, c in enumerate(contexts)]
+    assert at_once.tolist() == one_by_one
+    assert len(set(one_by_one)) > 1, "the case crosses a context where the step's cost changes"
+    # and through emulate: every step's events recorded (one by one) or only the ends'
+    every = pa.emulate(cfg, sysm, plc, work, trace_steps="all")
+    ends = pa.emulate(cfg, sysm, plc, work)
+    assert list(ends.step_cycles) == list(every.step_cycles) == one_by_one
+
+
+def test_steps_that_route_experts_or_launch_eagerly_are_timed_one_by_one():
+    work = pa.Workload(context=4, tokens=3)
+    for name, sets in (("tiny-mixtral", None), ("tiny-deepseek-v2", None),
+                       ("tiny-llama", {"launch_mode": "eager"})):  # fmt: skip
+        model = pa.load_model(name)
+        sysm = _system("h100", 1, sets)
+        passes = driver.MicroBatchPasses(engine_module("gpu"), build_graph(model, work), sysm,
+                                         pa.place(model, sysm, work))  # fmt: skip
+        assert passes.steps_over(np.arange(4, 7)) is None
+
+
+def test_cycles_of_an_array_are_the_scalar_rule_bit_for_bit():
+    from pyaccel.units import cycles, cycles_over
+
+    rng = np.random.default_rng(11)
+    clock = 1.755e9
+    whole = np.arange(1, 2000) / clock  # exact cycle counts, where round(n, 6) matters
+    seconds = np.concatenate([rng.uniform(0, 1e-3, 20000), whole, whole * (1 + 1e-15),
+                              [0.0, -1.0, 5e-7 / clock]])  # fmt: skip
+    assert cycles_over(seconds, clock).tolist() == [cycles(float(s), clock) for s in seconds]
+
+
+def test_pipeline_interval_of_many_steps_is_each_steps():
+    from pyaccel.sim.pipeline import pipeline_cycles, pipeline_cycles_over
+
+    rng = np.random.default_rng(5)
+    for sizes in ([3], [2, 2, 1], [4, 4, 4, 3, 3]):
+        per = {s: rng.integers(0, 1000, (20, 4)) for s in set(sizes)}
+        each = [pipeline_cycles({s: per[s][i].tolist() for s in per}, sizes) for i in range(20)]
+        assert pipeline_cycles_over(per, sizes).tolist() == each
