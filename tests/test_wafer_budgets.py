@@ -37,14 +37,14 @@ def test_one_shift_round_by_hand():
     # Line of 4 PEs, one segment, shift by 1 (0->1, 1->2, 2->3, 3->0), 1 wavelet, 20-cycle
     # start, hop 1, ramps 2: east flows leave at 20, out of the PE +2, one hop +1, in +2 = 25;
     # 3 -> 0 crosses 3 hops west: 20 + 2 + 3 + 2 = 27.
-    flows = _shift_flows(4, 4, 1, [1])
+    flows = _shift_flows(4, 4, 1, (1,))
     assert flows == ((0, 1), (1, 2), (2, 3), (3, 0))
     assert line_flows(4, flows, 1, 20, 1, 2)[0] == 27
     # Shift by 2: 0->2 and 1->3 share link 1->2: 0->2 holds it at 23, 1->3 enters at 24 and
     # arrives 24 + 1 + 1 + 2 = 28; 2->0 and 3->1 share 2->1 likewise and end at 26.
-    assert line_flows(4, _shift_flows(4, 4, 1, [2]), 1, 20, 1, 2)[0] == 28
+    assert line_flows(4, _shift_flows(4, 4, 1, (2,)), 1, 20, 1, 2)[0] == 28
     # Shift by 3: 0->3 crosses 3 hops east (27), the others one hop west (25).
-    assert line_flows(4, _shift_flows(4, 4, 1, [3]), 1, 20, 1, 2)[0] == 27
+    assert line_flows(4, _shift_flows(4, 4, 1, (3,)), 1, 20, 1, 2)[0] == 27
 
 
 def test_shifts_beyond_the_budget_run_in_rounds(tmp_path):
@@ -61,7 +61,7 @@ def test_shifts_beyond_the_budget_run_in_rounds(tmp_path):
     one_at_a_time = shift(fabric_queues=3)  # 3 - 2 kept = 1 shift in flight: three rounds
     assert one_at_a_time[0] == 27 + 28 + 27  # the rounds above, one after the other
     all_at_once = shift()
-    flows = _shift_flows(4, 4, 1, [1, 2, 3])
+    flows = _shift_flows(4, 4, 1, (1, 2, 3))
     assert all_at_once[0] == line_flows(4, flows, 1, 20, 1, 2)[0]
     assert all_at_once[0] < one_at_a_time[0]
     assert one_at_a_time[5] == all_at_once[5] == 12  # messages: 4 PEs x 3 distances

@@ -209,6 +209,12 @@ class DecodeGraph:
     def _routed_memo(self) -> dict:
         return {}
 
+    @cached_property
+    def placer_memo(self) -> dict:
+        """Scratch a placer keeps for this graph across its candidate layouts (e.g. each
+        layer's per-chip shards at one TP width); keys name their placer."""
+        return {}
+
     def to_dataframe(self):
         """The ops as a pandas DataFrame, one row per op."""
         import pandas as pd

@@ -53,23 +53,13 @@ def _buffer_bytes(graph, spec, layer) -> int:
 def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int],
           ep: bool = False) -> LayerSlot:  # fmt: skip
     tp = len(chips)
-    w, kv = [0] * tp, [0] * tp
     experts = spread(graph.n_experts, tuple(chips)) if ep and layer in graph.moe_layers else ()
-    for op in graph.ops_of(layer):
-        # norms (replicated) are copied to every chip; everything else is sharded, the embedding
-        # table by vocabulary rows; with expert parallelism experts stay whole on chips
-        repl = op.split == "replicate" and op.kind != "embed"
-        if op.expert and experts:
-            one = op.resident_weight_bytes // graph.n_experts
-            parts = [one * n for n in held(experts, chips)]
-        elif repl:
-            parts = [op.resident_weight_bytes] * tp
-        else:
-            parts = split_even(op.resident_weight_bytes, tp)
-        for i, b in enumerate(parts):
-            w[i] += b
-        for i, b in enumerate(split_even(op.resident_kv_bytes, tp)):
-            kv[i] += b
+    if experts:
+        w, kv = _shards(graph, layer, chips, experts)
+    else:  # the same at every stage and candidate layout of this width: kept per graph
+        key = ("lpu_shards", layer, tp)
+        hit = graph.placer_memo.get(key)
+        w, kv = hit if hit else graph.placer_memo.setdefault(key, _shards(graph, layer, chips))
     buf = _buffer_bytes(graph, spec, layer)
     need_w, need_kv = graph.resident_bytes(layer)
     slice_bytes = int(spec.params.sram_bytes) // int(spec.params.mem_slices)
@@ -85,6 +75,28 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int],
     )
     return LayerSlot(layer, tuple(chips), tuple(w), tuple(kv), (buf,) * tp, need_w, need_kv, region,
                      experts)  # fmt: skip
+
+
+def _shards(graph, layer, chips: list[int], experts: tuple = ()) -> tuple[list, list]:
+    """(weight bytes, KV bytes) ``layer`` puts on each chip of its stage."""
+    tp = len(chips)
+    w, kv = [0] * tp, [0] * tp
+    for op in graph.ops_of(layer):
+        # norms (replicated) are copied to every chip; everything else is sharded, the embedding
+        # table by vocabulary rows; with expert parallelism experts stay whole on chips
+        repl = op.split == "replicate" and op.kind != "embed"
+        if op.expert and experts:
+            one = op.resident_weight_bytes // graph.n_experts
+            parts = [one * n for n in held(experts, chips)]
+        elif repl:
+            parts = [op.resident_weight_bytes] * tp
+        else:
+            parts = split_even(op.resident_weight_bytes, tp)
+        for i, b in enumerate(parts):
+            w[i] += b
+        for i, b in enumerate(split_even(op.resident_kv_bytes, tp)):
+            kv[i] += b
+    return w, kv
 
 
 def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None,

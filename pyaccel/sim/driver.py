@@ -239,14 +239,19 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
     work = graph.workload
     passes = MicroBatchPasses(engine, graph, system, placement)
     out = Stepped(EventLog(), [])
-    at_once = passes.steps_over(work.context + np.arange(work.tokens, dtype=np.int64))
+    # the steps whose events are not kept, timed at once (None: one by one, as the others)
+    rest = np.array([t for t in range(work.tokens) if t not in kept], dtype=np.int64)
+    cycles_of = passes.steps_over(work.context + rest) if len(rest) else None
+    at_once = None
+    if cycles_of is not None:
+        at_once = dict(zip(rest.tolist(), cycles_of.tolist(), strict=True))
     first_kept, t0 = None, 0
     for step in range(work.tokens):
         keep = step in kept
         if at_once is None or keep:
             cycles, timing = passes.step(work.context + step, keep, step, first_kept is None)
         else:
-            cycles = int(at_once[step])
+            cycles = at_once[step]
         if keep:
             _lay(out.log, step, t0, timing.spans)
             first_kept = first_kept or timing  # heatmaps and notes of the first kept step

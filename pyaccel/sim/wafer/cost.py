@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 
 from ...errors import ConfigError
@@ -423,7 +424,7 @@ class RegionCoster(PeTiles):
                       for i in range(0, len(shifts), c.shifts_at_once)]  # fmt: skip
             out = None
             for part in rounds:
-                flows = _shift_flows(h, seg, step, part)
+                flows = _shift_flows(h, seg, step, tuple(part))
                 if not flows:
                     continue
                 t = c.tick  # the simulations run in ticks
@@ -475,7 +476,8 @@ class RegionCoster(PeTiles):
         return cost
 
 
-def _shift_flows(h: int, seg: int, step: int, shifts) -> tuple:
+@lru_cache(maxsize=256)
+def _shift_flows(h: int, seg: int, step: int, shifts: tuple) -> tuple:
     """The (src, dst) flows of the GQA shifts by ``s * step`` (s in ``shifts``) inside each
     segment of ``seg`` PEs of a line of ``h`` (wrapping around in the segment)."""
     flows = []

@@ -65,12 +65,13 @@ class Tasks:
         self.ramp_only += bool(ramp_only)
         if path and nwav < 1 and nwav != NWAV_SLOT:
             raise ValueError("a message needs at least one wavelet")
-        self.pe.append(int(pe))
-        self.setup.append(int(setup))
+        # ints arrive as ints (arrays() makes them int64); lists are copied, as callers reuse
+        self.pe.append(pe)
+        self.setup.append(setup)
         self.stream.append(1 if stream else 0)
-        self.nwav.append(int(nwav))
-        self.deps.append([int(d) for d in deps])
-        self.paths.append([int(link) for link in path])
+        self.nwav.append(nwav)
+        self.deps.append(list(deps))
+        self.paths.append(list(path))
         return len(self.pe) - 1
 
     @property
@@ -322,14 +323,22 @@ def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop:
     data first comes from a sender ``lead`` hops before PE 0 of the line (a hand-off from a
     neighbouring region or the wafer edge) into the root, which then multicasts it. Busy
     cycles per position are read-only (cached and shared)."""
+    tpl = _multicast_template(n, root, hop, lead, ramp)
+    res = tpl.run(setup, overhead, nwav, 0)
+    return res.cycles, frozen(_line_busy(res.link_busy, n + lead)[lead:]), tpl.n_messages
+
+
+@lru_cache(maxsize=512)
+def _multicast_template(n: int, root: int, hop: int, lead: int, ramp: int) -> Template:
+    """:func:`line_multicast`'s task list with its numbers as slots (its shape depends only on
+    the line, the root and the lead): built once, filled per call."""
     line, tk = Line(n + lead, hop, ramp), Tasks()
-    deps, first = [], setup
+    deps, first = [], SETUP_SLOT
     if lead:
-        deps = [tk.add(0, setup, False, nwav, [], line.path(0, lead + root))]
-        first = overhead
-    multicast(tk, line, lead + root, lead, lead + n, nwav, first, deps)
-    res = tk.run(line.link_lat, n + lead, 0)
-    return res.cycles, frozen(_line_busy(res.link_busy, n + lead)[lead:]), tk.n_messages
+        deps = [tk.add(0, SETUP_SLOT, False, NWAV_SLOT, [], line.path(0, lead + root))]
+        first = OVERHEAD_SLOT
+    multicast(tk, line, lead + root, lead, lead + n, NWAV_SLOT, first, deps)
+    return Template.of(tk, line.link_lat, n + lead)
 
 
 @lru_cache(maxsize=4096)
@@ -347,9 +356,24 @@ def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
     """The kernel arrays of ``Tasks`` holding one independent message per flow ``(src, dst)``
     on a :class:`Line` of ``n`` (``Line.path``: src's ramp out, the mesh links from src towards
     dst, dst's ramp in), built with NumPy: a GQA shift on a long line has tens of thousands of
-    flows."""
+    flows. The paths are built once per set of flows (:func:`_flow_paths`)."""
     if nwav < 1:
         raise ValueError("a message needs at least one wavelet")
+    paths = _flow_paths(n, tuple(flows))
+    k = len(paths["pe"])
+    return {
+        **paths,
+        "setup": np.full(k, int(setup), dtype=np.int64),
+        "stream": np.zeros(k, dtype=np.int64),
+        "nwav": np.full(k, int(nwav), dtype=np.int64),
+        "dep_ptr": np.zeros(k + 1, dtype=np.int64),
+        "dep_idx": np.zeros(0, dtype=np.int64),
+    }
+
+
+@lru_cache(maxsize=256)
+def _flow_paths(n: int, flows: tuple) -> dict:
+    """The sending PE and the path (CSR) of each flow of :func:`flow_arrays` (read-only)."""
     pair = np.array(flows, dtype=np.int64).reshape(-1, 2)
     src, dst = pair[:, 0], pair[:, 1]
     hops = np.abs(dst - src)
@@ -359,17 +383,8 @@ def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
     s, d, h = (np.repeat(a, per) for a in (src, dst, hops))
     links = np.where(d >= s, 2 * (s + at), 2 * (s - 1 - at) + 1)  # i -> i+1 is 2i, back 2i+1
     links = np.where(at < 0, 3 * n + s, links)
-    k = len(src)
-    return {
-        "pe": src.copy(),
-        "setup": np.full(k, int(setup), dtype=np.int64),
-        "stream": np.zeros(k, dtype=np.int64),
-        "nwav": np.full(k, int(nwav), dtype=np.int64),
-        "dep_ptr": np.zeros(k + 1, dtype=np.int64),
-        "dep_idx": np.zeros(0, dtype=np.int64),
-        "path_ptr": path_ptr,
-        "path_link": np.where(at == h, 2 * n + d, links).astype(np.int64),
-    }
+    link = np.where(at == h, 2 * n + d, links).astype(np.int64)
+    return {"pe": frozen(src.copy()), "path_ptr": frozen(path_ptr), "path_link": frozen(link)}
 
 
 def _line_busy(busy: np.ndarray, n: int) -> np.ndarray:
