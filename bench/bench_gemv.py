@@ -6,7 +6,8 @@
    shapes: 4096 x 4096 (8-16 MiB packed: may sit in a large L3) and 65536 x 4096 (48-256 MiB,
    the 4096 x 4096 encoding repeated 16 times down the rows: streamed from memory). The C
    kernel may split rows over 2 threads (csrc/gemv.c); the copy is NumPy's, one thread.
-   Targets (issue 6): int8/int4 >= 50 %, 4-bit float and hc1 >= 25 %. Each result's
+   Targets (issue 6): int8/int4 >= 50 %, 4-bit float and hc1 >= 25 %, asserted on the
+   streamed shape (issue 21; the cache-sized one is only reported). Each result's
    ``extra_info`` holds ``GB_per_s``, ``copy_GB_per_s`` and ``fraction_of_copy``; with ``-s``
    a table of every format's ratio is printed at the end.
 2. Functional decode of tiny-llama through a wafer placement (wse3, the wafer placer's layout)
@@ -128,6 +129,8 @@ def test_packed_gemv_bandwidth(
     print(f"\n{fmt}{bits or ''} {shape}: {rate / 1e9:.2f} GB/s = "
           f"{100 * rate / copy_bytes_per_s:.0f} % of copy {copy_bytes_per_s / 1e9:.2f} GB/s "
           f"(target {100 * target:.0f} %)")  # fmt: skip
+    if SHAPES[shape] == STREAMED:  # the DRAM-sized shape: the targets hold (issue 21)
+        assert rate / copy_bytes_per_s >= target, f"{fmt}{bits or ''} below its target"
 
 
 STEPS = 16
