@@ -16,6 +16,7 @@ from .place import LayerSlot, Placement
 from .placing import place
 from .report import Report
 from .sim.roofline import roofline
+from .sweep import sweep
 from .trace import Trace
 from .what_if import what_if_gains
 from .workload import Workload
@@ -44,5 +45,6 @@ __all__ = [
     "load_system",
     "place",
     "roofline",
+    "sweep",
     "what_if_gains",
 ]

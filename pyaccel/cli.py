@@ -1,4 +1,5 @@
-"""``pyaccel`` command line (SPEC §7): run, report, place, compare, systems, models.
+"""``pyaccel`` command line (SPEC §7): run, report, place, compare, validate, sweep, systems,
+models.
 
 Bad input exits with status 2 and one ``error:`` line on stderr, never a traceback.
 """
@@ -6,7 +7,6 @@ Bad input exits with status 2 and one ``error:`` line on stderr, never a traceba
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -43,12 +43,13 @@ from .cli_show import (
     _print_validate,
     _print_warnings,
     _progress,
+    _user_errors,
     err,
     out,
 )
-from .errors import ConfigError, PyaccelError
+from .cli_sweep import register as register_sweep
+from .errors import ConfigError
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder
-from .kernels import KernelBuildError
 from .workload import Workload
 
 try:  # typer >= 0.2x vendors click; older typer uses the click package
@@ -107,16 +108,6 @@ def _options(
     ] = False,
 ) -> None:
     """Emulate LLM decode on wafer-scale, LPU, hardwired-ASIC and GPU machines."""
-
-
-@contextmanager
-def _user_errors():
-    """Turn input errors into one ``error:`` line and exit status 2."""
-    try:
-        yield
-    except (PyaccelError, KernelBuildError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
 
 
 def _check_plot_file(plot: str | None) -> None:
@@ -193,9 +184,7 @@ def run_cmd(
     as_json: Json = False,
 ) -> None:
     """Emulate decode steps and print tokens/s, step time, bound and energy."""
-    from .report import Report
-    from .results import run_record
-    from .what_if import run_what_if
+    from .results import measured_record
 
     with _user_errors():
         work = _workload(
@@ -205,11 +194,9 @@ def run_cmd(
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
                       trace_steps)  # fmt: skip
-        # the bottleneck is measured: each resource class re-emulated twice as fast
-        rep = Report.from_trace(result.trace, run_what_if(result))
         if trace is not None:
             result.trace.to_perfetto(trace)
-        rec = run_record(result, rep)
+        rec = measured_record(result)
         if as_json:
             _print_json(rec.to_dict())
         else:
@@ -243,6 +230,7 @@ def report_cmd(
     from .cli_args import parse_units
     from .report import Report
     from .results import prefill_assumptions
+    from .roofline_points import roofline_points
     from .what_if import run_what_if
 
     with _user_errors():
@@ -259,6 +247,7 @@ def report_cmd(
                       "events")  # fmt: skip
         rep = Report.from_trace(result.trace, run_what_if(result))
         rep.prefill = result.prefill.as_dict()
+        rep.roofline = roofline_points(result.trace)
         rep.assumptions += prefill_assumptions(result)
         if plot is not None:
             from .plots import report_plots
@@ -472,6 +461,9 @@ def models_cmd(as_json: Json = False) -> None:
             cfg = load_model(name)
             rows.append(ModelRow.of(name, cfg, build_graph(cfg, Workload(tokens=1)).param_count))
         _print_models(rows, as_json)
+
+
+register_sweep(app)
 
 
 def main() -> None:

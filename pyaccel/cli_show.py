@@ -7,6 +7,7 @@ import json
 import sys
 from contextlib import contextmanager
 
+import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -69,6 +70,19 @@ def _progress(show: bool):
             bar.update(tasks[label], completed=done, total=total)
 
         yield update
+
+
+@contextmanager
+def _user_errors():
+    """Turn input errors into one ``error:`` line and exit status 2."""
+    from .errors import PyaccelError
+    from .kernels import KernelBuildError
+
+    try:
+        yield
+    except (PyaccelError, KernelBuildError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 def _labelled(bar, label: str):

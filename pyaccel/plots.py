@@ -50,43 +50,69 @@ def layer_plot(report, path: Path) -> Path:
         vals = [report.by_layer[layer].get(res, 0.0) * 1e6 for layer in layers]
         ax.bar(range(len(layers)), vals, bottom=bottom, label=res, width=0.9)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xlabel("layer (embed, 0..L-1, head)")
+    step = max(1, len(layers) // 16)  # at most ~16 labels, each under its own bar
+    ticks = list(range(0, len(layers), step))
+    ax.set_xticks(ticks, [str(layers[i]) for i in ticks], fontsize=7)
+    ax.set_xlim(-0.6, len(layers) - 0.4)
+    ax.set_xlabel("layer key (embed, 0..L-1, head)")
     ax.set_ylabel("time (us)")
     ax.set_title(f"{report.summary.model} on {report.summary.system}: time per layer")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
-def roofline_plot(trace, path: Path) -> Path:
-    """Each op's emulated time against its lower bound (log-log); the diagonal is the bound."""
-    from .sim.roofline import roofline
+def roofline_plot(report: dict, path: Path) -> Path:
+    """A true roofline of one machine (``report``: ``report --json``'s object, or
+    :meth:`Report.as_dict`, with its ``roofline``): attainable FLOP/s per unit against
+    operational intensity (log-log), the memory slope and each compute ceiling, every op of the
+    step a point at its achieved rate (its FLOPs per unit over its busiest unit's time)."""
+    import numpy as np
 
+    from .errors import ConfigError
+
+    roof = report.get("roofline") or {}
+    if not roof.get("ops"):
+        raise ConfigError("plot roofline: the report has no 'roofline' ops (write it with "
+                          "pyaccel report ... --json, which carries them)")  # fmt: skip
+    ops = roof["ops"]
     plt = _figure()
-    model, system, placement, work = trace.inputs
-    roof = roofline(model, system, placement, work, int(trace.step_context[0]))
-    df = trace.to_dataframe()
-    first = df[df["step"] == df["step"].min()]
-    emulated = first.groupby("op")["duration_s"].sum()
-    xs, ys, cs = [], [], []
-    colours = {}
-    for b in roof.ops:
-        if b.op in emulated.index and b.seconds > 0:
-            xs.append(b.seconds)
-            ys.append(emulated[b.op] + first[first["op"] == f"{b.op}.launch"]["duration_s"].sum())
-            cs.append(colours.setdefault(b.resource, f"C{len(colours)}"))
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.scatter(xs, ys, c=cs, s=8)
-    lo, hi = min(xs + ys), max(xs + ys)
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    x = np.array([o["flops"] / o["bytes"] for o in ops])
+    y = np.array([o["flops"] / o["units"] / o["emulated_s"] for o in ops])
+    bw = roof["memory_bytes_per_s"]
+    peaks = sorted({o["peak_flops_per_s"] for o in ops if o["peak_flops_per_s"] > 0})
+    ridge = max(peaks, default=0.0) / bw  # the intensity where the memory slope meets compute
+    span = np.logspace(np.log10(x.min() / 4), np.log10(max(x.max(), ridge) * 4), 200)
+    for peak in peaks:
+        ax.plot(span, np.minimum(bw * span, peak), "k-", lw=0.8)
+        ax.annotate(f"{peak:.3g} FLOP/s", (span[-1], peak), fontsize=7, ha="right",
+                    va="bottom")  # fmt: skip
+    ax.plot(span, bw * span, "k:", lw=0.6, label=f"{roof['memory_resource']}: {bw:.3g} B/s")
+    groups: dict[str, list[int]] = {}
+    for i, o in enumerate(ops):
+        groups.setdefault(o["class"], []).append(i)
+    for name, idx in groups.items():
+        ax.scatter(x[idx], y[idx], s=10, label=f"{name} ops ({len(idx)})")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("lower bound (s)")
-    ax.set_ylabel("emulated (s)")
-    for res, c in colours.items():
-        ax.scatter([], [], c=c, label=f"bound by {res}")
-    ax.legend(fontsize=7)
-    ax.set_title("ops: emulated vs lower bound")
+    ax.set_xlabel("operational intensity (FLOPs per byte moved)")
+    ax.set_ylabel("achieved FLOP/s per unit")
+    s = report.get("summary", {})
+    ax.set_title(f"roofline: {s.get('model', '')} on {s.get('units', '')} x "
+                 f"{s.get('system', '')} (one step's ops)")  # fmt: skip
+    ax.legend(fontsize=7, loc="lower right")
+    _footer(fig, f"peaks: the lower bound's per-unit rates ({roof['memory_resource']}, "
+                 f"{roof['compute_resource']}); achieved: an op's FLOPs per unit over its "
+                 "busiest unit's time in the first recorded step")  # fmt: skip
     return _save(fig, path)
+
+
+def _footer(fig, assumptions: str) -> None:
+    """The pyaccel version and the assumptions a plot rests on, under its axes."""
+    from .records import pyaccel_version
+
+    fig.text(0.01, -0.02, f"pyaccel {pyaccel_version()} - {assumptions}", fontsize=6,
+             ha="left", va="top", wrap=True)  # fmt: skip
 
 
 def report_plots(trace, report, folder: Path) -> list[Path]:
@@ -95,7 +121,7 @@ def report_plots(trace, report, folder: Path) -> list[Path]:
     folder = make_output_folder(folder, "plot folder")
     out = [
         layer_plot(report, folder / "layers.png"),
-        roofline_plot(trace, folder / "roofline.png"),
+        roofline_plot(report.as_dict(), folder / "roofline.png"),
     ]
     if "link_busy_cycles" in trace.arrays:
         out.append(wafer_heatmap(trace, folder / "wafer.png"))
@@ -104,7 +130,7 @@ def report_plots(trace, report, folder: Path) -> list[Path]:
 
 def compare_plot(records: list, path: Path) -> Path:
     """Tokens/s per user against total tokens/s over batch sizes, one line per system
-    (``records``: ``compare``'s; those that could not run are left out)."""
+    (``records``: ``compare``'s; those that could not run are counted in the legend)."""
     from .records import RunRecord
 
     plt = _figure()
@@ -118,7 +144,12 @@ def compare_plot(records: list, path: Path) -> Path:
         ax.plot([r.tokens_per_s for r in rows], [r.tokens_per_s_per_user for r in rows], "o-",
                 label=name)  # fmt: skip
         for r in rows:
-            ax.annotate(str(r.batch), (r.tokens_per_s, r.tokens_per_s_per_user), fontsize=6)
+            ax.annotate(f"b{r.batch}", (r.tokens_per_s, r.tokens_per_s_per_user), fontsize=8,
+                        xytext=(3, 3), textcoords="offset points")  # fmt: skip
+    failed = [r for r in records if not isinstance(r, RunRecord)]
+    if failed:
+        ax.plot([], [], marker="x", color="red", linestyle="none",
+                label=f"failed (could not run): {len(failed)}")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("total tokens/s")
@@ -128,24 +159,43 @@ def compare_plot(records: list, path: Path) -> Path:
     return _save(fig, path)
 
 
+VALIDATION_BAND = 1.5  # the band around agreement the validation plot shades (x/1.5 .. x*1.5)
+
+
 def validate_plot(rows: list, path: Path) -> Path:
     """Emulated against published tokens/s per user, one labelled point per row that ran
-    (``rows``: ``validate``'s), log-log; the diagonal is agreement, the band x/2..x2."""
+    (``rows``: ``validate``'s rows or their ``--json`` objects), log-log; the diagonal is
+    agreement, the shaded band x/1.5..x1.5; rows that could not run are counted as failed."""
     plt = _figure()
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ran = [r for r in rows if r.emulated_tok_s]
-    xs, ys = [r.published_tok_s for r in ran], [r.emulated_tok_s for r in ran]
-    ax.scatter(xs, ys, s=12)
+    fig, ax = plt.subplots(figsize=(6, 6))
+    rows = [r if isinstance(r, dict) else r.to_dict() for r in rows]
+    ran = [r for r in rows if r.get("emulated_tok_s")]
+    failed = [r for r in rows if not r.get("emulated_tok_s")]
+    xs, ys = [r["published_tok_s"] for r in ran], [r["emulated_tok_s"] for r in ran]
+    ax.scatter(xs, ys, s=14, label=f"ran ({len(ran)})")
     for r in ran:
-        ax.annotate(f"{r.system} {r.model}", (r.published_tok_s, r.emulated_tok_s), fontsize=6)
-    lo, hi = min(xs + ys, default=1.0) / 2, max(xs + ys, default=10.0) * 2
+        ax.annotate(f"{r['system']} {r['model']}", (r["published_tok_s"], r["emulated_tok_s"]),
+                    fontsize=7, xytext=(3, 2), textcoords="offset points")  # fmt: skip
+    lo = min(xs + ys + [r["published_tok_s"] for r in failed], default=1.0) / 2
+    hi = max(xs + ys + [r["published_tok_s"] for r in failed], default=10.0) * 2
+    if failed:  # at their published speed, on the bottom edge
+        ax.plot([r["published_tok_s"] for r in failed], [lo] * len(failed), marker="x",
+                color="red", linestyle="none", clip_on=False,
+                label=f"failed (could not run): {len(failed)}")  # fmt: skip
+    band = VALIDATION_BAND
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.9", zorder=0)
+    ax.fill_between([lo, hi], [lo / band, hi / band], [lo * band, hi * band], color="0.9",
+                    zorder=0, label=f"within x{band:g}")  # fmt: skip
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("published tokens/s per user")
     ax.set_ylabel("emulated tokens/s per user")
-    ax.set_title("pyaccel validate")
+    ax.set_title("pyaccel validate: emulated against published speeds")
+    ax.legend(fontsize=7, loc="upper left")
+    _footer(fig, "published speeds are checks, never inputs (pyaccel/data/published.csv, with "
+                 "sources); each emulated row rests on its preset's named assumptions")  # fmt: skip
     return _save(fig, path)
 
 

@@ -89,6 +89,7 @@ class Report:
     left_out: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     prefill: dict = field(default_factory=dict)
+    roofline: dict = field(default_factory=dict)  # the ops on the roofline (report command)
 
     @classmethod
     def from_trace(cls, trace, what_if: Sequence[WhatIfRow] | bool = True) -> Report:
@@ -153,6 +154,7 @@ class Report:
             "left_out": self.left_out,
             "meta": self.meta,
             "prefill": self.prefill,
+            "roofline": self.roofline,
         }
 
     def to_markdown(self) -> str:

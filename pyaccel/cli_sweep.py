@@ -1,0 +1,141 @@
+"""``pyaccel sweep GRID.toml`` (a grid of runs on Dask, as one table: :mod:`pyaccel.sweep`) and
+``pyaccel plot KIND TABLE`` (the pictures that answer questions from such tables)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from .cli_show import _user_errors, err, out
+
+Grid = Annotated[str, typer.Argument(metavar="GRID.toml", help="the grid: [axes] and [[point]]")]
+Out = Annotated[
+    str | None,
+    typer.Option("--out", metavar="FILE", help="write the table here (.parquet, or .csv)"),
+]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a running Dask scheduler (e.g. tcp://host:8786); default: a local "
+        "cluster of this machine's cores",
+    ),  # fmt: skip
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", min=1, help="worker processes of the local cluster (default: one per core)"
+    ),  # fmt: skip
+]
+CacheDir = Annotated[
+    str | None,
+    typer.Option(
+        "--cache", metavar="DIR", help="keep finished points here (default: the user cache folder)"
+    ),  # fmt: skip
+]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="run every point, keep none")]
+
+
+def sweep_cmd(
+    grid: Grid,
+    out_file: Out = None,
+    scheduler: Scheduler = None,
+    workers: Workers = None,
+    cache: CacheDir = None,
+    no_cache: NoCache = False,
+) -> None:
+    """Run every point of a grid (on Dask) and write one table: inputs, run --json keys, error."""
+    from .sweep import sweep
+
+    with _user_errors(), _bar() as progress:
+        table = sweep(grid, out_file, scheduler, workers,
+                      False if no_cache else (cache or True), progress)  # fmt: skip
+    failed = int(table["error"].notna().sum())
+    where = f" -> {out_file}" if out_file else ""
+    out.print(f"{len(table)} points, {len(table) - failed} ran, {failed} failed{where}",
+              markup=False, highlight=False)  # fmt: skip
+
+
+@contextmanager
+def _bar():
+    """``progress(done, failed, remaining)`` as a bar on stderr when it is a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("points", total=None)
+
+        def update(done: int, failed: int, remaining: int) -> None:
+            text = f"points: {done} done ({failed} failed), {remaining} left"
+            bar.update(task, completed=done, total=done + remaining, description=text)
+
+        yield update
+
+
+PLOT_KINDS = ("frontier", "cost", "capacity", "roofline", "validation")
+PlotKind = Annotated[str, typer.Argument(metavar="KIND", help=" | ".join(PLOT_KINDS))]
+Table = Annotated[
+    str,
+    typer.Argument(
+        metavar="TABLE",
+        help="a sweep table (.parquet/.csv) for frontier, cost and capacity; a "
+        "report --json file for roofline; a validate --json file for "
+        "validation",
+    ),  # fmt: skip
+]
+PlotOut = Annotated[str, typer.Option("--out", metavar="FILE", help="the picture (.png, .svg, "
+                                                                    ".pdf)")]  # fmt: skip
+
+
+def plot_cmd(kind: PlotKind, table: Table, out_file: PlotOut) -> None:
+    """Draw one picture from a table: the batch frontier, the cost of speed, capacity maps, a
+    machine's roofline or emulated against published speeds."""
+    from .errors import ConfigError
+    from .io_util import check_output_file, plot_format
+
+    with _user_errors():
+        if kind not in PLOT_KINDS:
+            raise ConfigError(f"plot '{kind}': unknown kind; one of {', '.join(PLOT_KINDS)}")
+        plot_format(out_file, "--out")
+        check_output_file(out_file, "--out")
+        draw_plot(kind, table, out_file)
+    out.print(f"wrote {out_file}", markup=False, highlight=False)
+
+
+def draw_plot(kind: str, table, path) -> None:
+    """Draw ``kind`` from ``table`` (a sweep table or its file; a JSON file for roofline and
+    validation) into ``path``."""
+    from . import plots, plots_tables
+
+    if kind in ("roofline", "validation"):
+        data = _json_file(table) if not isinstance(table, (dict, list)) else table
+        fn = plots.roofline_plot if kind == "roofline" else plots.validate_plot
+        fn(data, path)
+        return
+    getattr(plots_tables, f"{kind}_plot")(table, path)
+
+
+def _json_file(path: str):
+    import json
+
+    from .errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"plot input {path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"plot input {path}: not a JSON file ({exc})") from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``sweep`` and ``plot`` commands to ``app``."""
+    app.command("sweep")(sweep_cmd)
+    app.command("plot")(plot_cmd)

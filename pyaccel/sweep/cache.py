@@ -1,0 +1,88 @@
+"""Finished sweep points kept on disk, so that an interrupted or extended sweep runs only what is
+missing. A point's key covers its inputs, the contents of any system or model file it names and
+a hash of the installed pyaccel code and data: a code change never serves a stale row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+from ..io_util import write_atomic
+
+# what a point's key hashes of a folder it names (a model folder may also hold GBs of weights)
+_FOLDER_FILES = ("*.json", "*.toml")
+
+
+def default_folder() -> Path:
+    """The per-user cache folder of sweep points."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("pyaccel")) / "sweep"
+
+
+@cache
+def code_hash() -> str:
+    """sha256 of the installed package's source and data files (names and contents) and of its
+    built C module's source hash: what a point's result depends on besides its inputs."""
+    from .. import kernels
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".toml", ".json", ".csv", ".md"):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    from ..kernels import ffi
+
+    digest.update(str(ffi.built_hash()).encode())
+    digest.update(str(kernels.available_backends()).encode())
+    return digest.hexdigest()
+
+
+def point_key(inputs: dict) -> str:
+    """The cache key of a point's inputs (:func:`~pyaccel.sweep.grid.inputs_of`)."""
+    files = {name: _file_digest(inputs[name]) for name in ("system", "model")}
+    text = json.dumps({"inputs": inputs, "files": files, "code": code_hash()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _file_digest(value) -> str | None:
+    """sha256 of the file (or the config files of the folder) ``value`` names; None for a
+    preset name."""
+    path = Path(str(value))
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for pattern in _FOLDER_FILES:
+            for f in sorted(path.glob(pattern)):
+                digest.update(f.name.encode())
+                digest.update(f.read_bytes())
+        return digest.hexdigest()
+    return None
+
+
+class PointCache:
+    """Rows of finished points, one JSON file each under ``folder`` (written atomically)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The row kept under ``key``, or None (also for an unreadable file: run it again)."""
+        try:
+            return json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, row: dict) -> None:
+        """Keep ``row`` under ``key``."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(row, sort_keys=True), "sweep cache file")

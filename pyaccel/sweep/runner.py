@@ -1,0 +1,149 @@
+"""Run a sweep's points on Dask and gather them into one table.
+
+The points missing from the cache go to a Dask cluster: a local cluster of worker processes
+(one thread each) by default, or the scheduler at ``scheduler``'s address; both through one
+``distributed.Client``. Each finished point is kept in the cache as it arrives, so that stopping
+a sweep loses only the points in flight. The table has one row per point in grid order, so it is
+the same whatever the number of workers or the order they finish in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+from .cache import PointCache, default_folder, point_key
+from .grid import inputs_of, points
+from .point import ERROR, run_point
+
+# a run --json key that is also an input column is kept under this prefix (its resolved value)
+RUN_PREFIX = "run."
+
+
+def sweep(
+    grid,
+    out: str | Path | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    cache: bool | str | Path = True,
+    progress: Callable[[int, int, int], None] | None = None,
+):
+    """Run every point of ``grid`` (a TOML file's path or a dict, :mod:`pyaccel.sweep.grid`)
+    and return the table (a pandas DataFrame): the point's inputs in columns named like the
+    axes, every ``run --json`` key flattened with ``.``, and ``error`` (None when it ran).
+
+    ``out``: also write it (Parquet, or CSV by a ``.csv`` suffix), atomically. ``scheduler``:
+    the address of a running Dask scheduler; otherwise a local cluster of ``workers`` worker
+    processes (default: one per core). ``cache``: True (the per-user cache folder), a folder,
+    or False. ``progress(done, failed, remaining)`` after each point."""
+    from ..io_util import check_output_file
+
+    if out is not None:
+        table_format(out)
+        check_output_file(out, "--out")
+    given = points(grid)
+    inputs = [inputs_of(p) for p in given]
+    store = None if cache is False else PointCache(default_folder() if cache is True else cache)
+    keys = [point_key(i) for i in inputs] if store else [None] * len(inputs)
+    rows: list[dict | None] = [store.get(k) if store else None for k in keys]
+    _run_missing(inputs, keys, rows, store, scheduler, workers, progress)
+    table = _table(given, rows)
+    if out is not None:
+        write_table(table, out)
+    return table
+
+
+def _run_missing(inputs, keys, rows, store, scheduler, workers, progress) -> None:
+    """Fill the rows that are None by running their points on Dask (cached as they arrive)."""
+    todo = [i for i, r in enumerate(rows) if r is None]
+    failed = sum(1 for r in rows if r is not None and r.get(ERROR) is not None)
+    done = len(rows) - len(todo)
+    if progress:
+        progress(done, failed, len(todo))
+    if not todo:
+        return
+    from distributed import as_completed
+
+    with _client(scheduler, workers) as client:
+        futures = client.map(run_point, [inputs[i] for i in todo], pure=False)
+        where = {f.key: i for f, i in zip(futures, todo, strict=True)}
+        for future in as_completed(futures):
+            i = where[future.key]
+            rows[i] = future.result()
+            if store:
+                store.put(keys[i], rows[i])
+            done += 1
+            failed += rows[i].get(ERROR) is not None
+            if progress:
+                progress(done, failed, len(rows) - done)
+
+
+@contextmanager
+def _client(scheduler: str | None, workers: int | None):
+    """A Dask client of the scheduler at ``scheduler``, or of a new local cluster of
+    ``workers`` single-threaded worker processes (closed on exit)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        client = Client(scheduler)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = workers or os.cpu_count() or 1
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", silence_logs=40) as cluster:  # fmt: skip
+        with Client(cluster) as client:
+            yield client
+
+
+def _table(given: list[dict], rows: list[dict]):
+    """One row a point, in grid order: the axes the grid named (as given; None where a point
+    left one out), then the record's keys in the order they first appear (``run.``-prefixed
+    where an axis has the name), ``error`` last."""
+    import pandas as pd
+
+    axes = list(dict.fromkeys(k for p in given for k in p))
+    keys = list(dict.fromkeys(k for r in rows for k in r if k != ERROR))
+    named = [RUN_PREFIX + k if k in axes else k for k in keys]  # e.g. run.units: as resolved
+    data = [[r.get(k) for k in keys] + [r.get(ERROR)] for r in rows]
+    text = {k for k in axes if len({type(p[k]) for p in given if p.get(k) is not None}) > 1
+            and any(isinstance(p.get(k), str) for p in given)}  # fmt: skip
+    inputs = [[_as_column(p.get(k), k in text) for k in axes] for p in given]
+    return pd.concat([pd.DataFrame(inputs, columns=axes),
+                      pd.DataFrame(data, columns=[*named, ERROR])], axis=1)  # fmt: skip
+
+
+def _as_column(value, as_text: bool):
+    """An axis's value as its column holds it: as given, or as text where the axis mixes text
+    and numbers (``units = ["auto", 4]``), which one Parquet column cannot hold."""
+    return str(value) if as_text and value is not None else value
+
+
+def table_format(path: str | Path) -> str:
+    """``parquet`` or ``csv``, by the file's suffix; ConfigError for any other."""
+    from ..errors import ConfigError
+
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix == ".csv":
+        return "csv"
+    raise ConfigError(f"--out {path}: a sweep table is .parquet or .csv, not '{suffix}'")
+
+
+def write_table(table, path: str | Path) -> None:
+    """Write the table atomically as Parquet or CSV (by suffix)."""
+    import io
+
+    from ..io_util import write_atomic
+
+    if table_format(path) == "csv":
+        write_atomic(path, table.to_csv(index=False), "--out")
+        return
+    buf = io.BytesIO()
+    table.to_parquet(buf, index=False)
+    write_atomic(path, buf.getvalue(), "--out")

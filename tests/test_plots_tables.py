@@ -1,0 +1,127 @@
+"""``pyaccel plot KIND TABLE``: each kind drawn from a small table and checked for what it shows
+(axis labels with units, one series per system, the failed-point marker, the version footer),
+not only for a file existing; and the fixes to the older plots."""
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import pyaccel as pa
+from pyaccel import plots, plots_tables
+from pyaccel.cli import app
+from pyaccel.errors import ConfigError
+from pyaccel.prices import dollars_per_mtok, load_prices
+from pyaccel.report import Report
+from pyaccel.roofline_points import roofline_points
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plots draw (kept open instead of written)."""
+    kept = []
+
+    def keep(fig, path):
+        kept.append(fig)
+        return path
+
+    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots_tables, "_save", keep)
+    return kept
+
+
+def _table() -> pd.DataFrame:
+    rows = []
+    for system, base in (("h100", 100.0), ("wse3", 2000.0)):
+        for batch in (1, 4, 16):
+            speed = {"tokens_per_s_per_user": base / batch**0.2, "tokens_per_s": base * batch**0.8}
+            used = 1 if batch < 16 else 2
+            rows.append({"system": system, "model": "m", "batch": batch, "units": 1,
+                         "context": 1024, **speed, "joules_per_token": 1.0 / batch,
+                         "run.units": used, "weights": "bf16", "error": None})  # fmt: skip
+    rows.append({"system": "groq-tsp", "model": "m", "batch": 1, "units": 9, "context": 1024,
+                 "error": "does not fit"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _legend(fig, i=0) -> list[str]:
+    return [t.get_text() for t in fig.axes[i].get_legend().get_texts()]
+
+
+def _footer(fig) -> str:
+    return " ".join(t.get_text() for t in fig.texts)
+
+
+def test_frontier_one_curve_per_system_and_failed_points_counted(figures):
+    plots_tables.frontier_plot(_table(), "f.png")
+    fig = figures[0]
+    ax = fig.axes[0]
+    assert "aggregate tokens/s" in ax.get_xlabel() and "tokens/s per user" in ax.get_ylabel()
+    assert _legend(fig) == ["h100", "wse3", "failed (could not run): 1"]
+    assert [len(line.get_xdata()) for line in ax.get_lines() if line.get_label() == "wse3"] == [3]
+    assert "pyaccel" in _footer(fig) and "assumptions" in _footer(fig)
+
+
+def test_cost_per_token_and_price_where_a_system_has_one(figures):
+    plots_tables.cost_plot(_table(), "c.png", prices={"h100": {"usd_per_unit_hour": 3.6}})
+    fig = figures[0]
+    left, right = fig.axes
+    assert "J per token" in left.get_ylabel() and "$ per million tokens" in right.get_ylabel()
+    assert _legend(fig, 0)[:2] == ["h100", "wse3"] and "failed" in _legend(fig, 0)[-1]
+    assert _legend(fig, 1)[0] == "h100"  # wse3 has no price in this table of prices
+    assert "no price for: wse3" in _footer(fig)
+    # $3.6 an hour for 100 tokens/s: 360,000 tokens an hour, $10 a million
+    row = {"system": "h100", "model": "m", "units": 1, "tokens_per_s": 100.0}
+    assert dollars_per_mtok({"h100": {"usd_per_unit_hour": 3.6}}, row) == pytest.approx(10.0)
+
+
+def test_capacity_lines_per_system_model_and_format(figures):
+    plots_tables.capacity_plot(_table().assign(context=[1024, 4096, 16384] * 2 + [1024]), "k.png")
+    fig = figures[0]
+    assert "units needed" in fig.axes[0].get_ylabel() and "context" in fig.axes[0].get_xlabel()
+    assert _legend(fig) == ["h100 / m / bf16", "wse3 / m / bf16", "failed (could not run): 1"]
+
+
+def test_roofline_from_a_report_json(figures, tmp_path):
+    model, sysm = pa.load_model("tiny-llama"), pa.load_system("h100", units=1)
+    work = pa.Workload(context=32, tokens=2)
+    trace = pa.emulate(model, sysm, pa.place(model, sysm, work), work)
+    rep = Report.from_trace(trace, what_if=False)
+    rep.roofline = roofline_points(trace)
+    ops = rep.roofline["ops"]
+    assert ops and all(o["flops"] > 0 and o["bytes"] > 0 and o["emulated_s"] > 0 for o in ops)
+    path = tmp_path / "r.json"
+    path.write_text(rep.to_json())
+    plots.roofline_plot(json.loads(path.read_text()), "roof.png")
+    ax = figures[0].axes[0]
+    assert "operational intensity" in ax.get_xlabel() and "FLOP/s" in ax.get_ylabel()
+    assert sum(len(c.get_offsets()) for c in ax.collections) == len(ops)  # every op a point
+    assert any("B/s" in t for t in _legend(figures[0]))  # the memory slope
+
+
+def test_validation_band_and_failed_rows(figures):
+    rows = [{"system": "a", "model": "m", "published_tok_s": 100.0, "emulated_tok_s": 120.0},
+            {"system": "b", "model": "m", "published_tok_s": 50.0, "emulated_tok_s": None,
+             "error": "does not fit"}]  # fmt: skip
+    plots.validate_plot(rows, "v.png")
+    assert _legend(figures[0]) == ["ran (1)", "failed (could not run): 1", "within x1.5"]
+
+
+def test_every_price_names_its_source_and_assumption():
+    for system, entry in load_prices().items():
+        assert entry.get("source") and entry.get("assumption", "").startswith(f"price.{system}")
+        assert ("usd_per_unit_hour" in entry) != ("usd_per_mtok" in entry), system
+
+
+def test_cli_plot_draws_and_refuses_unknown_kinds(tmp_path):
+    table = tmp_path / "t.csv"
+    _table().to_csv(table, index=False)
+    out = tmp_path / "f.png"
+    res = CliRunner().invoke(app, ["plot", "frontier", str(table), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    res = CliRunner().invoke(app, ["plot", "pie", str(table), "--out", str(out)])
+    assert res.exit_code == 2 and "unknown kind" in res.output
+    with pytest.raises(ConfigError, match="no column"):
+        plots_tables.frontier_plot(pd.DataFrame({"system": ["h100"]}), out)

@@ -1,0 +1,163 @@
+"""``pyaccel sweep`` / ``pa.sweep``: grids, one row a point in grid order on Dask, errors as rows,
+the per-point cache, Parquet/CSV output, and a separately started Dask scheduler."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from pyaccel.cli import app
+from pyaccel.errors import ConfigError
+from pyaccel.sweep import cache as sweep_cache
+from pyaccel.sweep import points, sweep
+from pyaccel.sweep.point import flatten
+
+GRID = {
+    "axes": {"system": ["h100", "wse3"], "model": ["tiny-llama"], "batch": [1, 3],
+             "tokens": [2], "context": [64]},
+    "point": [{"system": "groq-tsp", "model": "tiny-llama", "units": 99999, "tokens": 2},
+              {"system": "wse3", "model": "tiny-llama", "tokens": 2, "set.clock_hz": 0.55e9}],
+}  # fmt: skip
+
+
+def test_grid_points_are_the_product_in_order_then_the_tables():
+    got = points(GRID)
+    assert [(p["system"], p["batch"]) for p in got[:4]] == [("h100", 1), ("h100", 3),
+                                                           ("wse3", 1), ("wse3", 3)]  # fmt: skip
+    assert got[4]["units"] == 99999 and got[5]["set.clock_hz"] == 0.55e9 and len(got) == 6
+
+
+def test_a_toml_grid_as_the_issue_writes_it(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('[axes]\nsystem = ["h100", "wse3"]\nmodel = ["llama-3.1-8b"]\n'
+                    'batch = [1, 8]\ncontext = [1024, 4096]\n'
+                    '"set.clock_hz" = [0.85e9, 1.1e9]\n')  # fmt: skip
+    got = points(path)
+    assert len(got) == 16 and got[1] == {"system": "h100", "model": "llama-3.1-8b", "batch": 1,
+                                         "context": 1024, "set.clock_hz": 1.1e9}  # fmt: skip
+
+
+@pytest.mark.parametrize("grid,message", [
+    ({"axes": {"system": ["h100"], "model": ["m"], "batchh": [1]}}, "unknown name 'batchh'"),
+    ({"axes": {"system": ["h100"]}}, "has no model"),
+    ({"axes": {"system": ["h100"], "model": [["a"]]}}, "not a string, number or boolean"),
+    ({"axes": {"system": [], "model": ["m"]}}, "system: no values"),
+    ({"axis": {}}, "unknown table"),
+    ({}, "no points"),
+])  # fmt: skip
+def test_bad_grids_name_what_is_wrong(grid, message):
+    with pytest.raises(ConfigError, match=message):
+        points(grid)
+
+
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sweep")
+    seen = []
+    table = sweep(GRID, out=folder / "t.parquet", workers=1, cache=folder / "cache",
+                  progress=lambda *a: seen.append(a))  # fmt: skip
+    return table, folder, seen
+
+
+def test_one_row_a_point_with_inputs_run_keys_and_errors(one_worker):
+    table, folder, seen = one_worker
+    assert list(table["system"]) == ["h100", "h100", "wse3", "wse3", "groq-tsp", "wse3"]
+    assert list(table.columns[:6]) == ["system", "model", "batch", "tokens", "context", "units"]
+    assert table.columns[-1] == "error"
+    errors = table["error"].tolist()
+    assert all(pd.isna(e) for i, e in enumerate(errors) if i != 4)
+    assert "99999" in errors[4] or "groq-tsp" in errors[4]  # a point that cannot run: its row
+    assert pd.isna(table.loc[4, "tokens_per_s"])
+    assert (table.loc[:3, "tokens_per_s"] > 0).all()
+    assert table.loc[5, "tokens_per_s"] < table.loc[2, "tokens_per_s"]  # a slower clock
+    assert seen[0] == (0, 0, 6) and seen[-1] == (6, 1, 0)
+    assert pd.read_parquet(folder / "t.parquet").equals(table)
+
+
+def test_a_row_is_the_run_json_record_flattened(one_worker):
+    table = one_worker[0]
+    args = "--system wse3 --model tiny-llama --batch 3 --tokens 2 --context 64 --json"
+    res = CliRunner().invoke(app, ["run", *args.split()])
+    assert res.exit_code == 0, res.output
+    record = flatten(json.loads(res.stdout))
+    row = table.iloc[3]
+    for key, value in record.items():
+        axes = ("system", "model", "batch", "tokens", "context", "units")
+        name = f"run.{key}" if key in axes else key
+        assert row[name] == value or (value is None and pd.isna(row[name])), key
+
+
+def test_two_workers_give_the_same_table_and_a_rerun_runs_only_what_is_missing(one_worker):
+    table, folder, _ = one_worker
+    assert sweep(GRID, workers=2, cache=False).equals(table)
+    seen = []
+    extended = {**GRID, "axes": {**GRID["axes"], "batch": [1, 3, 5]}}
+    bigger = sweep(extended, workers=1, cache=folder / "cache",
+                   progress=lambda *a: seen.append(a))  # fmt: skip
+    assert seen[0] == (6, 1, 2)  # the six finished points come from the cache
+    same = bigger.iloc[[0, 1, 3, 4]][table.columns].reset_index(drop=True)
+    assert len(bigger) == 8 and same.equals(table.iloc[:4].reset_index(drop=True))
+
+
+def test_the_cache_key_covers_inputs_files_and_code(tmp_path, monkeypatch):
+    spec = tmp_path / "sys.toml"
+    spec.write_text("a = 1\n")
+    inputs = {"system": str(spec), "model": "tiny-llama", "batch": 1}
+    key = sweep_cache.point_key(inputs)
+    assert sweep_cache.point_key({**inputs, "batch": 2}) != key
+    spec.write_text("a = 2\n")
+    assert sweep_cache.point_key(inputs) != key
+    changed = sweep_cache.point_key(inputs)
+    monkeypatch.setattr(sweep_cache, "code_hash", lambda: "another build")
+    assert sweep_cache.point_key(inputs) != changed
+
+
+def test_cli_sweep_writes_the_table_and_refuses_a_bad_suffix(tmp_path):
+    grid = tmp_path / "g.toml"
+    grid.write_text('[axes]\nsystem = ["h100"]\nmodel = ["tiny-llama"]\ntokens = [2]\n')
+    out = tmp_path / "t.csv"
+    res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(out), "--workers", "1",
+                                   "--no-cache"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "1 points, 1 ran, 0 failed" in res.stdout
+    assert pd.read_csv(out)["system"].tolist() == ["h100"]
+    res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(tmp_path / "t.txt")])
+    assert res.exit_code == 2 and "not '.txt'" in res.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_separately_started_scheduler_and_worker(tmp_path):
+    dask = Path(sys.executable).with_name("dask")
+    if not dask.exists():
+        pytest.skip("the dask command is not installed beside this Python")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port",
+                               str(port), "--no-dashboard"], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]  # fmt: skip
+    try:
+        time.sleep(2)
+        procs.append(subprocess.Popen([str(dask), "worker", address, "--nworkers", "1",
+                                       "--nthreads", "1", "--no-dashboard"], env=env,
+                                      cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))  # fmt: skip
+        grid = {"axes": {"system": ["h100", "wse3"], "model": ["tiny-llama"], "tokens": [2]}}
+        remote = sweep(grid, scheduler=address, cache=False)
+        assert remote.equals(sweep(grid, workers=1, cache=False))
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
