@@ -336,9 +336,17 @@ def _safe(scale: np.ndarray) -> np.ndarray:
     return np.where(scale == 0, np.float32(1.0), scale).astype(np.float32)
 
 
+_BF16_MIN_NORMAL = np.float32(2.0**-126)
+
+
 def _int_symmetric(amax: np.ndarray, qmax: int):
-    """bf16 scale bits and fp32 scale (never 0) of a symmetric quantiser with codes to qmax."""
-    scale_bits = bf16_bits(amax / np.float32(qmax))
+    """bf16 scale bits and fp32 scale (never 0) of a symmetric quantiser with codes to qmax.
+
+    A scale below bf16's smallest normal (2**-126) is flushed to zero, as hardware with
+    flush-to-zero stores it: a subnormal scale would not survive a second quantisation."""
+    raw = (amax / np.float32(qmax)).astype(np.float32)
+    raw = np.where(raw < _BF16_MIN_NORMAL, np.float32(0.0), raw)
+    scale_bits = bf16_bits(raw)
     scale = _safe(bf16_decode(scale_bits))
     return scale_bits, scale
 
