@@ -1,7 +1,7 @@
 """Sweep throughput on Dask (issue 22): a 1,008-point grid (7 systems x 4 models x 6 batches x 6
 contexts, failures included) with 1 and with 2 local worker processes in the same run, points
 per second of each (goal: 2 workers >= 1.6x on this 2-core machine), the two tables identical;
-then a sweep stopped half-way (its first half run into a cache) and rerun on the whole grid,
+then a ``pyaccel sweep`` process interrupted (Ctrl-C) half-way and rerun on the whole grid,
 which runs only the rest.
 
 Run: ``pytest bench/bench_sweep.py -s -p no:cacheprovider``. ``PYACCEL_BENCH_SWEEP_POINTS=N``
@@ -10,7 +10,11 @@ keeps the first N points of the grid (a quicker look); the goal is asserted on t
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -56,17 +60,44 @@ def test_points_per_second_with_one_and_two_workers(tmp_path):
         assert speedup >= GOAL
 
 
+def _as_toml(every: list[dict]) -> str:
+    """The points as a grid file of ``[[point]]`` tables (strings and numbers only: a JSON
+    scalar is a TOML one)."""
+    return "".join(
+        "[[point]]\n" + "".join(f'"{k}" = {json.dumps(v)}\n' for k, v in p.items()) for p in every
+    )
+
+
+def _cached_points(cache) -> int:
+    return sum(1 for _ in cache.rglob("*.json"))
+
+
 def test_a_stopped_sweep_reruns_only_the_rest(tmp_path):
+    """A ``pyaccel sweep`` process is interrupted (Ctrl-C) once half the points are cached;
+    the rerun of the whole grid runs only the points that were not, and gives the table of a
+    sweep that never stopped."""
     grid = _grid()
     every = points(grid)
-    half = {"point": every[: len(every) // 2]}
+    path = tmp_path / "grid.toml"
+    path.write_text(_as_toml(every), encoding="utf-8")
     cache = tmp_path / "cache"
-    _timed(half, workers=2, cache=cache)
+    cmd = [sys.executable, "-m", "pyaccel.cli", "sweep", str(path), "--cache", str(cache),
+           "--workers", "2", "--out", str(tmp_path / "stopped.parquet")]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while _cached_points(cache) < len(every) // 2 and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    kept = _cached_points(cache)
     seen = []
     rest_s, table = _timed(grid, workers=2, cache=cache, progress=lambda *a: seen.append(a))
-    print(f"\nrerun after stopping half-way: {seen[0][0]} of {len(every)} points from the cache, "
-          f"the rest in {rest_s:.1f} s")  # fmt: skip
-    assert seen[0][0] == len(every) // 2
+    print(
+        f"\nstopped at {kept} of {len(every)} points cached (exit code {proc.returncode}); "
+        f"the rerun took {seen[0][0]} from the cache and ran {seen[0][2]} in {rest_s:.1f} s"
+    )
+    assert not (tmp_path / "stopped.parquet").exists(), "a stopped sweep wrote its table"
+    assert len(every) // 2 <= kept < len(every)
+    assert seen[0][0] == kept and seen[0][2] == len(every) - kept
     fresh = sweep(grid, workers=2, cache=False)
     assert table.equals(fresh)
 
