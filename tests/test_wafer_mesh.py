@@ -231,3 +231,47 @@ def test_ramp_latency_by_hand(backend):
     res = tk.run(line.link_lat, 3, 1, backend)
     assert [int(res.tail[done[j]]) for j in (0, 2)] == [9, 9]
     assert int(res.tail[done[1]]) == 3  # the root is free once it has started sending
+
+
+needs_c_builders = pytest.mark.skipif(
+    kernels.compiled("allreduce_tasks") is None, reason="the C module's task builders are not built"
+)
+
+
+@needs_c_builders
+@pytest.mark.parametrize("n", [*range(1, 26), 64, 241, 755])
+def test_c_task_builders_give_the_tasks_builders_lists(n, monkeypatch):
+    # the C builders must write exactly the task list (order, slots, dependencies, paths, the
+    # task each PE waits for, messages) that the readable Tasks builders make
+    from pyaccel.kernels import ffi_mesh
+    from pyaccel.sim.wafer.mesh import _allreduce_template, _multicast_template
+
+    monkeypatch.setenv("PYACCEL_BACKEND", "numpy")  # the readable builders
+    assert kernels.compiled("allreduce_tasks") is None
+    for seg in sorted({1, 2, 3, 7, max(1, n // 3), n}):
+        for two_level in (False, True):
+            for broadcast in (False, True):
+                want = _allreduce_template.__wrapped__(n, seg, 1, two_level, broadcast)
+                got, arrive, messages = ffi_mesh.allreduce_tasks(n, seg, two_level, broadcast)
+                assert got.keys() == want.arrays.keys()
+                for k, v in got.items():
+                    np.testing.assert_array_equal(v, want.arrays[k], err_msg=k)
+                np.testing.assert_array_equal(arrive, want.arrive)
+                assert messages == want.n_messages
+    for root in sorted({0, n // 2, n - 1}):
+        for lead in (0, 1, 6):
+            want = _multicast_template.__wrapped__(n, root, 1, lead, 0)
+            got, messages = ffi_mesh.multicast_tasks(n, root, lead)
+            for k, v in got.items():
+                np.testing.assert_array_equal(v, want.arrays[k], err_msg=k)
+            assert messages == want.n_messages
+
+
+@needs_c_builders
+def test_c_task_builders_refuse_bad_lines():
+    from pyaccel.kernels import ffi_mesh
+
+    with pytest.raises(ValueError, match="segments of 0"):
+        ffi_mesh.allreduce_tasks(4, 0, True, True)
+    with pytest.raises(ValueError, match="root 4"):
+        ffi_mesh.multicast_tasks(4, 4, 0)

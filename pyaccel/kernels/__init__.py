@@ -120,3 +120,13 @@ def get(name: str, backend: str | None = None):
     if fn is None:
         raise KernelBuildError(f"kernel '{name}' is not available from backend '{wanted}'")
     return fn
+
+
+def compiled(name: str):
+    """The C version of ``name``, whose readable twin lives outside this package (e.g. the
+    task-list builders of ``sim.wafer.mesh``), when the C backend is in use (``PYACCEL_BACKEND``
+    unset or ``c``) and built; otherwise None, and the caller runs its twin (same results)."""
+    wanted = os.environ.get("PYACCEL_BACKEND") or "auto"
+    if wanted not in ("auto", "c"):
+        return None
+    return _find("c", name)

@@ -48,3 +48,71 @@ def _mesh_run(
 
 if HAS_MESH:
     mesh_run = _mesh_run
+
+
+HAS_TASKS = available and hasattr(lib, "pyaccel_allreduce_tasks")
+
+
+def _task_arrays(cap_tasks: int, cap_deps: int, cap_links: int) -> dict:
+    z = np.zeros
+    return {
+        "pe": z(cap_tasks, np.int64), "setup": z(cap_tasks, np.int64),
+        "stream": z(cap_tasks, np.int64), "nwav": z(cap_tasks, np.int64),
+        "dep_ptr": z(cap_tasks + 1, np.int64), "dep_idx": z(max(1, cap_deps), np.int64),
+        "path_ptr": z(cap_tasks + 1, np.int64), "path_link": z(max(1, cap_links), np.int64),
+    }  # fmt: skip
+
+
+_ORDER = ("pe", "setup", "stream", "nwav", "dep_ptr", "dep_idx", "path_ptr", "path_link")
+
+
+def _trimmed(a: dict, counts: np.ndarray) -> dict:
+    """The kernel arrays cut to what the builder wrote (copies: the capacity is released)."""
+    tasks, deps, links = (int(c) for c in counts[:3])
+    size = {"dep_ptr": tasks + 1, "path_ptr": tasks + 1, "dep_idx": deps, "path_link": links}
+    return {k: a[k][: size.get(k, tasks)].copy() for k in _ORDER}
+
+
+def _allreduce_tasks(n: int, seg: int, two_level: bool, broadcast: bool):
+    """C twin of ``sim.wafer.mesh._allreduce_template``'s Tasks build (the readable version):
+    the kernel arrays of the all-reduces of a line of ``n`` PEs in segments of ``seg``, setup
+    cycles and wavelets as slots; returns (arrays, arrive per PE, messages)."""
+    n, seg = int(n), int(seg)
+    if n < 1 or seg < 1:
+        raise ValueError(f"allreduce_tasks: a line of {n} PEs in segments of {seg}")
+    cap_tasks, cap_links = 3 * n + 8, 8 * n + 8
+    a = _task_arrays(cap_tasks, 4 * cap_tasks, cap_links)
+    arrive, counts = np.zeros(n, np.int64), np.zeros(4, np.int64)
+    scratch = np.zeros(3 * min(seg, n), np.int64)
+    rc = lib.pyaccel_allreduce_tasks(
+        *(_ptr(a[k]) for k in _ORDER), _ptr(arrive), _ptr(counts), n, _ptr(scratch), seg,
+        int(bool(two_level)), int(bool(broadcast)), cap_tasks, 4 * cap_tasks, cap_links,
+    )  # fmt: skip
+    if rc != 0:
+        raise ValueError("allreduce_tasks: the task list outgrew its arrays")
+    return _trimmed(a, counts), arrive, int(counts[3])
+
+
+def _multicast_tasks(n: int, root: int, lead: int):
+    """C twin of ``sim.wafer.mesh._multicast_template``'s Tasks build: a multicast from PE
+    ``root`` over a line of ``n`` PEs, fed from ``lead`` PEs before it when ``lead`` > 0;
+    returns (arrays, messages)."""
+    n, root, lead = int(n), int(root), int(lead)
+    if n < 1 or not 0 <= root < n or lead < 0:
+        raise ValueError(f"multicast_tasks: root {root} of a line of {n} PEs, lead {lead}")
+    m = n + lead
+    cap_tasks, cap_links = 2 * m + 8, 4 * m + 8
+    a = _task_arrays(cap_tasks, cap_tasks, cap_links)
+    counts = np.zeros(4, np.int64)
+    rc = lib.pyaccel_multicast_tasks(
+        *(_ptr(a[k]) for k in _ORDER), _ptr(counts), n, root, lead, cap_tasks, cap_tasks,
+        cap_links,
+    )  # fmt: skip
+    if rc != 0:
+        raise ValueError("multicast_tasks: the task list outgrew its arrays")
+    return _trimmed(a, counts), int(counts[3])
+
+
+if HAS_TASKS:
+    allreduce_tasks = _allreduce_tasks
+    multicast_tasks = _multicast_tasks

@@ -134,10 +134,15 @@ class Template:
     def of(cls, tk: Tasks, link_lat: np.ndarray, n_pes: int, arrive=None) -> Template:
         """Freeze a task list built with the slot values (``arrive``: per PE, the id of the
         task whose tail is when that PE holds the collective's result)."""
-        arrays = MappingProxyType({k: frozen(v) for k, v in tk.arrays().items()})
+        return cls.from_arrays(tk.arrays(), link_lat, n_pes, tk.n_messages, arrive)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, link_lat, n_pes: int, n_messages: int, arrive=None):
+        """Freeze a task list given as the kernel's arrays (as :meth:`of`)."""
+        frozen_arrays = MappingProxyType({k: frozen(v) for k, v in arrays.items()})
         done = None if arrive is None else frozen(np.array(arrive, dtype=np.int64))
         lat = frozen(np.array(link_lat, dtype=np.int64))
-        return cls(arrays, lat, n_pes, tk.n_messages, done)
+        return cls(frozen_arrays, lat, n_pes, n_messages, done)
 
     def filled(self, setup: int, overhead: int, nwav: int) -> dict:
         """The kernel arrays with the slots filled (new arrays; the template is unchanged)."""
@@ -296,7 +301,15 @@ def multicast(tk: Tasks, line: Line, root: int, lo: int, hi: int, nwav: int, set
 @lru_cache(maxsize=512)
 def _allreduce_template(n: int, seg: int, hop: int, two_level: bool, broadcast: bool,
                         ramp: int = 0):  # fmt: skip
-    line, tk, done = Line(n, hop, ramp), Tasks(), {}
+    """:func:`line_allreduce`'s task list with its numbers as slots, built once per shape: by
+    the C builder when in use (a line of hundreds of PEs has thousands of tasks), else by
+    :func:`allreduce` (its readable twin; the tests hold the two equal)."""
+    line = Line(n, hop, ramp)
+    build = kernels.compiled("allreduce_tasks")
+    if build is not None:
+        arrays, arrive, messages = build(n, seg, two_level, broadcast)
+        return Template.from_arrays(arrays, line.link_lat, n, messages, arrive)
+    tk, done = Tasks(), {}
     for lo in range(0, n, seg):
         hi = min(n, lo + seg)
         g = tree_groups(hi - lo) if two_level else 1
@@ -331,8 +344,14 @@ def line_multicast(n: int, root: int, nwav: int, setup: int, overhead: int, hop:
 @lru_cache(maxsize=512)
 def _multicast_template(n: int, root: int, hop: int, lead: int, ramp: int) -> Template:
     """:func:`line_multicast`'s task list with its numbers as slots (its shape depends only on
-    the line, the root and the lead): built once, filled per call."""
-    line, tk = Line(n + lead, hop, ramp), Tasks()
+    the line, the root and the lead): built once, filled per call (by the C builder when in
+    use, as :func:`_allreduce_template`)."""
+    line = Line(n + lead, hop, ramp)
+    build = kernels.compiled("multicast_tasks")
+    if build is not None:
+        arrays, messages = build(n, root, lead)
+        return Template.from_arrays(arrays, line.link_lat, n + lead, messages)
+    tk = Tasks()
     deps, first = [], SETUP_SLOT
     if lead:
         deps = [tk.add(0, SETUP_SLOT, False, NWAV_SLOT, [], line.path(0, lead + root))]
