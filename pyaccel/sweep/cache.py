@@ -83,4 +83,6 @@ class PointCache:
         """Keep ``row`` under ``key``."""
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(row, sort_keys=True), "sweep cache file")
+        # the row's own key order, not sorted: the table's columns follow the rows' key order,
+        # so a row read back from the cache must read like one just run
+        write_atomic(path, json.dumps(row), "sweep cache file")

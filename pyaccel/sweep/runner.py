@@ -10,6 +10,9 @@ the same whatever the number of workers or the order they finish in.
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +23,7 @@ from .point import ERROR, run_point
 
 # a run --json key that is also an input column is kept under this prefix (its resolved value)
 RUN_PREFIX = "run."
+POLL_S = 0.02  # how often the client looks for finished points (and for a Ctrl-C)
 
 
 def sweep(
@@ -66,18 +70,48 @@ def _run_missing(inputs, keys, rows, store, scheduler, workers, progress) -> Non
         return
     from distributed import as_completed
 
-    with _client(scheduler, workers) as client:
+    with _client(scheduler, workers) as client, _ctrl_c_flag() as stop:
         futures = client.map(run_point, [inputs[i] for i in todo], pure=False)
         where = {f.key: i for f, i in zip(futures, todo, strict=True)}
-        for future in as_completed(futures):
-            i = where[future.key]
-            rows[i] = future.result()
-            if store:
-                store.put(keys[i], rows[i])
-            done += 1
-            failed += rows[i].get(ERROR) is not None
-            if progress:
-                progress(done, failed, len(rows) - done)
+        finished = as_completed(futures)
+        while not finished.is_empty():
+            if stop.is_set():  # Ctrl-C: drop what is in flight; what finished is cached
+                client.cancel(futures)
+                raise KeyboardInterrupt
+            batch = finished.next_batch(block=False)
+            if not batch:
+                time.sleep(POLL_S)
+            for future in batch:
+                i = where[future.key]
+                rows[i] = future.result()
+                if store:
+                    store.put(keys[i], rows[i])
+                done += 1
+                failed += rows[i].get(ERROR) is not None
+                if progress:
+                    progress(done, failed, len(rows) - done)
+
+
+@contextmanager
+def _ctrl_c_flag():
+    """An event the first Ctrl-C sets instead of raising KeyboardInterrupt at whatever line
+    runs: interrupted inside the Dask client's own calls, the client could be left unable to
+    close its cluster, and the process hung. A second Ctrl-C interrupts at once."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers belong to the main thread
+        return
+    previous = signal.getsignal(signal.SIGINT) or signal.default_int_handler
+
+    def first(signum, frame):
+        stop.set()
+        signal.signal(signal.SIGINT, previous)
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
