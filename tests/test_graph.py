@@ -146,3 +146,29 @@ def test_lpu_moe_layer_all_reduces_once_per_expert_block():
     kinds = {op.kind: plan_kinds(op, 8) for op in graph.ops_of(0)}
     assert kinds["experts_gate_up_proj"] == ("gemv",)
     assert kinds["experts_down_proj"] == ("gemv", "allreduce")
+
+
+def _spans_by_hand(context: int, q: int, window: int, chunk: int) -> list[int]:
+    """Tokens the i-th of ``q`` new tokens attends, one by one."""
+    if chunk:
+        return [(context + i - 1) % chunk + 1 for i in range(1, q + 1)]
+    return [min(context + i, window) if window else context + i for i in range(1, q + 1)]
+
+
+@pytest.mark.parametrize("window, chunk", [(0, 0), (4096, 0), (100, 0), (0, 8192), (0, 37)])
+@pytest.mark.parametrize("q", [1, 3, 512, 5000])
+def test_attended_spans_in_closed_form_match_the_token_by_token_count(window, chunk, q):
+    import numpy as np
+
+    from pyaccel.model.attention import _spans
+
+    contexts = [0, 1, 36, 99, 100, 4000, 4095, 8191, 20000]
+    for c in contexts:
+        by_hand = _spans_by_hand(c, q, window, chunk)
+        got = _spans(c, q, window, chunk)
+        assert got == (by_hand[0], by_hand[-1], sum(by_hand))
+        assert all(type(x) is int for x in got)
+    first, last, total = _spans(np.array(contexts), q, window, chunk)  # a trace's steps at once
+    assert [*zip(first.tolist(), last.tolist(), total.tolist(), strict=True)] == [
+        (s[0], s[-1], sum(s)) for s in (_spans_by_hand(c, q, window, chunk) for c in contexts)
+    ]

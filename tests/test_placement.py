@@ -149,3 +149,40 @@ def test_kv_beyond_capacity_says_how_many_users_and_tokens_fit():
     # takes 17.2 GB, so 3 fit beside the 16.1 GB of weights in 85.0 - 11.8 GB of usable HBM.
     assert "at 131200 tokens per user 3 user(s) fit" in msg
     assert "--units" in msg
+
+
+def _shortfalls_slot_by_slot(plc) -> list[tuple[int, str, int, int]]:
+    """The reference: every slot's bytes added to its units' levels one at a time."""
+    cats = ("weights", "kv", "buffers")
+    use: dict[int, dict[str, int]] = {}
+    for s in plc.layers:
+        for i, u in enumerate(s.units):
+            lv = use.setdefault(u, dict(plc.reserved_bytes))
+            shares = (s.weight_bytes[i], s.kv_bytes[i], s.buffer_bytes[i])
+            for cat, n in zip(cats, shares, strict=True):
+                lv[plc.level_of[cat]] = lv.get(plc.level_of[cat], 0) + n
+    idle = next((u for u in range(plc.n_units) if u not in use), None)
+    if idle is not None:
+        use[idle] = dict(plc.reserved_bytes)
+    return [(u, level, used, plc.capacity_bytes.get(level, 0))
+            for u in sorted(use) for level, used in use[u].items()
+            if used > plc.capacity_bytes.get(level, 0)]  # fmt: skip
+
+
+@pytest.mark.parametrize("system, units", [("h100", 2), ("groq-tsp", 64), ("wse3", 1)])
+def test_shortfalls_match_the_slot_by_slot_sum(system, units):
+    import random
+    from dataclasses import replace
+
+    _, plc, _ = _place("llama-3.1-8b", system, units)
+    assert plc.shortfalls() == _shortfalls_slot_by_slot(plc) == []
+    rng = random.Random(7)
+    for _ in range(20):  # capacities cut at random, some units left idle: the same list
+        levels = {**plc.capacity_bytes}
+        cut = {lv: int(cap * rng.uniform(0.01, 1.2)) for lv, cap in levels.items()}
+        layers = tuple(replace(s, units=tuple(u % max(1, units - 1) for u in s.units))
+                       if rng.random() < 0.3 else s for s in plc.layers)  # fmt: skip
+        bad = replace(plc, capacity_bytes=cut, layers=layers, n_units=units + 1)
+        assert bad.shortfalls() == _shortfalls_slot_by_slot(bad)
+    assert any(_shortfalls_slot_by_slot(replace(plc, capacity_bytes={
+        lv: 1 for lv in plc.capacity_bytes})))  # fmt: skip

@@ -77,6 +77,28 @@ class AttentionShape:
         return self.n_heads * (self.v_head_dim if self.latent else self.head_dim)
 
 
+def _spans(context, q: int, window: int, chunk: int):
+    """(first, last, sum) over the ``q`` new tokens of the tokens each attends: the i-th
+    (i = 1..q) attends ``context + i`` tokens, at most ``window`` of them, or, in chunked
+    attention, those of its own chunk up to itself. Closed forms (a prefill chunk has thousands
+    of new tokens); integers, and arrays where ``context`` is one."""
+    scalar = np.ndim(context) == 0
+    if chunk:  # the i-th new token sits at position context + i - 1
+        pos = np.add.outer(context, np.arange(q, dtype=np.int64))
+        spans = np.mod(pos, chunk) + 1
+        first, last, total = spans[..., 0], spans[..., -1], spans.sum(axis=-1)
+    elif window:  # the first k new tokens see their whole prefix, the rest the window
+        k = np.clip(window - np.asarray(context), 0, q)
+        first = np.minimum(np.asarray(context) + 1, window)
+        last = np.minimum(np.asarray(context) + q, window)
+        total = k * context + k * (k + 1) // 2 + (q - k) * window
+    else:
+        return context + 1, context + q, q * context + q * (q + 1) // 2
+    if scalar:
+        return int(first), int(last), int(total)
+    return first, last, total
+
+
 def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     """The context-dependent work of one layer's attention: (attended tokens, FLOPs, KV bytes
     read, KV bytes written) for ``context`` cached tokens. ``context`` may be an int or a NumPy
@@ -89,13 +111,7 @@ def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     attended count returned is the last query's."""
     b, q = work.batch, work.step_tokens
     kv_fmt = work.kv_format
-    window, chunk = att.window(layer), att.chunk(layer)
-    if chunk:  # the i-th new token sits at position context + i - 1
-        spans = [np.mod(context + i - 1, chunk) + 1 for i in range(1, q + 1)]
-    else:
-        spans = [np.minimum(context + i, window) if window else context + i
-                 for i in range(1, q + 1)]  # fmt: skip
-    attended, total = spans[-1], sum(spans)
+    first, attended, total = _spans(context, q, att.window(layer), att.chunk(layer))
     if att.latent:
         lat = att.kv_lora_rank
         per_token = 2 * att.n_heads * (lat + att.qk_rope_dim) + 2 * att.n_heads * lat
@@ -105,7 +121,6 @@ def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
         flops = b * 4 * att.n_heads * att.head_dim * total
     elems = att.kv_elems_per_token
     # tokens already cached (the first query's attended - 1) are read; the new K/V are written
-    first = spans[0]
     kv_read = b * kv_fmt.tensor_bytes(first - 1, elems, "kv") * (first > 1)
     kv_write = b * kv_fmt.tensor_bytes(q, elems, "kv")
     return attended, flops, kv_read, kv_write

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, PlacementError
 from ..hw.kinds import MACHINE_KINDS
 from ..units import fmt_bytes
@@ -99,25 +101,26 @@ class Placement:
         return use
 
     def shortfalls(self) -> list[tuple[int, str, int, int]]:
-        """(unit, level, bytes needed, bytes available) for every over-full unit and level."""
-        use: dict[int, dict[str, int]] = {}  # one pass over the slots, not one per unit
-        for s in self.layers:
-            for i, u in enumerate(s.units):
-                lv = use.setdefault(u, dict(self.reserved_bytes))
-                for cat, n in zip(CATEGORIES, (s.weight_bytes[i], s.kv_bytes[i],
-                                               s.buffer_bytes[i]), strict=True):  # fmt: skip
-                    level = self.level_of[cat]
-                    lv[level] = lv.get(level, 0) + n
-        idle = next((u for u in range(self.n_units) if u not in use), None)
-        if idle is not None:  # an idle unit holds the runtime's reserve alone
-            use[idle] = dict(self.reserved_bytes)
-        out = []
-        for unit in sorted(use):
-            for level, used in use[unit].items():
-                cap = self.capacity_bytes.get(level, 0)
-                if used > cap:
-                    out.append((unit, level, used, cap))
-        return out
+        """(unit, level, bytes needed, bytes available) for every over-full unit and level, by
+        unit, then level (the reserved levels first, then those of weights, kv, buffers)."""
+        cat_levels = (self.level_of[c] for c in CATEGORIES)
+        levels = list(dict.fromkeys([*self.reserved_bytes, *cat_levels]))
+        units = np.array([u for s in self.layers for u in s.units], dtype=np.int64)
+        size = max(self.n_units, int(units.max()) + 1 if len(units) else 0)
+        # one pass over all slots at once (a placer checks hundreds of candidate placements)
+        used = np.zeros((size, len(levels)), dtype=np.int64)
+        used += [self.reserved_bytes.get(lv, 0) for lv in levels]
+        for cat, of in zip(CATEGORIES, ("weight_bytes", "kv_bytes", "buffer_bytes"), strict=True):
+            n = np.array([b for s in self.layers for b in getattr(s, of)], dtype=np.int64)
+            np.add.at(used[:, levels.index(self.level_of[cat])], units, n)
+        held = np.zeros(size, dtype=bool)
+        held[units] = True
+        idle = np.flatnonzero(~held[: self.n_units])
+        if len(idle):  # an idle unit holds the runtime's reserve alone
+            held[idle[0]] = True
+        cap = np.array([self.capacity_bytes.get(lv, 0) for lv in levels], dtype=np.int64)
+        over = np.argwhere((used > cap) & held[:, None])  # row-major: by unit, then level
+        return [(int(u), levels[j], int(used[u, j]), int(cap[j])) for u, j in over]
 
     def with_capacity_of(self, system, graph=None) -> Placement:
         """A copy whose capacities, levels and runtime reservation are the system's."""

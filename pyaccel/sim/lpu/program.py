@@ -49,6 +49,12 @@ def kind_codes(kinds) -> np.ndarray:
     return np.array([_KIND_CODE.get(k, len(_EVENT_KINDS)) for k in kinds], dtype=np.int64)
 
 
+def _is_dep(d) -> bool:
+    """Whether ``d`` names an instruction to wait for (an index, or ``INPUT``; None and -1,
+    "nothing yet", do not)."""
+    return d is not None and (d >= 0 or d == INPUT)
+
+
 def _ceil(x: float) -> int:
     return int(math.ceil(x - 1e-9)) if x > 0 else 0
 
@@ -137,7 +143,8 @@ class Program:
         self.kind: list[str] | None = []  # None once joined (kind_code holds them)
         self.dur: list[int] = []
         self.lat: list[int] = []
-        self.deps: list[list[int]] = []
+        self.n_deps: list[int] = []  # dependencies of each instruction, flat in dep_idx
+        self.dep_idx: list[int] = []
         self.op: list[int] = []
         self.nbytes: list[int] = []
         self.op_names: list[tuple] = []  # (layer, name, kind)
@@ -176,10 +183,24 @@ class Program:
         self.kind.append(kind)
         self.dur.append(int(dur))
         self.lat.append(int(lat))
-        self.deps.append([d for d in deps if d is not None and (d >= 0 or d == INPUT)])
+        kept = [d for d in deps if _is_dep(d)]
+        self.n_deps.append(len(kept))
+        self.dep_idx.extend(kept)
         self.op.append(self._cur)
         self.nbytes.append(int(n_bytes))
         return len(self.res) - 1
+
+    def _add_many(self, res, kinds, dur, lat, n_deps, dep_idx, n_bytes) -> None:
+        """Append instructions given as arrays (``dep_idx`` flat, ``n_deps`` per instruction,
+        both already filtered as :meth:`add` filters them)."""
+        self.res.extend(res.tolist())
+        self.kind.extend(kinds)
+        self.dur.extend(dur.tolist())
+        self.lat.extend(lat.tolist())
+        self.n_deps.extend(n_deps.tolist())
+        self.dep_idx.extend(dep_idx.tolist())
+        self.op.extend([self._cur] * len(kinds))
+        self.nbytes.extend(n_bytes.tolist())
 
     # ---- instruction patterns ----
 
@@ -200,17 +221,27 @@ class Program:
         over the planes, each installed (double-buffered) then fed ``m_vectors`` activation
         vectors; the result leaves ``mxm_latency`` + transit after the last block."""
         c = self.chip
-        computes: list[int] = []
-        last = [-1] * c.planes
-        blk_bytes = c.block_weights * c.operand_bytes
+        base, b = len(self.res), np.arange(blocks, dtype=np.int64)
         held = c.weight_buffers * c.planes  # blocks installed before one must be freed
-        for b in range(blocks):
-            p = b % c.planes
-            free_buf = computes[b - held] if b >= held else -1
-            ins = self.add(self.r_install(p), "install", c.install_cycles, 0, [free_buf], blk_bytes)
-            comp = self.add(self.r_mxm(p), "mxm", max(1, m_vectors), 0, [ins, inp])
-            computes.append(comp)
-            last[p] = comp
+        ins, comp = base + 2 * b, base + 2 * b + 1  # install b, then its compute, block by block
+        # install b waits for block b - held's compute to free its buffer; compute b waits for
+        # its install and the input vector
+        deps = np.stack([comp - 2 * held, ins, np.full(blocks, inp if _is_dep(inp) else 0)], 1)
+        keep = np.stack([b >= held, np.ones(blocks, bool), np.full(blocks, _is_dep(inp))], 1)
+        p = b % c.planes
+        pair = np.ones((blocks, 2), dtype=np.int64)
+        self._add_many(
+            res=np.stack([p, c.planes + p], 1).ravel(),
+            kinds=["install", "mxm"] * blocks,
+            dur=(pair * [c.install_cycles, max(1, m_vectors)]).ravel(),
+            lat=np.zeros(2 * blocks, dtype=np.int64),
+            n_deps=np.stack([keep[:, 0], keep[:, 1:].sum(1)], 1).ravel(),
+            dep_idx=deps[keep],
+            n_bytes=(pair * [c.block_weights * c.operand_bytes, 0]).ravel(),
+        )
+        # the result leaves after the last block of each plane
+        last = [int(comp[q + c.planes * ((blocks - 1 - q) // c.planes)])
+                for q in range(min(blocks, c.planes))]  # fmt: skip
         return self.add(-1, "delay", 0, c.mxm_latency + c.transit, last)
 
     def vector(self, cycles: int, inp) -> int:
@@ -287,7 +318,7 @@ class Program:
         prog.op = np.repeat(np.arange(len(fragments), dtype=np.int64), n)
         prog.kind = None  # the kinds as event codes instead (a joined program is not extended)
         prog.kind_code = np.concatenate([f.kind_code for f in fragments])
-        prog.deps = None  # held as CSR below
+        prog.n_deps = prog.dep_idx = None  # held as CSR below
         prog._csr = (np.concatenate((np.zeros(1, dtype=np.int64), ptr)), idx)
         return prog
 
@@ -304,9 +335,9 @@ class Program:
         """(resource, duration, latency, dep_ptr, dep_idx) as int64 arrays."""
         if self._csr is not None:
             return (np.asarray(self.res), np.asarray(self.dur), np.asarray(self.lat), *self._csr)
-        ptr = np.zeros(len(self.deps) + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(d) for d in self.deps])
-        idx = np.fromiter((j for d in self.deps for j in d), dtype=np.int64, count=int(ptr[-1]))
+        ptr = np.zeros(len(self.n_deps) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(self.n_deps)
+        idx = np.array(self.dep_idx, dtype=np.int64)
         return (
             np.array(self.res, dtype=np.int64),
             np.array(self.dur, dtype=np.int64),
