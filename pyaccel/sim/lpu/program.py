@@ -42,6 +42,7 @@ CLASS_OF_KIND = {"install": "lpu_mem", "mxm": "lpu_mxm", "vxm": "lpu_vxm", "sxm"
 # The instruction kinds a span is drawn for, in the order an op's spans list them.
 _EVENT_KINDS = ("install", "mxm", "vxm", "sxm", "memio", "c2c")
 _KIND_CODE = {k: i for i, k in enumerate(_EVENT_KINDS)}
+_GEMV_BLOCK = ("install", "mxm")  # the instructions of one weight block of a GEMV
 
 
 def kind_codes(kinds) -> np.ndarray:
@@ -223,18 +224,20 @@ class Program:
         c = self.chip
         base, b = len(self.res), np.arange(blocks, dtype=np.int64)
         held = c.weight_buffers * c.planes  # blocks installed before one must be freed
-        ins, comp = base + 2 * b, base + 2 * b + 1  # install b, then its compute, block by block
+        per = len(_GEMV_BLOCK)  # instructions a block: its install, then its compute
+        ins = base + per * b
+        comp = ins + 1
         # install b waits for block b - held's compute to free its buffer; compute b waits for
         # its install and the input vector
-        deps = np.stack([comp - 2 * held, ins, np.full(blocks, inp if _is_dep(inp) else 0)], 1)
+        deps = np.stack([comp - per * held, ins, np.full(blocks, inp if _is_dep(inp) else 0)], 1)
         keep = np.stack([b >= held, np.ones(blocks, bool), np.full(blocks, _is_dep(inp))], 1)
         p = b % c.planes
-        pair = np.ones((blocks, 2), dtype=np.int64)
+        pair = np.ones((blocks, per), dtype=np.int64)
         self._add_many(
             res=np.stack([p, c.planes + p], 1).ravel(),
-            kinds=["install", "mxm"] * blocks,
+            kinds=list(_GEMV_BLOCK) * blocks,
             dur=(pair * [c.install_cycles, max(1, m_vectors)]).ravel(),
-            lat=np.zeros(2 * blocks, dtype=np.int64),
+            lat=np.zeros(per * blocks, dtype=np.int64),
             n_deps=np.stack([keep[:, 0], keep[:, 1:].sum(1)], 1).ravel(),
             dep_idx=deps[keep],
             n_bytes=(pair * [c.block_weights * c.operand_bytes, 0]).ravel(),
