@@ -7,6 +7,7 @@ of ``clock_hz``; reports convert to seconds. Full events are kept for the steps 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,43 @@ EVENT_FIELDS = (
 _TEXT_FIELDS = ("layer", "op", "kind", "resource")
 OP_BOUND_FIELDS = ("step", "op", "resource", "seconds")
 """Columns of :attr:`Trace.op_bounds`."""
+
+
+class LazyArrays(Mapping):
+    """Heatmap arrays made on first use: ``make()`` returns a dict with exactly ``names``.
+    A wafer's per-PE maps are tens of MB that only plots read, so a run that never draws
+    them never builds them. Pickles (and compares) as the plain dict it stands for."""
+
+    def __init__(self, names: tuple[str, ...], make: Callable[[], dict]):
+        self._names, self._make, self._made = tuple(names), make, None
+
+    def _arrays(self) -> dict:
+        if self._made is None:
+            self._made = self._make()
+            self._make = None  # what it rests on can go
+            if tuple(self._made) != self._names:
+                raise RuntimeError(f"heatmaps {tuple(self._made)} made, {self._names} promised")
+        return self._made
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._arrays()[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name) -> bool:
+        return name in self._names
+
+    def __reduce__(self):
+        return dict, (dict(self._arrays()),)
+
+    def __repr__(self) -> str:
+        return f"LazyArrays({', '.join(self._names)}{'' if self._made else ', not made yet'})"
 
 
 def _layer_key(layer: Any) -> int | str:
@@ -127,7 +165,7 @@ class Trace:
     left_out: list[str] = field(default_factory=list)
     resource_classes: tuple[str, ...] = ()
     meta: dict = field(default_factory=dict)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)
     functional: dict = field(default_factory=dict)
     op_bounds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     inputs: Any = field(default=None, repr=False)

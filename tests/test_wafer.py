@@ -321,6 +321,29 @@ def test_heatmap_arrays(run8b):
     assert not outside.any()
 
 
+def test_heatmaps_are_made_when_read_and_equal_those_made_at_once(run8b, wse3):
+    """A run that never reads its heatmaps never builds them; read later (after other runs
+    on the same placement), they are the arrays the step had; pickled, a plain dict."""
+    import pickle
+
+    from pyaccel.trace import LazyArrays
+
+    model, plc, work, _ = run8b
+    now = pa.emulate(model, wse3, plc, work)
+    made = {k: v.copy() for k, v in now.arrays.items()}
+    later = pa.emulate(model, wse3, plc, work)
+    assert isinstance(later.arrays, LazyArrays) and "not made yet" in repr(later.arrays)
+    assert "sram_bytes" in later.arrays and len(later.arrays) == 2  # without making them
+    assert "not made yet" in repr(later.arrays)
+    pa.emulate(model, wse3, plc, pa.Workload(context=work.context // 2, tokens=2))
+    assert list(later.arrays) == list(made)
+    assert all(np.array_equal(later.arrays[k], made[k]) for k in made)
+    back = pickle.loads(pickle.dumps(later.arrays))
+    assert type(back) is dict and all(np.array_equal(back[k], made[k]) for k in made)
+    with pytest.raises(KeyError):
+        later.arrays["nothing"]
+
+
 def test_heatmap_png_draws_the_traces_arrays(run8b, tmp_path):
     """The picture is the data: the same trace gives the same bytes, and a trace whose link use
     differs (the region's links busy elsewhere) gives a different picture."""

@@ -42,10 +42,14 @@ def tp_candidates(spec) -> list[int]:
 def _buffer_bytes(graph, spec, layer) -> int:
     """Activation buffers a layer keeps on each chip: ``activation_buffers`` copies of the
     widest activation of its ops (in and out, double-buffered: lpu.activation_buffers)."""
-    widest = max((max(op.n, op.k) for op in graph.ops_of(layer) if op.kind != "sampling"),
-                 default=0)  # fmt: skip
-    if layer == "head":
-        widest = max(widest, graph.vocab)
+    key = ("lpu_widest_activation", layer)  # asked for every layer of every candidate layout
+    widest = graph.placer_memo.get(key)
+    if widest is None:
+        widest = max((max(op.n, op.k) for op in graph.ops_of(layer) if op.kind != "sampling"),
+                     default=0)  # fmt: skip
+        if layer == "head":
+            widest = max(widest, graph.vocab)
+        graph.placer_memo[key] = widest
     copies = max(1, int(spec.params.activation_buffers))
     return copies * ACT_BYTES * graph.workload.batch * widest
 

@@ -260,7 +260,7 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
         if progress:
             progress(step)
     step_notes = first_kept.notes if first_kept else {}
-    out.arrays = dict(first_kept.arrays) if first_kept else {}
+    out.arrays = first_kept.arrays if first_kept else {}  # as given (perhaps not made yet)
     out.meta = {**step_notes, **passes.models[passes.first].notes(), **passes.notes()}
     out.fewest_experts = passes.fewest
     return out

@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.wafer import experts_held, wafer_of
+from ...trace import LazyArrays
 from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
 from ..contract import MICRO_BATCHES, BoundRates, PassTiming, StepShape, StepsTiming
 from .cost import OpCost, RegionCoster, multicast
 from .crossing import system_io_parts
-from .events import heatmaps, pass_spans
+from .events import HEATMAPS, heatmaps, pass_spans
 from .experts import ASSUMPTIONS as EXPERT_ASSUMPTIONS
 from .experts import combine_cost
 
@@ -359,7 +361,10 @@ class WaferPass:
             "collectives": sum(e.cost.transfers for e in entries),
             "messages": sum(e.cost.messages for e in entries),
         }
-        arrays = heatmaps(self, entries, self.n_units, self.spec.params) if step.arrays else {}
+        arrays = {}
+        if step.arrays:  # made when read (plots): tens of MB of per-PE maps a run rarely draws
+            arrays = LazyArrays(HEATMAPS, partial(heatmaps, self, entries, self.n_units,
+                                                  self.spec.params))  # fmt: skip
         spans = pass_spans(entries, self.copies)
         return PassTiming(tuple(stage_c), spans, arrays, {"transfers": transfers}, links)
 

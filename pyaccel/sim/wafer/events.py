@@ -27,6 +27,9 @@ def pass_spans(entries: list, copies: dict) -> list[Span]:
     return out
 
 
+HEATMAPS = ("link_busy_cycles", "sram_bytes")  # the names :func:`heatmaps` gives, in order
+
+
 def heatmaps(wp, entries: list, n_units: int, p) -> dict:
     """Per-PE heatmaps (units x height x width): reserved link cycles in one pass and resident
     SRAM bytes (code and buffers on every usable PE, plus each region's tiles and KV share), on
