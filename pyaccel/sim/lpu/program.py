@@ -234,7 +234,7 @@ class Program:
         p = b % c.planes
         pair = np.ones((blocks, per), dtype=np.int64)
         self._add_many(
-            res=np.stack([p, c.planes + p], 1).ravel(),
+            res=np.stack([self.r_install(p), self.r_mxm(p)], 1).ravel(),
             kinds=list(_GEMV_BLOCK) * blocks,
             dur=(pair * [c.install_cycles, max(1, m_vectors)]).ravel(),
             lat=np.zeros(per * blocks, dtype=np.int64),
