@@ -100,3 +100,37 @@ def test_good_input_still_runs_on_every_backend():
             i64(0, 0), i64(1), 1, 0)  # fmt: skip
     heads = {b: kernels.get("mesh_run", b)(*mesh)[0].tolist() for b in _providers("mesh_run")}
     assert len({tuple(h) for h in heads.values()}) == 1, heads
+
+
+def test_a_frozen_task_list_structure_is_checked_once(monkeypatch):
+    # A cached template's arrays are read-only: its structure (PEs, dependencies, paths, links)
+    # is checked at its first run only. Writeable arrays are checked at every call, and a bad
+    # frozen structure raises at every call (it is never remembered as checked).
+    from pyaccel.kernels import checks
+    from pyaccel.sim.wafer.mesh import frozen
+
+    def mesh_args(writeable: bool):
+        pe, path_ptr, path_link = i64(0, 1), i64(0, 1, 2), i64(0, 1)
+        dep_ptr, dep_idx, lat = i64(0, 0, 1), i64(0), i64(1, 1)
+        structure = [pe, dep_ptr, dep_idx, path_ptr, path_link, lat]
+        if not writeable:
+            structure = [frozen(a) for a in structure]
+        pe, dep_ptr, dep_idx, path_ptr, path_link, lat = structure
+        return (pe, i64(3, 3), i64(0, 0), i64(2, 2), dep_ptr, dep_idx, path_ptr, path_link, lat, 2)
+
+    calls = []
+    real = checks.earlier_deps
+    monkeypatch.setattr(checks, "earlier_deps", lambda *a: (calls.append(a), real(*a)))
+    frozen_args, open_args = mesh_args(False), mesh_args(True)
+    for _ in range(3):
+        checks.mesh_run(*frozen_args)
+        checks.mesh_run(*open_args)
+    assert len(calls) == 1 + 3
+    bad = list(mesh_args(False))
+    bad[7] = frozen(i64(0, 5))  # a link past the end
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"path_link\[1\] = 5"):
+            checks.mesh_run(*bad)
+    for backend in _providers("mesh_run"):  # the kernels take the checked arrays as they are
+        head, tail, _ = kernels.get("mesh_run", backend)(*frozen_args, 0)
+        assert tail.tolist() == kernels.get("mesh_run", backend)(*open_args, 0)[1].tolist()

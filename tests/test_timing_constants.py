@@ -44,6 +44,7 @@ NOT_TIMING = {
     "SETUP_SLOT": "a slot id in the mesh kernels' parameter vector",
     "OVERHEAD_SLOT": "a slot id in the mesh kernels' parameter vector",
     "NWAV_SLOT": "a slot id in the mesh kernels' parameter vector",
+    "FLOW_COLUMNS": "a flow array's two columns, source and destination PE",
     "FORMAT_VERSION": "the placement file format's version",
     "READS": "placement file format versions this code reads",
     "MAX_UNITS": "the largest system a placement search tries",
@@ -69,9 +70,9 @@ STRUCTURAL = {
     ),
     ("sim/wafer/cost.py", 1e-9): (1, "a guard against dividing by zero"),
     ("sim/wafer/mesh.py", 2): (
-        12,
+        11,
         "link ids (a line's two directed links per edge, 2i and 2i+1; ramps after them); "
-        "flow pairs; a group's root at its middle (wafer.tree_groups); a flow's path has its "
+        "a group's root at its middle (wafer.tree_groups); a flow's path has its "
         "two ramps besides its hops",
     ),
     ("sim/wafer/mesh.py", 3): (2, "link ids: a line's ramps out come after 3n other links"),

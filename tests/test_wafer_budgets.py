@@ -6,8 +6,21 @@ import pytest
 import pyaccel as pa
 from pyaccel.errors import ConfigError
 from pyaccel.model.graph import build_graph
-from pyaccel.sim.wafer.cost import Costs, RegionCoster, _shift_flows
-from pyaccel.sim.wafer.mesh import line_flows
+from pyaccel.sim.wafer.cost import Costs, RegionCoster
+from pyaccel.sim.wafer.mesh import line_flows, line_shift, shift_flows
+
+
+def _shift_flows(h, seg, step, shifts):
+    # the reference: segment by segment, PE by PE, shift by shift (wrapping in the segment)
+    flows = []
+    for lo in range(0, h, seg):
+        size = min(h, lo + seg) - lo
+        for j in range(size):
+            for s in shifts:
+                dst = (j + s * step) % size
+                if dst != j:
+                    flows.append((lo + j, lo + dst))
+    return tuple(flows)
 
 
 def _costs(**sets):
@@ -45,6 +58,22 @@ def test_one_shift_round_by_hand():
     assert line_flows(4, _shift_flows(4, 4, 1, (2,)), 1, 20, 1, 2)[0] == 28
     # Shift by 3: 0->3 crosses 3 hops east (27), the others one hop west (25).
     assert line_flows(4, _shift_flows(4, 4, 1, (3,)), 1, 20, 1, 2)[0] == 27
+
+
+@pytest.mark.parametrize(
+    "h,seg,step,shifts",
+    [(4, 4, 1, (1,)), (4, 4, 1, (1, 2, 3)), (10, 4, 1, (1, 2, 3)), (11, 3, 2, (1, 2)),
+     (7, 7, 7, (1,)), (1, 1, 1, (1,)), (137, 17, 2, (1, 2, 3, 4, 5, 6, 7)), (9, 9, 3, ())],
+)  # fmt: skip
+def test_shift_flows_are_the_reference_loop(h, seg, step, shifts):
+    got = shift_flows(h, seg, step, shifts)
+    assert got.dtype.name == "int64" and got.shape[1:] == (2,)
+    assert tuple(map(tuple, got.tolist())) == _shift_flows(h, seg, step, shifts)
+    if len(got):  # the cached shift is line_flows of those flows
+        want = line_flows(h, _shift_flows(h, seg, step, shifts), 2, 5, 1, 2)
+        res = line_shift(h, seg, step, shifts, 2, 5, 1, 2)
+        assert res[0] == want[0] and res[2] == want[2]
+        assert res[1].tolist() == want[1].tolist()
 
 
 def test_shifts_beyond_the_budget_run_in_rounds(tmp_path):

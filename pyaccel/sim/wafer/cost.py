@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from types import MappingProxyType
 
 from ...errors import ConfigError
@@ -27,8 +26,9 @@ from .mesh import (
     ONE_LEVEL_COLOURS,
     TWO_LEVEL_COLOURS,
     line_allreduce,
-    line_flows,
     line_multicast,
+    line_shift,
+    shift_flows,
 )
 
 ACC_BYTES = 2  # partial sums kept as 16-bit in SRAM (WaferLLM's @fmach accumulates in FP16)
@@ -424,13 +424,14 @@ class RegionCoster(PeTiles):
                       for i in range(0, len(shifts), c.shifts_at_once)]  # fmt: skip
             out = None
             for part in rounds:
-                flows = _shift_flows(h, seg, step, tuple(part))
-                if not flows:
+                part = tuple(part)
+                if not len(shift_flows(h, seg, step, part)):
                     continue
                 t = c.tick  # the simulations run in ticks
-                total, busy, msgs = line_flows(h, flows, t * nwav, t * c.overhead, c.hop, c.ramp)
-                bare = line_flows(h, flows, t * nwav, 0, c.hop, c.ramp)[0]
-                no_hops = line_flows(h, flows, t * nwav, 0, 0, 0)[0]
+                shape = (h, seg, step, part, t * nwav)
+                total, busy, msgs = line_shift(*shape, t * c.overhead, c.hop, c.ramp)
+                bare = line_shift(*shape, 0, c.hop, c.ramp)[0]
+                no_hops = line_shift(*shape, 0, 0, 0)[0]
                 one = (c.cycles(total), c.cycles(bare), 0, c.busy_cycles(busy), 1, msgs,
                        c.cycles(no_hops))  # fmt: skip
                 out = one if out is None else _add_rounds(out, one)
@@ -474,21 +475,6 @@ class RegionCoster(PeTiles):
                    issues=m * group * tok_pe)  # fmt: skip
         allreduce(cost, c, w, w, m * group * d_pe, pv, 0)
         return cost
-
-
-@lru_cache(maxsize=256)
-def _shift_flows(h: int, seg: int, step: int, shifts: tuple) -> tuple:
-    """The (src, dst) flows of the GQA shifts by ``s * step`` (s in ``shifts``) inside each
-    segment of ``seg`` PEs of a line of ``h`` (wrapping around in the segment)."""
-    flows = []
-    for lo in range(0, h, seg):
-        size = min(h, lo + seg) - lo
-        for j in range(size):
-            for s in shifts:
-                dst = (j + s * step) % size
-                if dst != j:
-                    flows.append((lo + j, lo + dst))
-    return tuple(flows)
 
 
 def _add_rounds(a: tuple, b: tuple) -> tuple:

@@ -110,6 +110,7 @@ def _run_arrays(a: dict, link_lat, n_pes: int, pass_lat: int, backend=None) -> M
 # list (tasks, dependencies, paths) depends only on the line, its segments and the scheme, so it
 # is built once and filled per call; the slots are negative, unlike every real value in a list.
 SETUP_SLOT, OVERHEAD_SLOT, NWAV_SLOT = -1, -2, -3
+FLOW_COLUMNS = 2  # a flow array's columns: (src, dst)
 
 
 def frozen(arr: np.ndarray) -> np.ndarray:
@@ -360,25 +361,68 @@ def _multicast_template(n: int, root: int, hop: int, lead: int, ramp: int) -> Te
     return Template.of(tk, line.link_lat, n + lead)
 
 
+def line_flows(n: int, flows, nwav: int, setup: int, hop: int, ramp: int = 0):
+    """Cycles of point-to-point messages ``(src, dst)`` (pairs, or a k x 2 array) of ``nwav``
+    wavelets on a line of ``n`` PEs, all sent after ``setup`` cycles, sharing links (and each
+    PE's ramps) first come first served: (cycles, busy cycles per position, messages)."""
+    pairs = np.asarray(flows, dtype=np.int64).reshape(-1, FLOW_COLUMNS)
+    return _line_flows(n, _flow_paths(n, pairs), nwav, setup, hop, ramp)
+
+
 @lru_cache(maxsize=4096)
-def line_flows(n: int, flows: tuple[tuple[int, int], ...], nwav: int, setup: int, hop: int,
+def line_shift(h: int, seg: int, step: int, shifts: tuple, nwav: int, setup: int, hop: int,
                ramp: int = 0):  # fmt: skip
-    """Cycles of point-to-point messages ``(src, dst)`` of ``nwav`` wavelets on a line of ``n``
-    PEs, all sent after ``setup`` cycles, sharing links (and each PE's ramps) first come first
-    served (busy cycles read-only, as cached and shared)."""
-    line = Line(n, hop, ramp)
-    res = _run_arrays(flow_arrays(n, flows, nwav, setup), line.link_lat, n, 0)
-    return res.cycles, frozen(_line_busy(res.link_busy, n)), len(flows)
+    """:func:`line_flows` of the GQA shift :func:`shift_flows` ``(h, seg, step, shifts)`` (cached
+    by shape: the same shift recurs over layers, candidate layouts and what-ifs; the busy
+    cycles are read-only, as shared)."""
+    return _line_flows(h, _shift_paths(h, seg, step, shifts), nwav, setup, hop, ramp)
+
+
+def _line_flows(n: int, paths: dict, nwav: int, setup: int, hop: int, ramp: int):
+    res = _run_arrays(_filled_flows(paths, nwav, setup), _line_lat(n, hop, ramp), n, 0)
+    return res.cycles, frozen(_line_busy(res.link_busy, n)), len(paths["pe"])
+
+
+@lru_cache(maxsize=256)
+def _line_lat(n: int, hop: int, ramp: int) -> np.ndarray:
+    """:attr:`Line.link_lat`, read-only (so the kernel's checks see a frozen structure)."""
+    return frozen(Line(n, hop, ramp).link_lat)
+
+
+@lru_cache(maxsize=256)
+def shift_flows(h: int, seg: int, step: int, shifts: tuple) -> np.ndarray:
+    """The (src, dst) flows, a read-only k x 2 array, of the GQA shifts by ``s * step`` (s in
+    ``shifts``) inside each segment of ``seg`` PEs of a line of ``h``, wrapping around in the
+    segment; a PE's flow to itself is left out. Ordered by segment, PE, then shift."""
+    by = np.asarray(shifts, dtype=np.int64)
+    parts = [np.zeros((0, FLOW_COLUMNS), dtype=np.int64)]
+    for lo in range(0, h, seg):
+        size = min(h, lo + seg) - lo
+        j = np.repeat(np.arange(size, dtype=np.int64), len(by))
+        dst = (j + np.tile(by, size) * step) % size
+        keep = dst != j
+        parts.append(np.stack([lo + j[keep], lo + dst[keep]], axis=1))
+    return frozen(np.concatenate(parts))
+
+
+@lru_cache(maxsize=256)
+def _shift_paths(h: int, seg: int, step: int, shifts: tuple) -> dict:
+    return _flow_paths(h, shift_flows(h, seg, step, shifts))
 
 
 def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
     """The kernel arrays of ``Tasks`` holding one independent message per flow ``(src, dst)``
     on a :class:`Line` of ``n`` (``Line.path``: src's ramp out, the mesh links from src towards
     dst, dst's ramp in), built with NumPy: a GQA shift on a long line has tens of thousands of
-    flows. The paths are built once per set of flows (:func:`_flow_paths`)."""
+    flows."""
+    pairs = np.asarray(flows, dtype=np.int64).reshape(-1, FLOW_COLUMNS)
+    return _filled_flows(_flow_paths(n, pairs), nwav, setup)
+
+
+def _filled_flows(paths: dict, nwav: int, setup: int) -> dict:
+    """:func:`_flow_paths`' arrays with every flow's setup cycles and wavelets, no dependencies."""
     if nwav < 1:
         raise ValueError("a message needs at least one wavelet")
-    paths = _flow_paths(n, tuple(flows))
     k = len(paths["pe"])
     return {
         **paths,
@@ -390,11 +434,10 @@ def flow_arrays(n: int, flows, nwav: int, setup: int) -> dict:
     }
 
 
-@lru_cache(maxsize=256)
-def _flow_paths(n: int, flows: tuple) -> dict:
-    """The sending PE and the path (CSR) of each flow of :func:`flow_arrays` (read-only)."""
-    pair = np.array(flows, dtype=np.int64).reshape(-1, 2)
-    src, dst = pair[:, 0], pair[:, 1]
+def _flow_paths(n: int, pairs: np.ndarray) -> dict:
+    """The sending PE and the path (CSR) of each flow ``pairs[i] = (src, dst)`` on a line of
+    ``n`` (read-only arrays)."""
+    src, dst = pairs[:, 0], pairs[:, 1]
     hops = np.abs(dst - src)
     per = hops + 2  # ramp out, the hops, ramp in
     path_ptr = np.concatenate(([0], np.cumsum(per))).astype(np.int64)
