@@ -126,3 +126,32 @@ def test_narrowest_tp_width_keeps_groups_inside_a_node():
     cfg = pa.load_model("llama-2-70b")
     plc = pa.place(cfg, system, pa.Workload(context=4096, tokens=1, weights="int8"))
     assert plc.layout.tp <= 8
+
+
+@pytest.mark.parametrize(
+    "model,weights,sets",
+    [("llama-2-70b", "int8", []), ("llama-3.1-8b", "bf16", ["activation_buffers=6"]),
+     ("mixtral-8x7b", "int8", ["expert_layout=tp"]), ("mixtral-8x7b", "int8", [])],
+)  # fmt: skip
+def test_fit_check_is_the_built_layout_without_shortfalls(model, weights, sets):
+    # the search asks `fits` of dozens of chip and stage counts instead of building each
+    # layout: it must answer what building it and counting shortfalls answers, on either side
+    # of the line (stage counts and chip counts around the fewest that fit)
+    from pyaccel.model.graph import build_graph
+    from pyaccel.place import lpu
+
+    sysm = pa.load_system("groq-tsp", overrides=sets)
+    graph = build_graph(pa.load_model(model), pa.Workload(weights=weights).resolved("int8"))
+    floor = lpu.fewest(graph, sysm.spec).n_units
+    answers = set()
+    for tp in lpu.tp_candidates(sysm.spec):
+        for units in sorted({tp, floor - 2 * tp, floor - tp, floor, floor + 3 * tp}):
+            if units < tp:
+                continue
+            for stages in (None, 1, 2, units // tp // 2 or 1):
+                for ep in lpu._expert_layouts(graph, sysm.spec, tp):
+                    built = lpu.build(graph, sysm.spec, tp, units, stages=stages, ep=ep)
+                    fit = lpu.fits(graph, sysm.spec, tp, units, stages=stages, ep=ep)
+                    assert fit == (not built.shortfalls()), (tp, units, stages, ep)
+                    answers.add(fit)
+    assert answers == {True, False}  # both sides of the line were asked

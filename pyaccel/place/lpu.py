@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NoReturn
 
+import numpy as np
+
 from ..errors import CapacityError, PlacementError
 from ..model.graph import ACT_BYTES
 from ..units import fmt_bytes
@@ -60,10 +62,8 @@ def _slot(graph, spec, layer, chips: list[int], stage: int, used: list[int],
     experts = spread(graph.n_experts, tuple(chips)) if ep and layer in graph.moe_layers else ()
     if experts:
         w, kv = _shards(graph, layer, chips, experts)
-    else:  # the same at every stage and candidate layout of this width: kept per graph
-        key = ("lpu_shards", layer, tp)
-        hit = graph.placer_memo.get(key)
-        w, kv = hit if hit else graph.placer_memo.setdefault(key, _shards(graph, layer, chips))
+    else:
+        w, kv = _memo_shards(graph, layer, chips)
     buf = _buffer_bytes(graph, spec, layer)
     need_w, need_kv = graph.resident_bytes(layer)
     slice_bytes = int(spec.params.sram_bytes) // int(spec.params.mem_slices)
@@ -103,16 +103,56 @@ def _shards(graph, layer, chips: list[int], experts: tuple = ()) -> tuple[list, 
     return w, kv
 
 
+def _stage_of(graph, spec, tp: int, units: int, stages: int | None) -> list[int]:
+    """Each layer key's stage: contiguous blocks balanced by resident bytes over ``stages``
+    stages of ``tp`` chips (by default as many as ``units`` chips hold, at most one a key)."""
+    keys = graph.layer_keys
+    top = max(1, min(units // tp, len(keys)))
+    n_stages = top if stages is None else max(1, min(stages, top))
+    # the same for every chip and stage count tried (buffers: the preset's copies)
+    key = ("lpu_stage_sizes", tp, int(spec.params.activation_buffers))
+    sizes = graph.placer_memo.get(key)
+    if sizes is None:
+        sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, spec, k) for k in keys]
+        graph.placer_memo[key] = sizes
+    return contiguous_partition(sizes, n_stages)
+
+
+def fits(graph, spec, tp: int, units: int, stages: int | None = None, ep: bool = False) -> bool:
+    """Whether :func:`build` ``(graph, spec, tp, units, stages=stages, ep=ep)`` has no
+    shortfall, without building its slots: each chip's weights, KV and buffers summed per stage
+    from the per-width shards (a search asks this of dozens of chip and stage counts)."""
+    if ep and graph.moe_layers:  # experts whole on chips: their shares depend on the chip ids
+        return not build(graph, spec, tp, units, stages=stages, ep=ep).shortfalls()
+    stage_of = _stage_of(graph, spec, tp, units, stages)
+    used = np.zeros((max(stage_of) + 1, tp), dtype=np.int64)
+    for k, s in zip(graph.layer_keys, stage_of, strict=True):
+        used[s] += _chip_bytes(graph, spec, k, tp)
+    cap, _, reserved = unit_capacity(spec)  # one level (sram) holds all three
+    return bool((used + reserved["sram"] <= cap["sram"]).all())
+
+
+def _chip_bytes(graph, spec, layer, tp: int) -> np.ndarray:
+    """Bytes ``layer`` puts on each chip of a ``tp``-chip stage: weights, KV and buffers."""
+    w, kv = _memo_shards(graph, layer, list(range(tp)))
+    return np.array(w, dtype=np.int64) + np.array(kv) + _buffer_bytes(graph, spec, layer)
+
+
+def _memo_shards(graph, layer, chips: list[int]) -> tuple[list, list]:
+    """:func:`_shards` without experts, the same at every stage and layout of this width: kept
+    per graph."""
+    key = ("lpu_shards", layer, len(chips))
+    hit = graph.placer_memo.get(key)
+    return hit if hit else graph.placer_memo.setdefault(key, _shards(graph, layer, chips))
+
+
 def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None,
           ep: bool = False):  # fmt: skip
     """Layers over ``stages`` stages of ``tp`` chips (by default as many as ``units`` chips
     hold, at most one stage per layer key; any chips left over stay idle); ``ep``: routed
     experts whole on the stage's chips (expert parallel)."""
     keys = graph.layer_keys
-    top = max(1, min(units // tp, len(keys)))
-    n_stages = top if stages is None else max(1, min(stages, top))
-    sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, spec, k) for k in keys]
-    stage_of = contiguous_partition(sizes, n_stages)
+    stage_of = _stage_of(graph, spec, tp, units, stages)
     slots, used = [], {}
     for k, s in zip(keys, stage_of, strict=True):
         chips = list(range(s * tp, s * tp + tp))
@@ -145,12 +185,11 @@ def _fewest_stages(graph, spec, tp: int, top: Placement) -> Placement:
     units, ep = top.n_units, bool(top.layout.ep)
     while lo < hi:
         mid = (lo + hi) // 2
-        plc = build(graph, spec, tp, units, stages=mid, ep=ep)
-        if plc.shortfalls():
-            lo = mid + 1
+        if fits(graph, spec, tp, units, stages=mid, ep=ep):
+            hi = mid
         else:
-            hi, best = mid, plc
-    return best
+            lo = mid + 1
+    return best if lo == best.layout.pp else build(graph, spec, tp, units, stages=lo, ep=ep)
 
 
 def layouts_on(graph, spec, units: int) -> list[Placement]:
@@ -162,9 +201,9 @@ def layouts_on(graph, spec, units: int) -> list[Placement]:
         for ep in _expert_layouts(graph, spec, tp):
             if tp > units:
                 continue
-            most = build(graph, spec, tp, units, ep=ep)
-            if most.shortfalls():
+            if not fits(graph, spec, tp, units, ep=ep):
                 continue
+            most = build(graph, spec, tp, units, ep=ep)
             few = _fewest_stages(graph, spec, tp, most)
             out.append(few)
             if most.layout.pp != few.layout.pp:
@@ -190,9 +229,8 @@ def best_for(graph, spec, units: int) -> Placement | None:
     for tp in tp_candidates(spec):
         if tp > units:
             continue
-        plc = build(graph, spec, tp, units)
-        if not plc.shortfalls():
-            return plc
+        if fits(graph, spec, tp, units):
+            return build(graph, spec, tp, units)
     return None
 
 
