@@ -67,12 +67,18 @@ _RESULTS: list[tuple[str, str, str]] = []  # (section, case, figures) for the cl
 
 def _median_s(cmd: list[str], cwd: Path | None = None, fresh_env=None) -> float:
     """Median wall seconds of ``cmd`` as a whole process over RUNS runs after WARMUP;
-    ``fresh_env()`` gives each timed run extra environment (e.g. an empty cache folder)."""
+    ``fresh_env()`` gives each timed run extra environment (e.g. an empty cache folder).
+
+    Bytecode caching is on for every timed process: ``pip install .`` compiles a
+    package's modules at install, as it did llm-analysis's, but an editable install compiles
+    them at the first run, so ``PYTHONDONTWRITEBYTECODE`` (set in some CI and sandbox shells)
+    would make every pyaccel run recompile its sources, which no installed copy does."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for _ in range(WARMUP):
-        subprocess.run(cmd, cwd=cwd, capture_output=True, check=True)
+        subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, check=True)
     times = []
     for _ in range(RUNS):
-        run_env = os.environ | (fresh_env() if fresh_env else {})
+        run_env = env | (fresh_env() if fresh_env else {})
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=cwd, env=run_env, capture_output=True, check=True)
         times.append(time.perf_counter() - t0)

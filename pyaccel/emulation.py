@@ -164,13 +164,26 @@ def step_time_s(graph, system: System, placement) -> float:
     step driver alone, with no events, lower bound or trace (what a what-if needs). Equal to
     :attr:`Trace.step_time_s` of :func:`emulate` with the same inputs; the placement is taken as
     checked (a what-if changes rates and latencies, never a capacity)."""
+    steps = _driver_steps(graph, system, placement)
+    return float(np.array(steps, dtype=np.int64).mean()) / system.spec.clock_hz
+
+
+def one_step_cycles(graph, system: System, placement) -> int:
+    """Cycles of the first step of ``graph``'s workload as :func:`emulate` times it, with its
+    placement check, but no events, lower bound or trace (what a prefill chunk needs)."""
+    placement.check(graph, system, exact=False)
+    return int(_driver_steps(graph, system, placement)[0])
+
+
+def _driver_steps(graph, system: System, placement) -> list[int]:
+    """Every step's cycles from the step driver alone (no events), checked for range."""
     engine = engine_module(system.kind)
     try:
         run = run_steps(engine, graph, system, placement, frozenset())
     except (OverflowError, CycleRangeError):
         raise ConfigError(_overflow_message(system)) from None
     _check_cycles(run.steps, system)
-    return float(np.array(run.steps, dtype=np.int64).mean()) / system.spec.clock_hz
+    return run.steps
 
 
 def _steps_kept(tokens: int, event_steps, trace_steps: str | None) -> frozenset[int]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .emulation import emulate
+from .emulation import emulate, one_step_cycles
 from .report import union_by
 from .sim.driver import MicroBatchPasses
 from .sim.inputs import engine_module, run_graph
@@ -112,31 +112,34 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
     say where the time goes: ``Chunk.resources``, empty without), then, where the engine
     streams chunks, their schedule through its stages."""
     chunk = chunk_tokens(system) or max(1, workload.context)
-    out, works = [], []
+    out, graphs = [], []
     for context, tokens in chunks_of(workload.context, chunk):
         work = replace(workload, batch=1, context=context, step_tokens=tokens, tokens=1,
                        spec_decode=None)  # fmt: skip
-        kept = frozenset({0}) if events else frozenset()
-        trace = emulate(model, system, placement, work, event_steps=kept)
-        step = int(trace.step_cycles[0])
-        busy = union_by(trace, "resource", 0) if events else {}
-        out.append(Chunk(context, tokens, step / trace.clock_hz, busy))
-        works.append(work)
+        graph = run_graph(model, system, work)  # built once: the stream below times it again
+        if events:
+            trace = emulate(graph, system, placement, work, event_steps=frozenset({0}))
+            step, busy = int(trace.step_cycles[0]), union_by(trace, "resource", 0)
+        else:  # the step alone, as emulate times it (no events, no lower bound)
+            step, busy = one_step_cycles(graph, system, placement), {}
+        out.append(Chunk(context, tokens, step / system.spec.clock_hz, busy))
+        graphs.append(graph)
     prompt, total = max(1, workload.context), sum(c.seconds for c in out)
     engine = engine_module(system.kind)
     if not getattr(engine.pass_model, "PREFILL_STREAMS", False):
         return Prefill(prompt, chunk, tuple(out), total)
-    cycles = _streamed_cycles(engine, model, system, placement, works)
+    cycles = _streamed_cycles(engine, system, placement, graphs)
     return Prefill(prompt, chunk, tuple(out), cycles / system.spec.clock_hz, streamed=True)
 
 
-def _streamed_cycles(engine, model, system, placement, works) -> int:
-    """Cycles until the last chunk leaves the last stage, the chunks (``works``: each chunk's
-    one-step workload) streaming through the stages."""
+def _streamed_cycles(engine, system, placement, graphs) -> int:
+    """Cycles until the last chunk leaves the last stage, the chunks (``graphs``: each chunk's
+    one-step graph) streaming through the stages."""
     stages, links = [], []
-    for work in works:
-        graph = run_graph(model, system, work)
-        timing = MicroBatchPasses(engine, graph, system, placement).pass_timing(work.context)
+    for graph in graphs:
+        timing = MicroBatchPasses(engine, graph, system, placement).pass_timing(
+            graph.workload.context
+        )
         stages.append(timing.stage_cycles)
         links.append(timing.links)
     return stream_makespan(stages, None if links[0] is None else links)
