@@ -1293,7 +1293,7 @@ def test_placement_file_changed_toml_system(tmp_path):
         (["--system", "groq-tsp", "--model", "deepseek-v3", "--set", "tp_max_chips=8"],
          ["routed experts", "230,686,720 B"], ["reduce the batch"]),
         (["--system", "wse3", "--model", MODEL, "--batch", 256, "--context", 100000],
-         ["KV cache", "user(s) fit", "39,601 B"], ["--expert-weights"]),
+         ["KV cache", "user(s) fit", "45,875 B"], ["--expert-weights"]),
         (["--system", "groq-tsp", "--model", "llama-3.1-70b", "--units", 576, "--set",
           "tp_max_chips=8"],
          ["576 groq-tsp chips", "'embed'", "no chip count fits"], ["656"]),

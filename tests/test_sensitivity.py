@@ -137,15 +137,15 @@ def test_each_other_placement_strategy_is_re_emulated_and_auto_is_never_slower()
 
 
 def test_a_choice_that_needs_more_units_is_placed_again_on_auto():
-    # llama-3.1-70b: interleave fits on 5 wafers, layer regions only on 6; with --units auto
+    # llama-3.1-70b: interleave fits on 4 wafers, layer regions only on 6; with --units auto
     # the alternative is re-placed on the fewest wafers it needs and says so
     one = Workload(batch=1, context=1024, tokens=1)
     by = {a.choice: a for a in choice_alternatives("llama-3.1-70b", "wse3", "auto", one)}
     regions = by["layer_regions"]
-    assert (regions.base_units, regions.units) == (5, 6) and not regions.error
+    assert (regions.base_units, regions.units) == (4, 6) and not regions.error
     assert regions.note == "needs 6 units" and regions.step_s is not None
-    assert by["auto"].units == 5 and by["auto"].note == ""
+    assert by["auto"].units == 4 and by["auto"].note == ""
     # pinned units: no second try, the error is kept
-    pinned = {a.choice: a for a in choice_alternatives("llama-3.1-70b", "wse3", 5, one)}
+    pinned = {a.choice: a for a in choice_alternatives("llama-3.1-70b", "wse3", 4, one)}
     assert pinned["layer_regions"].step_s is None
-    assert "no layer_regions layout fits on 5 wse3 wafer(s)" in pinned["layer_regions"].note
+    assert "no layer_regions layout fits on 4 wse3 wafer(s)" in pinned["layer_regions"].note
