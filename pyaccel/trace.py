@@ -8,7 +8,7 @@ of ``clock_hz``; reports convert to seconds. Full events are kept for the steps 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ class LazyArrays(Mapping):
         return f"LazyArrays({', '.join(self._names)}{'' if self._made else ', not made yet'})"
 
 
-def _layer_key(layer: Any) -> int | str:
+def layer_key(layer: Any) -> int | str:
     """A layer key as the placement and graph have it: an int for a decoder layer, a string
     (``"embed"``, ``"head"``) otherwise."""
     if isinstance(layer, str):
@@ -78,11 +78,56 @@ def _layer_key(layer: Any) -> int | str:
     return int(layer)
 
 
+@dataclass(frozen=True)
+class SpanColumns:
+    """Many spans of one pass as columns: the fields of a span (layer, op, kind, unit,
+    resource, start, duration, n_bytes, flops; see :class:`~pyaccel.sim.contract.Span`), each
+    an array of one length: names as object arrays (layer keys as :func:`layer_key` gives
+    them), numbers int64, starts in cycles from the pass's start. What a pass with tens of
+    thousands of spans hands the event log without a Python object per span; iterating yields
+    each span as a tuple."""
+
+    layer: np.ndarray
+    op: np.ndarray
+    kind: np.ndarray
+    unit: np.ndarray
+    resource: np.ndarray
+    start: np.ndarray
+    duration: np.ndarray
+    n_bytes: np.ndarray
+    flops: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def __iter__(self):
+        return zip(*(getattr(self, f.name).tolist() for f in fields(self)), strict=True)
+
+    @classmethod
+    def of_rows(cls, rows) -> SpanColumns:
+        """The columns of span tuples (a few, e.g. a stage hop's)."""
+        rows = list(rows)
+        cols = list(zip(*rows, strict=True)) if rows else [()] * len(fields(cls))
+        text = {"layer", "op", "kind", "resource"}
+        return cls(*(
+            np.array([layer_key(x) for x in c] if f.name == "layer" else c,
+                     dtype=object if f.name in text else np.int64)
+            for f, c in zip(fields(cls), cols, strict=True)
+        ))  # fmt: skip
+
+    @classmethod
+    def concat(cls, parts) -> SpanColumns:
+        """The spans of ``parts`` one after another."""
+        parts = list(parts) or [cls.of_rows([])]
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+
+
 class EventLog:
     """Appends events during emulation; :meth:`columns` freezes them into arrays."""
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
+        self._blocks: list[tuple[int, dict]] = []  # (rows before it, its columns), in order
 
     def add(
         self,
@@ -102,7 +147,7 @@ class EventLog:
         self.rows.append(
             (
                 step,
-                _layer_key(layer),
+                layer_key(layer),
                 op,
                 kind,
                 unit,
@@ -117,21 +162,45 @@ class EventLog:
 
     def add_spans(self, step: int, t0: int, spans) -> None:
         """Record many events of one step at once: ``spans`` are (layer, op, kind, unit,
-        resource, start, duration, bytes, flops) tuples whose starts count from ``t0``."""
+        resource, start, duration, bytes, flops) tuples, or :class:`SpanColumns`, whose starts
+        count from ``t0``."""
+        if isinstance(spans, SpanColumns):
+            n = len(spans)
+            block = {
+                "step": np.full(n, step, dtype=np.int64), "layer": spans.layer, "op": spans.op,
+                "kind": spans.kind, "unit": spans.unit, "resource": spans.resource,
+                "start": spans.start + int(t0), "duration": spans.duration,
+                "bytes": spans.n_bytes, "flops": spans.flops,
+            }  # fmt: skip
+            self._blocks.append((len(self.rows), block))
+            return
         self.rows.extend(
-            (step, _layer_key(layer), op, kind, unit, resource, int(t0 + start), int(duration),
+            (step, layer_key(layer), op, kind, unit, resource, int(t0 + start), int(duration),
              int(n_bytes), int(flops))
             for layer, op, kind, unit, resource, start, duration, n_bytes, flops in spans
         )  # fmt: skip
 
     def columns(self) -> dict[str, np.ndarray]:
-        """Events as named arrays (int64 for numbers, object for names)."""
-        cols = list(zip(*self.rows, strict=True)) if self.rows else [()] * len(EVENT_FIELDS)
-        out = {}
-        for name, values in zip(EVENT_FIELDS, cols, strict=True):
-            dtype = object if name in _TEXT_FIELDS else np.int64
-            out[name] = np.array(values, dtype=dtype)
-        return out
+        """Events as named arrays (int64 for numbers, object for names), in the order they
+        were added."""
+        parts, done = [], 0
+        for at, block in self._blocks:
+            parts += [_row_columns(self.rows[done:at]), block]
+            done = at
+        parts.append(_row_columns(self.rows[done:]))
+        if len(parts) == 1:
+            return parts[0]
+        return {name: np.concatenate([p[name] for p in parts]) for name in EVENT_FIELDS}
+
+
+def _row_columns(rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Event tuples as named arrays (int64 for numbers, object for names)."""
+    cols = list(zip(*rows, strict=True)) if rows else [()] * len(EVENT_FIELDS)
+    out = {}
+    for name, values in zip(EVENT_FIELDS, cols, strict=True):
+        dtype = object if name in _TEXT_FIELDS else np.int64
+        out[name] = np.array(values, dtype=dtype)
+    return out
 
 
 @dataclass
@@ -279,7 +348,7 @@ class Trace:
                     "dur": end * us - start * us,
                     "args": {
                         "step": int(ev["step"][i]),
-                        "layer": _layer_key(ev["layer"][i]),
+                        "layer": layer_key(ev["layer"][i]),
                         "bytes": int(ev["bytes"][i]),
                         "flops": int(ev["flops"][i]),
                     },

@@ -124,26 +124,43 @@ def fits(graph, spec, tp: int, units: int, stages: int | None = None, ep: bool =
     from the per-width shards (a search asks this of dozens of chip and stage counts)."""
     if ep and graph.moe_layers:  # experts whole on chips: their shares depend on the chip ids
         return not build(graph, spec, tp, units, stages=stages, ep=ep).shortfalls()
-    stage_of = _stage_of(graph, spec, tp, units, stages)
-    used = np.zeros((max(stage_of) + 1, tp), dtype=np.int64)
-    for k, s in zip(graph.layer_keys, stage_of, strict=True):
-        used[s] += _chip_bytes(graph, spec, k, tp)
+    stage_of = np.array(_stage_of(graph, spec, tp, units, stages))
+    starts = np.flatnonzero(np.diff(stage_of, prepend=-1))  # contiguous blocks, one a stage
+    used = np.add.reduceat(_chip_bytes(graph, spec, tp), starts, axis=0)
     cap, _, reserved = unit_capacity(spec)  # one level (sram) holds all three
     return bool((used + reserved["sram"] <= cap["sram"]).all())
 
 
-def _chip_bytes(graph, spec, layer, tp: int) -> np.ndarray:
-    """Bytes ``layer`` puts on each chip of a ``tp``-chip stage: weights, KV and buffers."""
-    w, kv = _memo_shards(graph, layer, list(range(tp)))
-    return np.array(w, dtype=np.int64) + np.array(kv) + _buffer_bytes(graph, spec, layer)
+def _chip_bytes(graph, spec, tp: int) -> np.ndarray:
+    """Bytes each layer key puts on each chip of a ``tp``-chip stage (weights, KV and
+    buffers): layers x chips, kept per graph, width and buffer count."""
+    key = ("lpu_chip_bytes", tp, int(spec.params.activation_buffers))
+    hit = graph.placer_memo.get(key)
+    if hit is None:
+        rows = []
+        for layer in graph.layer_keys:
+            w, kv = _memo_shards(graph, layer, list(range(tp)))
+            rows.append(np.array(w, dtype=np.int64) + kv + _buffer_bytes(graph, spec, layer))
+        hit = graph.placer_memo[key] = np.array(rows, dtype=np.int64).reshape(-1, tp)
+    return hit
 
 
 def _memo_shards(graph, layer, chips: list[int]) -> tuple[list, list]:
     """:func:`_shards` without experts, the same at every stage and layout of this width: kept
-    per graph."""
+    per graph, and computed once per distinct set of op sizes (the decoder layers of a model
+    hold the same ops)."""
     key = ("lpu_shards", layer, len(chips))
     hit = graph.placer_memo.get(key)
-    return hit if hit else graph.placer_memo.setdefault(key, _shards(graph, layer, chips))
+    if hit is None:
+        sig = ("lpu_shard_sizes", len(chips), tuple(
+            (op.split, op.kind, op.expert, op.resident_weight_bytes, op.resident_kv_bytes)
+            for op in graph.ops_of(layer)
+        ))  # fmt: skip
+        hit = graph.placer_memo.get(sig)
+        if hit is None:
+            hit = graph.placer_memo[sig] = _shards(graph, layer, chips)
+        graph.placer_memo[key] = hit
+    return hit
 
 
 def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None,

@@ -33,7 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from ..trace import SpanColumns
 
 MICRO_BATCHES = "micro_batches"
 """The batch is split into micro-batches that follow each other through the stages."""
@@ -98,7 +101,7 @@ class PassTiming:
     gap."""
 
     stage_cycles: tuple[int, ...] | list[int]
-    spans: tuple[Span, ...] | list[Span] = ()
+    spans: tuple[Span, ...] | list[Span] | SpanColumns = ()
     arrays: dict = field(default_factory=dict)
     notes: dict = field(default_factory=dict)
     links: tuple[tuple[int, ...], ...] | None = None

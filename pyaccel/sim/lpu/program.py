@@ -386,6 +386,7 @@ class Scheduled:
     lat: np.ndarray
     cycles: int
     _events: list | None = None
+    _event_cols: tuple | None = None
 
     def link_windows(self) -> tuple[tuple[int, int], ...]:
         """The (start, end) cycles, from the program's start, in which its collectives hold
@@ -406,6 +407,17 @@ class Scheduled:
         if self._events is None:
             self._events = self._op_events()
         return self._events
+
+    def op_event_columns(self) -> tuple[np.ndarray, ...]:
+        """:meth:`op_events` as columns (op index, class as an object array, start, duration,
+        bytes), made once per schedule."""
+        if self._event_cols is None:
+            ev = self.op_events()
+            o, res, start, dur, nb = zip(*ev, strict=True) if ev else ((), (), (), (), ())
+            ints = (np.array(c, dtype=np.int64) for c in (o, start, dur, nb))
+            o, start, dur, nb = ints
+            self._event_cols = (o, np.array(res, dtype=object), start, dur, nb)
+        return self._event_cols
 
     def _c2c_latency(self, instructions) -> int:
         """Cycles the C2C links' hop latency adds to these collective instructions."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...trace import SpanColumns, layer_key
 from ..contract import Span
 from .program import TRANSITS_PER_C2C
 
 
-def pass_spans(sim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray]:
+def pass_spans(sim, scheds, stage_c) -> tuple[SpanColumns, np.ndarray, np.ndarray]:
     """Spans of one pass (cycles from its start): per op per chip per resource class, plus
     stage hops; and the bytes each chip sent over C2C links, in all and per link slot (0..6
     node peers, then the global ports)."""
@@ -18,9 +19,7 @@ def pass_spans(sim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray
     links = np.zeros((n_chips, sim.n_link_slots), dtype=np.int64)
     out, t = [], 0
     for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages, strict=True)):
-        for o, res, s, d, nb in sch.op_events():
-            op = ops[o]
-            out += [Span(op.layer, op.name, op.kind, c, res, t + s, d, nb) for c in chips]
+        out.append(_op_spans(sch, ops, chips, t))
         for coll in sch.program.collectives.values():
             for rank, c in enumerate(chips):
                 if rank < len(coll.send_bytes):
@@ -28,9 +27,26 @@ def pass_spans(sim, scheds, stage_c) -> tuple[list[Span], np.ndarray, np.ndarray
             for rank, slot, nb in coll.slot_bytes:
                 links[chips[rank], slot] += nb
         if sim.hops[i] is not None:
-            out += _hop_spans(sim, i, ops[-1].layer, chips, t + sch.cycles, sent, links)
+            hop = _hop_spans(sim, i, ops[-1].layer, chips, t + sch.cycles, sent, links)
+            out.append(SpanColumns.of_rows(hop))
         t += stage_c[i]
-    return out, sent, links
+    return SpanColumns.concat(out), sent, links
+
+
+def _op_spans(sch, ops, chips, t: int) -> SpanColumns:
+    """Each op's spans (:meth:`Scheduled.op_events`) on every chip of its stage, the chips
+    innermost, starting ``t`` cycles into the pass."""
+    o, res, start, dur, nb = sch.op_event_columns()
+    k = len(chips)
+    layer = np.array([layer_key(op.layer) for op in ops], dtype=object)
+    name = np.array([op.name for op in ops], dtype=object)
+    kind = np.array([op.kind for op in ops], dtype=object)
+    at = np.repeat(o, k)
+    return SpanColumns(
+        layer[at], name[at], kind[at], np.tile(np.asarray(chips, dtype=np.int64), len(o)),
+        np.repeat(res, k), np.repeat(start + t, k), np.repeat(dur, k), np.repeat(nb, k),
+        np.zeros(len(at), dtype=np.int64),
+    )  # fmt: skip
 
 
 def _hop_spans(sim, i: int, layer, chips, end: int, sent, links) -> list[Span]:
