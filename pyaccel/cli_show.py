@@ -6,21 +6,50 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from .io_util import dumps_strict
 from .place.kinds import as_dict
 from .records import ErrorRecord
 from .units import fmt_bytes, fmt_seconds
 
-out = Console(emoji=False)
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
-err = Console(stderr=True, emoji=False, highlight=False)
+class _LazyConsole:
+    """A rich ``Console`` made at its first use: a ``--json`` run prints through none, and
+    importing rich is a noticeable part of a short command's start."""
+
+    def __init__(self, **kwargs) -> None:
+        self._kwargs, self._console = kwargs, None
+
+    @property
+    def real(self):
+        """The ``Console`` itself (for rich's own objects, e.g. a ``Progress`` on it)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return self._console
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+out = _LazyConsole(emoji=False)
+
+
+err = _LazyConsole(stderr=True, emoji=False, highlight=False)
+
+
+def _new_table(*args, **kwargs) -> Table:
+    """A rich ``Table`` (rich is imported with the first one a command prints)."""
+    from rich.table import Table
+
+    return Table(*args, **kwargs)
 
 
 def _table(title: str | None, columns, caption: str | None = None) -> Table:
@@ -28,7 +57,9 @@ def _table(title: str | None, columns, caption: str | None = None) -> Table:
     header names; a ``>`` prefix right-aligns one (numbers), a ``~`` prefix marks free text.
     Names and numbers stay whole on one line; only free-text columns shrink on a narrow
     terminal, and they wrap (long words fold) instead of being cut with an ellipsis."""
-    t = Table(
+    from rich import box
+
+    t = _new_table(
         title=title,
         caption=caption,
         box=box.SIMPLE_HEAD,
@@ -61,7 +92,7 @@ def _progress(show: bool):
         return
     from rich.progress import Progress
 
-    with Progress(console=err, transient=True) as bar:
+    with Progress(console=err.real, transient=True) as bar:
         tasks: dict[str, int] = {}
 
         def update(done: int, total: int, label: str) -> None:
@@ -148,7 +179,7 @@ def _print_run(rec) -> None:
     """A :class:`~pyaccel.records.RunRecord` as a table."""
     from .report import fmt_ratio
 
-    table = Table(title=f"{rec.model} on {rec.units} x {rec.system}", show_header=False)
+    table = _new_table(title=f"{rec.model} on {rec.units} x {rec.system}", show_header=False)
     rows = [
         ("tokens/s per user", f"{rec.tokens_per_s_per_user:,.1f}"),
         ("tokens/s total", f"{rec.tokens_per_s:,.1f}"),
@@ -239,14 +270,14 @@ def _print_report(rep) -> None:
             f"layout {rep.meta['strategy']}, {rep.meta.get('stages', 1)} pipeline stage(s), "
             f"{rep.meta.get('micro_batches', 1)} micro-batch(es) in flight"
         )
-    t = Table(title="time by resource class (first recorded step)")
+    t = _new_table(title="time by resource class (first recorded step)")
     for col in ("resource", "time", "occupancy"):
         t.add_column(col)
     for res, sec in sorted(rep.by_resource.items(), key=lambda kv: -kv[1]):
         t.add_row(res, fmt_seconds(sec), f"{sec / s.step_time_s:.0%}")
     out.print(t)
     out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
-    t = Table(title="by op kind")
+    t = _new_table(title="by op kind")
     for col in ("op kind", "emulated", "lower bound", "ratio", "bound by"):
         t.add_column(col)
     for row in rep.by_kind:
@@ -258,7 +289,7 @@ def _print_report(rep) -> None:
             row.bound_resource,
         )
     out.print(t)
-    t = Table(title="what if one resource were twice as fast (re-emulated)")
+    t = _new_table(title="what if one resource were twice as fast (re-emulated)")
     for col in ("resource", "step time", "gain"):
         t.add_column(col)
     for row in rep.what_if:
@@ -277,7 +308,7 @@ def _print_prefill(pf: dict) -> None:
     if not pf:
         return
     ttft = pf["ttft_s"]
-    t = Table(
+    t = _new_table(
         title=f"prefill: time to first token {fmt_seconds(ttft)}, {pf['prompt_tokens']:,} "
         f"prompt tokens in {pf['chunks']} chunk(s) of <= {pf['chunk_tokens']:,}"
     )
@@ -297,7 +328,7 @@ def _print_place(plc) -> None:
         out.print(plc.reason, markup=False, highlight=False)
     rows = plc.to_dict()["per_unit"]
     cap = rows[0]["capacity_bytes"]
-    t = Table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "
+    t = _new_table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "
                       f"{plc.unit_noun}")  # fmt: skip
     experts = experts_by_unit(plc)
     cols = ("unit", "layers", *(("experts",) if experts else ()), "weights", "kv", "buffers",
@@ -430,7 +461,7 @@ def _print_validate(rows) -> None:
 
 def _print_spec(spec) -> None:
     """A speculative run's rounds under the report of its verification step."""
-    table = Table(title="speculative decoding (the tables above: one verification step; the "
+    table = _new_table(title="speculative decoding (the tables above: one verification step; the "
                   "what-if: the whole round, step time per generated token)",
                   show_header=False)  # fmt: skip
     for k, v in _spec_rows(spec.record()):

@@ -68,7 +68,7 @@ def _bar():
         return
     from rich.progress import Progress
 
-    with Progress(console=err, transient=True) as bar:
+    with Progress(console=err.real, transient=True) as bar:
         task = bar.add_task("points", total=None)
 
         def update(done: int, failed: int, remaining: int) -> None:
