@@ -70,8 +70,9 @@ STRUCTURAL = {
     ),
     ("sim/wafer/cost.py", 1e-9): (1, "a guard against dividing by zero"),
     ("sim/wafer/mesh.py", 2): (
-        11,
-        "link ids (a line's two directed links per edge, 2i and 2i+1; ramps after them); "
+        13,
+        "link ids (a line's two directed links per edge, 2i and 2i+1, so a hop east or west "
+        "moves the id by 2; ramps after them); "
         "a group's root at its middle (wafer.tree_groups); a flow's path has its "
         "two ramps besides its hops",
     ),

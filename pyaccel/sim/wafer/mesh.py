@@ -438,15 +438,19 @@ def _flow_paths(n: int, pairs: np.ndarray) -> dict:
     """The sending PE and the path (CSR) of each flow ``pairs[i] = (src, dst)`` on a line of
     ``n`` (read-only arrays)."""
     src, dst = pairs[:, 0], pairs[:, 1]
-    hops = np.abs(dst - src)
-    per = hops + 2  # ramp out, the hops, ramp in
+    per = np.abs(dst - src) + 2  # ramp out, the hops, ramp in
     path_ptr = np.concatenate(([0], np.cumsum(per))).astype(np.int64)
-    at = np.arange(path_ptr[-1], dtype=np.int64) - np.repeat(path_ptr[:-1], per) - 1
-    s, d, h = (np.repeat(a, per) for a in (src, dst, hops))
-    links = np.where(d >= s, 2 * (s + at), 2 * (s - 1 - at) + 1)  # i -> i+1 is 2i, back 2i+1
-    links = np.where(at < 0, 3 * n + s, links)
-    link = np.where(at == h, 2 * n + d, links).astype(np.int64)
-    return {"pe": frozen(src.copy()), "path_ptr": frozen(path_ptr), "path_link": frozen(link)}
+    head = path_ptr[:-1]
+    # the a-th mesh hop (a = 0, 1, ...) east from s is link 2(s + a), west 2(s - 1 - a) + 1
+    east = dst >= src
+    base = np.where(east, 2 * src, 2 * src - 1)
+    step = np.where(east, 2, -2)
+    at = np.arange(path_ptr[-1], dtype=np.int64) - np.repeat(head + 1, per)
+    link = np.repeat(base, per) + np.repeat(step, per) * at
+    link[head] = 3 * n + src  # the ramp out of the source PE
+    link[path_ptr[1:] - 1] = 2 * n + dst  # the ramp into the destination PE
+    return {"pe": frozen(src.copy()), "path_ptr": frozen(path_ptr),
+            "path_link": frozen(link.astype(np.int64, copy=False))}  # fmt: skip
 
 
 def _line_busy(busy: np.ndarray, n: int) -> np.ndarray:
