@@ -134,3 +134,23 @@ def test_a_frozen_task_list_structure_is_checked_once(monkeypatch):
     for backend in _providers("mesh_run"):  # the kernels take the checked arrays as they are
         head, tail, _ = kernels.get("mesh_run", backend)(*frozen_args, 0)
         assert tail.tolist() == kernels.get("mesh_run", backend)(*open_args, 0)[1].tolist()
+
+
+def test_the_checked_memo_keeps_no_structure_alive():
+    # a GQA shift's paths are megabytes: once the caches that own them let go, the memo of
+    # checked structures must not keep them (it holds weak references)
+    import gc
+    import weakref
+
+    from pyaccel.kernels import checks
+    from pyaccel.sim.wafer.mesh import frozen
+
+    structure = [frozen(a) for a in (i64(0, 1), i64(0, 0, 1), i64(0), i64(0, 1, 2), i64(0, 1),
+                                     i64(1, 1))]  # fmt: skip
+    pe, dep_ptr, dep_idx, path_ptr, path_link, lat = structure
+    checks.mesh_run(pe, i64(3, 3), i64(0, 0), i64(2, 2), dep_ptr, dep_idx, path_ptr, path_link,
+                    lat, 2)  # fmt: skip
+    gone = weakref.ref(path_link)
+    del structure, pe, dep_ptr, dep_idx, path_ptr, path_link, lat
+    gc.collect()
+    assert gone() is None

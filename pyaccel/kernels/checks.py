@@ -8,6 +8,8 @@ limit) on every backend. The checks are vectorised and cost a few array passes p
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 
@@ -100,7 +102,9 @@ def lpu_link_schedule(
 # Task-list structures found well-formed, by the ids of their arrays: a cached template (read-only
 # arrays, refilled with new setup cycles and message lengths at every call) is checked once, not
 # at every fill. Only arrays that own their data and are read-only (``sim.wafer.mesh.frozen``)
-# qualify; each entry holds its arrays, so no id is reused while the entry lives.
+# qualify. An entry holds weak references (a GQA shift's paths are megabytes, and the caches
+# that own them let them go), and counts only while each still refers to the array at hand: an
+# id reused by a new array after the old one died never matches.
 _CHECKED: dict[tuple, tuple] = {}
 _CHECKED_MAX = 4096
 
@@ -125,7 +129,8 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
         raise ValueError(f"n_pes = {n_pes} is out of range (must be >= 0)")
     structure = (task_pe, dep_ptr, dep_idx, path_ptr, path_link, link_lat)
     key = _frozen_key(*structure)
-    if key is not None and (key, int(n_pes)) in _CHECKED:
+    refs = _CHECKED.get((key, int(n_pes))) if key is not None else None
+    if refs is not None and all(r() is a for r, a in zip(refs, structure, strict=True)):
         return
     ids_in("task_pe", task_pe, None, int(n_pes))
     earlier_deps(dep_ptr, dep_idx, n)
@@ -134,7 +139,7 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
     if key is not None:
         if len(_CHECKED) >= _CHECKED_MAX:
             _CHECKED.clear()
-        _CHECKED[key, int(n_pes)] = structure
+        _CHECKED[key, int(n_pes)] = tuple(weakref.ref(a) for a in structure)
 
 
 def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None) -> None:

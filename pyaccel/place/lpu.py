@@ -198,7 +198,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None
 def _fewest_stages(graph, spec, tp: int, top: Placement) -> Placement:
     """The layout of ``tp``-wide stages with the fewest stages that fits, given ``top``, the
     layout with the most stages, which fits (bisection: more stages hold fewer layers each)."""
-    lo, hi, best = 1, top.layout.pp, top
+    lo, hi = 1, top.layout.pp
     units, ep = top.n_units, bool(top.layout.ep)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -206,7 +206,7 @@ def _fewest_stages(graph, spec, tp: int, top: Placement) -> Placement:
             hi = mid
         else:
             lo = mid + 1
-    return best if lo == best.layout.pp else build(graph, spec, tp, units, stages=lo, ep=ep)
+    return top if lo == top.layout.pp else build(graph, spec, tp, units, stages=lo, ep=ep)
 
 
 def layouts_on(graph, spec, units: int) -> list[Placement]:
