@@ -1,6 +1,7 @@
 """pyaccel: cycle-approximate emulation of the machines behind fast LLM decoding (wafer-scale
 SRAM meshes, LPU chip chains, hardwired-weight ASICs, GPUs) and reports of what bounds them."""
 
+from ._version import __version__ as __version__
 from .emulation import emulate
 from .errors import (
     CapacityError,
