@@ -108,10 +108,9 @@ class SpanColumns:
         """The columns of span tuples (a few, e.g. a stage hop's)."""
         rows = list(rows)
         cols = list(zip(*rows, strict=True)) if rows else [()] * len(fields(cls))
-        text = {"layer", "op", "kind", "resource"}
         return cls(*(
             np.array([layer_key(x) for x in c] if f.name == "layer" else c,
-                     dtype=object if f.name in text else np.int64)
+                     dtype=object if f.name in _TEXT_FIELDS else np.int64)
             for f, c in zip(fields(cls), cols, strict=True)
         ))  # fmt: skip
 

@@ -414,8 +414,7 @@ class Scheduled:
         if self._event_cols is None:
             ev = self.op_events()
             o, res, start, dur, nb = zip(*ev, strict=True) if ev else ((), (), (), (), ())
-            ints = (np.array(c, dtype=np.int64) for c in (o, start, dur, nb))
-            o, start, dur, nb = ints
+            o, start, dur, nb = (np.array(c, dtype=np.int64) for c in (o, start, dur, nb))
             self._event_cols = (o, np.array(res, dtype=object), start, dur, nb)
         return self._event_cols
 
