@@ -11,9 +11,11 @@ A step's token rows each pick ``top_k`` distinct experts in every MoE layer. Thr
   ``(t * rows + i) mod tokens`` (a short trace repeats: router.trace_cycles).
 
 Drawing ``top_k`` distinct experts under weights is successive sampling (pick one by weight,
-remove it, renormalise, repeat), done here as its equivalent: draw i.i.d. by weight and skip
-an expert the token already has. Draws are seeded by ``(seed, step)``, so a step's routing does
-not depend on which other steps a run times, and the same inputs give the same routing.
+remove it, renormalise, repeat), done as its equivalent: draw i.i.d. by weight and skip
+an expert the token already has (the ``route_draws`` kernel,
+:mod:`pyaccel.kernels.reference_routing`). Draws are seeded by ``(seed, step)``, so a step's
+routing does not depend on which other steps a run times, and the same inputs give the same
+routing.
 
 From a step's choices engines need, per MoE layer, how many rows each expert serves
 (:meth:`Router.counts`): the experts with at least one row are the ones whose weights the step
@@ -39,9 +41,11 @@ MAX_SKEW = 8.0
 # Steps' draws a router keeps (a run's what-if re-emulations ask for them again; bounded so that a
 # long trace of a big MoE batch does not hold them all).
 KEPT_STEPS = 1024
-# Rounds of draw-and-skip before the rows still short draw from the renormalised weights
-# directly (cost per row ~ experts instead of ~ 1 a round).
-REJECTION_ROUNDS = 32
+# Picks a router draws at once for many steps (int32 each): bounds the memory of a long run's
+# routing at a big batch, which is summarised chunk by chunk.
+CHUNK_PICKS = 1 << 22
+# Routing summaries of step ranges a router keeps (a run's what-if re-emulations ask again).
+KEPT_SUMMARIES = 8
 ASSUMPTIONS = {
     "uniform": "router.uniform: each token picks its top_k experts uniformly at random, distinct, "
     "drawn afresh every step from --seed (no correlation between layers or steps)",
@@ -112,6 +116,7 @@ class Router:
         weights = np.arange(1, n_experts + 1, dtype=np.float64) ** -spec.skew
         self.weights = weights / weights.sum()
         self._kept: dict = {}
+        self._summaries: dict = {}
 
     def choices(self, step: int, rows: int) -> np.ndarray:
         """Expert ids ``[rows, moe_layers, top_k]`` of step ``step``'s ``rows`` token rows (kept:
@@ -129,17 +134,74 @@ class Router:
         if self.trace is not None:
             idx = (step * rows + np.arange(rows)) % len(self.trace)
             return self.trace[idx]
-        rng = np.random.default_rng([self.seed, ROUTER_STREAM, step])
-        ranks = _distinct_draws(rng, self.weights, rows * self.n_layers, self.top_k)
-        ranks = ranks.reshape(rows, self.n_layers, self.top_k)
-        layer = np.arange(self.n_layers)[None, :, None]
-        return self.perm[layer, ranks]
+        return self.choices_over(np.array([step], dtype=np.int64), rows)[0]
+
+    def choices_over(self, steps: np.ndarray, rows: int) -> np.ndarray:
+        """Expert ids ``[len(steps), rows, moe_layers, top_k]`` of ``steps``' rows: each step
+        from its own stream ``[seed, ROUTER_STREAM, step]`` (the ``route_draws`` kernel), or the
+        trace file's tokens."""
+        if self.trace is not None:
+            idx = (steps[:, None] * rows + np.arange(rows)[None, :]) % len(self.trace)
+            return self.trace[idx]
+        layer = np.arange(self.n_layers)[None, None, :, None]
+        return self.perm[layer, self._ranks(steps, rows)]
+
+    def _ranks(self, steps: np.ndarray, rows: int) -> np.ndarray:
+        """Popularity ranks ``[len(steps), rows, moe_layers, top_k]`` (int32) of the experts
+        ``steps``' rows draw (the ``route_draws`` kernel)."""
+        from .kernels import get
+
+        ranks = get("route_draws")((self.seed, ROUTER_STREAM), steps, self.weights,
+                                   rows * self.n_layers, self.top_k)  # fmt: skip
+        return ranks.reshape(len(steps), rows, self.n_layers, self.top_k)
+
+    def summary(self, steps: np.ndarray, rows: int, spans: list[tuple[int, int]]) -> tuple:
+        """For each step of ``steps`` (``rows`` token rows a step) at once, as :meth:`counts`
+        gives them one by one: ``hot[t, s, i]`` (the busiest expert's rows) and
+        ``distinct[t, s, i]`` (experts with rows) of span ``s`` in MoE layer ``i``, and
+        ``whole[t, i]``, the distinct experts of all the step's rows (int64 arrays). Kept:
+        a run's what-if re-emulations ask for the same steps again."""
+        steps = np.ascontiguousarray(steps, dtype=np.int64)
+        key = (steps.tobytes(), rows, tuple(spans))
+        hit = self._summaries.get(key)
+        if hit is None:
+            if len(self._summaries) >= KEPT_SUMMARIES:
+                self._summaries.clear()
+            hit = self._summaries[key] = self._summarise(steps, rows, spans)
+        return hit
+
+    def _summarise(self, steps: np.ndarray, rows: int, spans: list) -> tuple:
+        if rows <= 1:  # one row picks top_k distinct experts, one row each: nothing to draw
+            sizes = np.array([hi - lo for lo, hi in spans], dtype=np.int64)
+            shape = (len(steps), len(spans), self.n_layers)
+            out = (
+                np.broadcast_to(sizes[None, :, None], shape).copy(),
+                np.broadcast_to(sizes[None, :, None] * self.top_k, shape).copy(),
+                np.full((len(steps), self.n_layers), rows * self.top_k, dtype=np.int64),
+            )
+        else:  # counts per expert are the same up to the layer's permutation: ranks suffice
+            per = max(1, CHUNK_PICKS // max(1, rows * self.n_layers * self.top_k))
+            draw = self.choices_over if self.trace is not None else self._ranks
+            parts = [summarise(draw(steps[i : i + per], rows), spans, self.n_experts)
+                     for i in range(0, len(steps), per)]  # fmt: skip
+            out = tuple(np.concatenate([p[j] for p in parts]) for j in range(3))
+        for a in out:
+            a.flags.writeable = False
+        return out
 
     def counts(self, step: int, rows: int, spans: list[tuple[int, int]]) -> list[np.ndarray]:
         """For each ``(start, stop)`` span of step ``step``'s rows (a micro-batch's), the rows
         each expert serves: int64 ``[moe_layers, n_experts]``."""
         picks = self.choices(step, rows)
         return [counts_of(picks[lo:hi], self.n_experts) for lo, hi in spans]
+
+
+def summarise(picks: np.ndarray, spans: list[tuple[int, int]], n_experts: int) -> tuple:
+    """``(hot, distinct, whole)`` of the choices ``picks`` ``[steps, rows, moe_layers, top_k]``
+    as :meth:`Router.summary` gives them (the ``route_counts`` kernel)."""
+    from .kernels import get
+
+    return get("route_counts")(picks, np.array(spans, dtype=np.int64), n_experts)
 
 
 def counts_of(picks: np.ndarray, n_experts: int) -> np.ndarray:
@@ -149,44 +211,6 @@ def counts_of(picks: np.ndarray, n_experts: int) -> np.ndarray:
     flat = picks + (np.arange(n_layers) * n_experts)[None, :, None]
     n = np.bincount(flat.ravel(), minlength=n_layers * n_experts)
     return n.reshape(n_layers, n_experts).astype(np.int64)
-
-
-def _distinct_draws(rng, weights: np.ndarray, n: int, k: int) -> np.ndarray:
-    """``n`` draws of ``k`` distinct indices each, by successive sampling under ``weights``
-    (summing to 1): int64 ``[n, k]``.
-
-    Each pick is drawn i.i.d. and skipped when the row has it already, which draws it from the
-    weights renormalised over the rest; rows still short after :data:`REJECTION_ROUNDS`
-    (a steep zipf's cold tail) take their remaining picks from that renormalised distribution
-    directly. Either way each pick has the same conditional law, so the result is exact."""
-    cdf = np.cumsum(weights)
-    out = np.full((n, k), -1, dtype=np.int64)
-    filled = np.zeros(n, dtype=np.int64)
-    pending = np.arange(n)
-    for _ in range(REJECTION_ROUNDS):
-        if not len(pending):
-            return out
-        pick = np.minimum(np.searchsorted(cdf, rng.random(len(pending)), side="right"),
-                          len(cdf) - 1)  # fmt: skip
-        fresh = ~(out[pending] == pick[:, None]).any(axis=1)
-        rows = pending[fresh]
-        out[rows, filled[rows]] = pick[fresh]
-        filled[rows] += 1
-        pending = pending[filled[pending] < k]
-    left = np.tile(weights, (len(pending), 1))
-    have = out[pending]
-    j, col = np.nonzero(have >= 0)
-    left[j, have[j, col]] = 0.0
-    while len(pending):
-        c = np.cumsum(left, axis=1)
-        u = rng.random(len(pending)) * c[:, -1]
-        pick = np.minimum((c <= u[:, None]).sum(axis=1), len(weights) - 1)
-        out[pending, filled[pending]] = pick
-        filled[pending] += 1
-        left[np.arange(len(pending)), pick] = 0.0
-        keep = filled[pending] < k
-        pending, left = pending[keep], left[keep]
-    return out
 
 
 def _load_trace(path: str, n_experts: int, top_k: int, moe_layers: int) -> np.ndarray:

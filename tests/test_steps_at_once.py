@@ -35,6 +35,32 @@ CASES = [  # (system, units, model, workload, --set overrides)
         marks=pytest.mark.slow,
     ),
     ("groq-tsp", 1, "tiny-llama", pa.Workload(context=60, tokens=200, step_tokens=2), None),
+    # routed experts: each step's own routing, drawn for all steps at once
+    ("h100", 1, "tiny-mixtral", pa.Workload(context=5, tokens=60, batch=3), QUIET_HOST),
+    (
+        "h100",
+        2,
+        "tiny-deepseek-v2",
+        pa.Workload(tokens=40, batch=4, router="zipf:1.2"),
+        {**QUIET_HOST, "expert_layout": "tp"},
+    ),
+    (
+        "h100",
+        8,
+        "tiny-deepseek-v3",
+        pa.Workload(tokens=40, batch=5, step_tokens=2),
+        {**QUIET_HOST, "expert_layout": "tp"},
+    ),
+    ("wse3", 1, "tiny-mixtral", pa.Workload(context=9, tokens=80, batch=4), None),
+    ("wse3", 2, "tiny-llama4", pa.Workload(tokens=60, batch=5, router="zipf:2"), None),
+    (
+        "groq-tsp",
+        8,
+        "tiny-mixtral",
+        pa.Workload(context=3, tokens=60, batch=16, router="zipf:1.5"),
+        None,
+    ),  # fmt: skip
+    ("groq-tsp", "auto", "tiny-deepseek-v3", pa.Workload(tokens=50, batch=16), None),
 ]
 
 
@@ -49,7 +75,7 @@ def test_steps_at_once_equal_steps_one_by_one(system, units, model, work, sets):
     engine = engine_module(sysm.kind)
     passes = driver.MicroBatchPasses(engine, build_graph(cfg, work), sysm, plc)
     contexts = work.context + np.arange(work.tokens, dtype=np.int64)
-    at_once = passes.steps_over(contexts)
+    at_once = passes.steps_over(contexts, np.arange(work.tokens))
     assert at_once is not None, "this pass model times steps at once"
     one_by_one = [passes.step(int(c), False, i)[0] for i, c in enumerate(contexts)]
     assert at_once.tolist() == one_by_one
@@ -58,17 +84,27 @@ def test_steps_at_once_equal_steps_one_by_one(system, units, model, work, sets):
     every = pa.emulate(cfg, sysm, plc, work, trace_steps="all")
     ends = pa.emulate(cfg, sysm, plc, work)
     assert list(ends.step_cycles) == list(every.step_cycles) == one_by_one
+    # routed runs: the bound's fewest experts over the run are the same either way
+    assert list(ends.lower_bound_cycles) == list(every.lower_bound_cycles)
 
 
-def test_steps_that_route_experts_or_launch_eagerly_are_timed_one_by_one():
+def test_routed_steps_need_their_places_in_the_run():
     work = pa.Workload(context=4, tokens=3)
-    for name, sets in (("tiny-mixtral", None), ("tiny-deepseek-v2", None),
-                       ("tiny-llama", {"launch_mode": "eager"})):  # fmt: skip
+    model, sysm = pa.load_model("tiny-mixtral"), _system("h100", 1, None)
+    passes = driver.MicroBatchPasses(engine_module("gpu"), build_graph(model, work), sysm,
+                                     pa.place(model, sysm, work))  # fmt: skip
+    assert passes.steps_over(np.arange(4, 7)) is None  # which routing each step draws
+    assert passes.steps_over(np.arange(4, 7), np.arange(3)) is not None
+
+
+def test_steps_that_launch_eagerly_or_follow_expert_ids_are_timed_one_by_one():
+    work = pa.Workload(context=4, tokens=3)
+    for name, sysm in (("tiny-llama", _system("h100", 1, {"launch_mode": "eager"})),
+                       ("tiny-mixtral", _system("h100", 8, ["expert_layout=ep"]))):  # fmt: skip
         model = pa.load_model(name)
-        sysm = _system("h100", 1, sets)
         passes = driver.MicroBatchPasses(engine_module("gpu"), build_graph(model, work), sysm,
                                          pa.place(model, sysm, work))  # fmt: skip
-        assert passes.steps_over(np.arange(4, 7)) is None
+        assert passes.steps_over(np.arange(4, 7), np.arange(3)) is None
 
 
 def test_cycles_of_an_array_are_the_scalar_rule_bit_for_bit():

@@ -250,3 +250,36 @@ def _relay(shape, roff, rbusy, win_ptr, win_start, win_end) -> None:
     overlap[1:] = (ws[1:] < we[:-1]) & ~first[1:]
     if overlap.any():
         _fail("win_start", ws, overlap, "windows must be sorted and disjoint")
+
+
+def route_draws(entropy, steps, weights, n, k) -> None:
+    """Non-negative integer ``entropy`` words and ``steps``; ``weights`` of at least ``k`` > 0
+    indices, non-negative, with positive weight on at least ``k`` of them; ``n`` >= 0 rows."""
+    if not len(entropy) or any(int(e) < 0 for e in entropy):
+        raise ValueError(f"entropy = {tuple(entropy)} must be one or more integers >= 0")
+    if np.ndim(steps) != 1:
+        raise ValueError(f"steps has shape {np.shape(steps)}; expected (n_steps,)")
+    ids_in("steps", steps, 0, None)
+    w = np.asarray(weights)
+    if w.ndim != 1 or int(k) < 1 or int(k) > len(w):
+        raise ValueError(f"k = {k} distinct picks need 1 <= k <= len(weights) = {len(w)}")
+    if not np.isfinite(w).all() or (w < 0).any() or int((w > 0).sum()) < int(k):
+        raise ValueError(f"weights must be finite, >= 0 and positive on at least k = {k} "
+                         "indices")  # fmt: skip
+    if int(n) < 0:
+        raise ValueError(f"n = {n} is out of range (must be >= 0)")
+
+
+def route_counts(picks, spans, n_experts) -> None:
+    """``picks`` steps x rows x layers x top_k expert ids in ``[0, n_experts)``; ``spans``
+    (start, stop) row ranges within the rows, start <= stop."""
+    if np.ndim(picks) != 4:
+        raise ValueError(f"picks has shape {np.shape(picks)}; expected (steps, rows, layers, "
+                         "top_k)")  # fmt: skip
+    ids_in("picks", picks, 0, int(n_experts))
+    sp = np.asarray(spans)
+    if sp.ndim != 2 or (len(sp) and sp.shape[1] != 2):
+        raise ValueError(f"spans has shape {sp.shape}; expected (n_spans, 2)")
+    ids_in("spans", sp, 0, np.shape(picks)[1] + 1)
+    if len(sp) and (sp[:, 0] > sp[:, 1]).any():
+        _fail("spans start", sp[:, 0], sp[:, 0] > sp[:, 1], "must not exceed its stop")

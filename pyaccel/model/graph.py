@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..formats import FORMATS, HC1_ASSUMPTION, Format
 from ..workload import Workload
@@ -185,18 +187,35 @@ class DecodeGraph:
         by op name: matmuls read the weights of the experts with rows (``weight_bytes``), and
         every expert op carries the busiest expert's rows (``hot_rows``). Token rows, FLOPs and
         activations stay the graph's (each row still goes to ``top_k`` experts)."""
-        hot, distinct = counts.max(axis=1).tolist(), (counts > 0).sum(axis=1).tolist()
-        out, memo = {}, self._routed_memo
-        for i, op, one in self._expert_ops:
-            key = (op.name, hot[i], distinct[i])
-            hit = memo.get(key)
-            if hit is None:  # steps repeat the same counts often (one sequence: always top_k)
-                fields = {"hot_rows": hot[i]}
-                if one:
-                    fields["weight_bytes"] = one * distinct[i]
-                hit = memo[key] = replace(op, **fields)
-            out[op.name] = hit
-        return out
+        return self.routed_ops_of(counts.max(axis=1), (counts > 0).sum(axis=1))
+
+    def routed_ops_of(self, hot, distinct) -> dict[str, Op]:
+        """:meth:`routed_ops` of a step whose ``i``-th MoE layer has ``distinct[i]`` experts
+        with rows, the busiest serving ``hot[i]`` rows."""
+        hot, distinct = np.asarray(hot).tolist(), np.asarray(distinct).tolist()
+        return {
+            op.name: self.routed_op(j, hot[i], distinct[i])
+            for j, (i, op, _) in enumerate(self._expert_ops)
+        }
+
+    def routed_op(self, op_index: int, hot: int, distinct: int) -> Op:
+        """The ``op_index``-th routed-expert op (in :attr:`expert_ops` order) for a step whose
+        MoE layer has ``distinct`` experts with rows, the busiest serving ``hot`` rows; memoised,
+        so equal routings give the same object."""
+        _, op, one = self._expert_ops[op_index]
+        key = (op.name, hot, distinct)
+        hit = self._routed_memo.get(key)
+        if hit is None:  # steps repeat the same counts often (one sequence: always top_k)
+            fields = {"hot_rows": hot}
+            if one:
+                fields["weight_bytes"] = one * distinct
+            hit = self._routed_memo[key] = replace(op, **fields)
+        return hit
+
+    @property
+    def expert_ops(self) -> tuple:
+        """(MoE layer index, op) of every routed-expert op, in graph order."""
+        return tuple((i, op) for i, op, _ in self._expert_ops)
 
     @cached_property
     def _expert_ops(self) -> tuple:

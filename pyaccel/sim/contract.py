@@ -123,6 +123,56 @@ class StepsTiming:
 
 
 @dataclass(frozen=True)
+class RoutedSteps:
+    """The routing of many steps of one micro-batch, all at once (a pass model's
+    ``stage_cycles_over`` with routed experts): at step ``t``, MoE layer ``i``'s busiest expert
+    serves ``hot[t, i]`` token rows and ``distinct[t, i]`` experts have rows, which is all a
+    step's routed-expert ops depend on (:meth:`~pyaccel.model.graph.DecodeGraph.routed_ops_of`);
+    int64 arrays ``[steps, moe_layers]``. Engines that time a step from the rows' expert ids
+    themselves (expert parallelism) cannot use it and time such steps one by one."""
+
+    hot: Any
+    distinct: Any
+
+    def op_versions(self, graph) -> Iterator[tuple[int, Any, list, Any]]:
+        """For each routed-expert op of ``graph`` (in ``graph.expert_ops`` order): ``(index,
+        the graph's own op, the distinct routed versions the steps run, which version each step
+        runs)``, the last an int64 index a step."""
+        import numpy as np
+
+        if not len(self.hot):
+            return
+        span = int(self.distinct.max()) + 1
+        keys = self.hot * span + self.distinct  # one integer per (hot, distinct)
+        same = (keys == keys[0]).all(axis=0)  # layers whose routing no step changes
+        layers: dict = {}
+        for j, (i, op) in enumerate(graph.expert_ops):
+            if i not in layers:
+                if same[i]:
+                    uniq, which = keys[:1, i], np.zeros(len(keys), dtype=np.int64)
+                else:
+                    uniq, which = np.unique(keys[:, i], return_inverse=True)
+                layers[i] = ([divmod(int(u), span) for u in uniq], which.ravel())
+            uniq, which = layers[i]
+            yield j, op, [graph.routed_op(j, h, d) for h, d in uniq], which
+
+    def groups(self) -> tuple[Any, Any]:
+        """Steps of equal routing: ``(first, which)``, the first step of each distinct routing
+        and, per step, the index of its routing among them."""
+        import numpy as np
+
+        rows = np.hstack([self.hot, self.distinct])
+        if (rows == rows[:1]).all():  # one routing for every step (e.g. one sequence)
+            return np.zeros(min(1, len(rows)), dtype=np.int64), np.zeros(len(rows), np.int64)
+        _, first, which = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        return first, which.ravel()
+
+    def ops(self, graph, t: int) -> dict:
+        """Step ``t``'s routed-expert ops by name (what :class:`StepShape` ``routed`` holds)."""
+        return graph.routed_ops_of(self.hot[t], self.distinct[t])
+
+
+@dataclass(frozen=True)
 class BoundRates:
     """Peak rates an engine's lower bound uses: memory (bytes/s), each op's compute (a function
     of the op, ops/s, 0 for none) and the link that carries reductions between units (bytes/s),

@@ -26,9 +26,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..routing import counts_of, parse, router_for
+from ..routing import counts_of, parse, router_for, summarise
 from ..trace import EventLog
-from .contract import MICRO_BATCHES, SEQUENCES, PassTiming, StepShape, attention_layout
+from .contract import (
+    MICRO_BATCHES,
+    SEQUENCES,
+    PassTiming,
+    RoutedSteps,
+    StepShape,
+    attention_layout,
+)
 from .pipeline import micro_batch_sizes, pipeline_cycles, pipeline_cycles_over, pipeline_schedule
 
 
@@ -101,43 +108,76 @@ class MicroBatchPasses:
             first = replace(first, spans=[*first.spans, *self.host.spans(cycles, wait)])
         return cycles + wait, first
 
-    def steps_over(self, contexts: np.ndarray) -> np.ndarray | None:
+    def steps_over(
+        self, contexts: np.ndarray, indices: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """Cycles of the steps at each of ``contexts`` (no events), all at once, as :meth:`step`
-        gives them one by one; None when a pass model cannot time steps so (it has no
-        ``stage_cycles_over``, or its stages hand over on links of their own) or the steps
-        route experts (each draws its own)."""
+        gives them one by one; ``indices``: the steps' places in the run (which routing each
+        draws). None when a pass model cannot time steps so (it has no ``stage_cycles_over``,
+        or its stages hand over on links of their own, or it times routed experts from each
+        row's expert ids) or the steps route experts and ``indices`` is not given."""
         if self.router is not None:
-            return None
+            return self._routed_over(contexts, indices)
         per = {}
         for size, model in self.models.items():
             over = getattr(model, "stage_cycles_over", None)
             per[size] = over(contexts, self.layouts[size]) if over else None
             if per[size] is None:
                 return None
-        if per[self.first].links is None:
-            cycles = pipeline_cycles_over({s: t.stage_cycles for s, t in per.items()}, self.sizes)
+        return self._cycles_over(per, list(self.sizes), self.first)
+
+    def _routed_over(self, contexts: np.ndarray, indices: np.ndarray | None) -> np.ndarray | None:
+        """:meth:`steps_over` for steps that route experts: every step's routing drawn at once
+        (:meth:`~pyaccel.routing.Router.summary`), each micro-batch timed over all steps with
+        its own rows' routing (:class:`~pyaccel.sim.contract.RoutedSteps`)."""
+        if indices is None:
+            return None
+        spans = self._spans()
+        hot, distinct, whole = self.router.summary(indices, spans[-1][1], spans)
+        per = {}
+        for i, size in enumerate(self.sizes):
+            over = getattr(self.models[size], "stage_cycles_over", None)
+            routed = RoutedSteps(hot[:, i], distinct[:, i])
+            per[i] = over(contexts, self.layouts[size], routed) if over else None
+            if per[i] is None:
+                return None
+        fewest = whole.min(axis=0)
+        self.fewest = fewest if self.fewest is None else np.minimum(self.fewest, fewest)
+        return self._cycles_over(per, list(range(len(self.sizes))), 0)
+
+    def _cycles_over(self, per: dict, order: list, first) -> np.ndarray:
+        """Every step's cycles from each pass's :class:`StepsTiming` (by key, in pipeline
+        ``order``; ``first``: the key of the pass events lay out), with the host's wait."""
+        if per[first].links is None:
+            cycles = pipeline_cycles_over({k: t.stage_cycles for k, t in per.items()}, order)
         else:
-            cycles = self._schedules_over(per)
+            cycles = self._schedules_over(per, order, first)
         return cycles + self.host.exposed(cycles) if self.host else cycles
 
-    def _schedules_over(self, per: dict) -> np.ndarray:
-        """The simulated schedule's interval of every step of ``per`` (size -> StepsTiming),
+    def _spans(self) -> list[tuple[int, int]]:
+        """The token rows of each micro-batch, in pipeline order, as ``(start, stop)``."""
+        q = self.models[self.first].graph.workload.step_tokens  # rows a sequence
+        bounds = np.cumsum([0, *self.sizes]) * q
+        return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+
+    def _schedules_over(self, per: dict, order: list, first) -> np.ndarray:
+        """The simulated schedule's interval of every step of ``per`` (key -> StepsTiming),
         simulated once per distinct set of stage cycles and links."""
-        sizes = sorted(per)
-        rows = np.hstack([np.column_stack([per[s].stage_cycles, per[s].which]) for s in sizes])
+        keys = sorted(per)
+        rows = np.hstack([np.column_stack([per[s].stage_cycles, per[s].which]) for s in keys])
         distinct, which = np.unique(rows, axis=0, return_inverse=True)
         out = np.zeros(len(distinct), dtype=np.int64)
         for u, row in enumerate(distinct.tolist()):
             stage_c, links, windows, at = {}, {}, {}, 0
-            for s in sizes:
+            for s in keys:
                 n = per[s].stage_cycles.shape[1]
                 stage_c[s], pick = row[at : at + n], row[at + n]
                 links[s] = per[s].links[pick]
                 windows[s] = per[s].link_windows[pick] if per[s].link_windows else None
                 at += n + 1
-            if windows[self.first] is None:  # as one step's timing: the first pass's say
+            if windows[first] is None:  # as one step's timing: the first pass's say
                 windows = None
-            out[u] = self._schedule(stage_c, links, windows, list(self.sizes))
+            out[u] = self._schedule(stage_c, links, windows, order)
         return out[which.ravel()]
 
     def pass_timing(self, context: int) -> PassTiming:
@@ -151,10 +191,8 @@ class MicroBatchPasses:
         size stands for its micro-batches; with them each micro-batch routes its own rows."""
         if self.router is None:
             return [(s, s, None, None) for s in self.models], list(self.sizes)
-        q = self.models[self.first].graph.workload.step_tokens  # rows a sequence
-        bounds = np.cumsum([0, *self.sizes]) * q
-        spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
-        picks = self.router.choices(index, int(bounds[-1]))
+        spans = self._spans()
+        picks = self.router.choices(index, spans[-1][1])
         distinct = (counts_of(picks, self.router.n_experts) > 0).sum(axis=1)
         self.fewest = distinct if self.fewest is None else np.minimum(self.fewest, distinct)
         jobs = [(i, s, self.models[s].graph.routed_ops(counts_of(picks[lo:hi],
@@ -241,7 +279,7 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
     out = Stepped(EventLog(), [])
     # the steps whose events are not kept, timed at once (None: one by one, as the others)
     rest = np.array([t for t in range(work.tokens) if t not in kept], dtype=np.int64)
-    cycles_of = passes.steps_over(work.context + rest) if len(rest) else None
+    cycles_of = passes.steps_over(work.context + rest, rest) if len(rest) else None
     at_once = None
     if cycles_of is not None:
         at_once = dict(zip(rest.tolist(), cycles_of.tolist(), strict=True))
@@ -310,10 +348,10 @@ def _sequence_routes(graph, model) -> tuple:
     if router is None:
         return None, None
     work = graph.workload
-    picks = np.stack([router.choices(t, work.rows) for t in range(work.tokens)])
-    distinct = [(counts_of(p, graph.n_experts) > 0).sum(axis=1) for p in picks]
+    picks = router.choices_over(np.arange(work.tokens, dtype=np.int64), work.rows)
+    whole = summarise(picks, [(0, work.rows)], graph.n_experts)[2]
     routes = (model.expert_stages(), picks, model.expert_hardware())
-    return routes, np.min(distinct, axis=0)
+    return routes, whole.min(axis=0)
 
 
 def _progress_all(progress: Callable | None, n: int) -> None:

@@ -23,6 +23,7 @@ from ..contract import (
     BoundRates,
     HostStep,
     PassTiming,
+    RoutedSteps,
     Span,
     StepShape,
     StepsTiming,
@@ -277,8 +278,8 @@ class GpuPass:
             slot[i], seen[k.stage] = seen[k.stage], seen[k.stage] + 1
         self._attn_slot = {layer: slot[i] for layer, i in self.attn_at.items()}
         # routed-expert kernels, re-costed each step for the experts its router drew
-        self.expert_at = {k.op: i for i, k in enumerate(self.kernels)
-                          if k.op in _expert_names(graph)}  # fmt: skip
+        experts = _expert_names(graph)
+        self.expert_at = {k.op: i for i, k in enumerate(self.kernels) if k.op in experts}
         self._slot = slot
         self._ep_at = {layer: [i for i, k in enumerate(self.kernels) if k.layer == layer
                                and (k.kind in ep.EXPERT_KINDS or k.kind in ep.A2A_KINDS)]
@@ -324,11 +325,14 @@ class GpuPass:
         spans = _spans(kernels, self.width, self.host) if events else ()
         return PassTiming(tuple(stage_c), spans)
 
-    def stage_cycles_over(self, contexts: np.ndarray, layout) -> StepsTiming | None:
+    def stage_cycles_over(self, contexts: np.ndarray, layout,
+                          routed: RoutedSteps | None = None) -> StepsTiming | None:  # fmt: skip
         """Stage cycles (one row a step) of the pass at each of ``contexts``, as :meth:`time`
-        gives them for a step without routed experts, all steps at once; ``layout``: the
-        attention groups (:func:`~pyaccel.sim.contract.attention_layout`). None with eager
-        launches (each kernel waits on its own launch: :meth:`time` times those)."""
+        gives them, all steps at once; ``layout``: the attention groups
+        (:func:`~pyaccel.sim.contract.attention_layout`); ``routed``: each step's routing, whose
+        expert kernels add what they cost beyond the graph's own. None with eager launches
+        (each kernel waits on its own launch: :meth:`time` times those) and with expert
+        parallelism (each step's busiest GPU follows its rows' expert ids)."""
         if self.host or self.ep_plan:
             return None
         out = np.tile(np.asarray(self.base_c, dtype=np.int64), (len(contexts), 1))
@@ -337,6 +341,10 @@ class GpuPass:
             _, flops, kv_read, kv_write = self.graph.attention_counts(layers[0], contexts)
             kernel = self.cost.cycles_over(op, kv_read + kv_write, flops)
             out[:, self.stage_of[layers[0]]] += kernel * len(layers)
+        for _, op, versions, which in routed.op_versions(self.graph) if routed else ():
+            base = self.kernels[self.expert_at[op.name]]
+            extra = [self.cost.kernel(v, base.stage).cycles - base.cycles for v in versions]
+            out[:, base.stage] += np.asarray(extra, dtype=np.int64)[which]
         return StepsTiming(out)
 
     def _routed_delta(self, step: StepShape) -> tuple:

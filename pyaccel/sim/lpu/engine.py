@@ -20,7 +20,14 @@ import numpy as np
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
 from ...units import FLOPS_PER_MAC
-from ..contract import MICRO_BATCHES, BoundRates, PassTiming, StepShape, StepsTiming
+from ..contract import (
+    MICRO_BATCHES,
+    BoundRates,
+    PassTiming,
+    RoutedSteps,
+    StepShape,
+    StepsTiming,
+)
 from .net import Network, hop_crossing
 from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
 from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
@@ -321,23 +328,30 @@ class LpuSim:
         self._last_attn, self._last_cycles = key_all, tuple(out)
         return self._last_cycles
 
-    def stage_cycles_over(self, contexts: np.ndarray, layout) -> StepsTiming:
-        """Stage cycles, crossings and link windows of the pass at each of ``contexts`` (no
-        routed experts), as :meth:`time` gives them: a run's steps split into segments of equal
-        attention plans (block and vector counts of every group, computed for all steps at
-        once), each segment timed once."""
+    def stage_cycles_over(self, contexts: np.ndarray, layout,
+                          routed: RoutedSteps | None = None) -> StepsTiming | None:  # fmt: skip
+        """Stage cycles, crossings and link windows of the pass at each of ``contexts``, as
+        :meth:`time` gives them: a run's steps split into segments of equal attention plans
+        (block and vector counts of every group, computed for all steps at once) and equal
+        routing (``routed``: each step's), each segment timed once. None with expert
+        parallelism and routing (each step's busiest chip follows its rows' expert ids)."""
+        if routed is not None and self.ep:
+            return None
         cols = []
         for key, layers in layout:
             op = self.graph.attention_op(layers[0], int(contexts[0]))
             attended = self.graph.attention_counts(layers[0], contexts)[0]
             for st in attention_plan(replace(op, k=attended), self.graph.attention, key[1]):
                 cols += [v for v in canonical(self.chip, key[1], st) if isinstance(v, np.ndarray)]
+        if routed is not None:
+            cols.append(routed.groups()[1])
         keys = np.column_stack(cols) if cols else np.zeros((len(contexts), 0), np.int64)
         starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
         rows, links, windows = [], [], []
         for i in starts.tolist():
+            ops = routed.ops(self.graph, i) if routed is not None else None
             stages = self._stages_at(StepShape(self.graph, int(contexts[i]), self.group_key,
-                                               layout=layout))  # fmt: skip
+                                               layout=layout, routed=ops))  # fmt: skip
             own, crossing = self._crossings([total for total, _ in stages])
             rows.append(own)
             links.append(crossing)

@@ -28,7 +28,14 @@ from ...place.kinds.wafer import experts_held, wafer_of
 from ...trace import LazyArrays
 from ...units import FLOPS_PER_MAC, cycles
 from ...units import ceil_div as _ceil
-from ..contract import MICRO_BATCHES, BoundRates, PassTiming, StepShape, StepsTiming
+from ..contract import (
+    MICRO_BATCHES,
+    BoundRates,
+    PassTiming,
+    RoutedSteps,
+    StepShape,
+    StepsTiming,
+)
 from .cost import OpCost, RegionCoster, multicast
 from .crossing import system_io_parts
 from .events import HEATMAPS, heatmaps, pass_spans
@@ -314,15 +321,20 @@ class WaferPass:
     def _routed_delta(self, step: StepShape, stage_c: list[int]) -> None:
         """Add to ``stage_c`` what the step's routed-expert ops cost beyond the graph's own
         (none of their cycles cross the system I/O)."""
-        memo = self._delta_memo
         for op in (step.routed or {}).values():
-            key = (op.name, op.hot_rows, op.weight_bytes)
-            hit = memo.get(key)
-            if hit is None:
-                idx, cost = self._routed_cost(op)
-                base = self.entries[idx]
-                hit = memo[key] = (base.stage, _local_cycles(cost) - _local_cycles(base.cost))
-            stage_c[hit[0]] += hit[1]
+            stage, extra = self._delta_of(op)
+            stage_c[stage] += extra
+
+    def _delta_of(self, op) -> tuple[int, int]:
+        """(stage, cycles) a routed-expert op costs beyond the graph's own, kept per routing."""
+        key = (op.name, op.hot_rows, op.weight_bytes)
+        hit = self._delta_memo.get(key)
+        if hit is None:
+            idx, cost = self._routed_cost(op)
+            base = self.entries[idx]
+            hit = (base.stage, _local_cycles(cost) - _local_cycles(base.cost))
+            self._delta_memo[key] = hit
+        return hit
 
     def stage_cycles(self, entries: list[Entry]) -> tuple[list[int], list[tuple[int, int]]]:
         """Cycles each stage spends on one micro-batch, and ``(busy, latency)`` cycles of the
@@ -368,10 +380,13 @@ class WaferPass:
         spans = pass_spans(entries, self.copies)
         return PassTiming(tuple(stage_c), spans, arrays, {"transfers": transfers}, links)
 
-    def stage_cycles_over(self, contexts: np.ndarray, layout) -> StepsTiming:
-        """Stage cycles and crossings of the pass at each of ``contexts`` (no routed experts),
-        as :meth:`time` gives them: re-costed only at the steps where some group's tokens per
-        PE (``ceil(attended / region width)``) change, which split the run into segments."""
+    def stage_cycles_over(self, contexts: np.ndarray, layout,
+                          routed: RoutedSteps | None = None) -> StepsTiming:  # fmt: skip
+        """Stage cycles and crossings of the pass at each of ``contexts``, as :meth:`time`
+        gives them: re-costed only at the steps where some group's tokens per PE
+        (``ceil(attended / region width)``) change, which split the run into segments;
+        ``routed``: each step's routing, whose expert ops add what they cost beyond the
+        graph's own (as in :meth:`time`)."""
         per_pe = [-(-self.graph.attention_counts(layers[0], contexts)[0] // key[1][0])
                   for key, layers in layout]  # fmt: skip
         keys = np.column_stack(per_pe) if per_pe else np.zeros((len(contexts), 0), np.int64)
@@ -383,7 +398,12 @@ class WaferPass:
             rows.append(base)
             links.append(tuple(crossing))
         which = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(contexts)]))
-        return StepsTiming(np.asarray(rows, dtype=np.int64)[which], links, None, which)
+        stage_c = np.asarray(rows, dtype=np.int64)[which]
+        for _, _, versions, step_of in routed.op_versions(self.graph) if routed else ():
+            deltas = [self._delta_of(v) for v in versions]
+            extra = np.asarray([d[1] for d in deltas], dtype=np.int64)
+            stage_c[:, deltas[0][0]] += extra[step_of]
+        return StepsTiming(stage_c, links, None, which)
 
     def notes(self) -> dict:
         """The layout strategy and the regions the pass visits."""
