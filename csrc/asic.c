@@ -6,7 +6,9 @@
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 void pyaccel_asic_pipeline(int64_t *finish, int64_t *starts, int64_t *unit_free, int64_t *ready,
-                           const int64_t *occ, const int64_t *lat, const int64_t *res,
+                           const int64_t *occ_base, const int64_t *occ_cols,
+                           const int64_t *occ_col_of, int64_t n_cols, const int64_t *lat,
+                           const int64_t *res,
                            int64_t res_width, const int8_t *record, const int64_t *ex_layer,
                            const int64_t *picks, int64_t n_layers, int64_t top_k,
                            const int64_t *ex_unit, int64_t n_experts, int64_t n_steps,
@@ -17,7 +19,8 @@ void pyaccel_asic_pipeline(int64_t *finish, int64_t *starts, int64_t *unit_free,
         for (int64_t u = 0; u < n_users; u++) {
             int64_t tt = ready[u - u % group];
             for (int64_t s = 0; s < n_stages; s++) {
-                int64_t layer = ex_layer[s], start = tt, busy = occ[t * n_stages + s];
+                int64_t layer = ex_layer[s], start = tt;
+                int64_t busy = occ_col_of[s] < 0 ? occ_base[s] : occ_cols[t * n_cols + occ_col_of[s]];
                 const int64_t *pick = picks; /* the row's picks in this stage's MoE layer */
                 if (layer >= 0)
                     pick = picks + ((t * n_users + u) * n_layers + layer) * top_k;

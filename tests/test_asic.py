@@ -96,6 +96,27 @@ def test_golden_rows_of_one_sequence_wait_for_its_last():
         reference_asic.asic_pipeline(occ, lat, np.arange(3), 3, np.array([False, False]), 2)
 
 
+def test_compact_occupancy_is_the_full_matrix_on_every_backend():
+    # stages 1 and 3 change with the step (attention), the others never do
+    rng = np.random.default_rng(3)
+    base = np.array([4, 0, 2, 0, 7], dtype=np.int64)
+    cols = rng.integers(1, 9, (6, 2)).astype(np.int64)
+    compact = (base, cols, np.array([3, 1]))
+    full = reference_asic.full_occupancy(compact)
+    assert (
+        full[:, [3, 1]].tolist() == cols.tolist() and (full[:, [0, 2, 4]] == base[[0, 2, 4]]).all()
+    )
+    lat, res, rec = rng.integers(0, 3, 5), np.array([0, 1, 0, 2, 1]), rng.random(6) < 0.5
+    for backend in kernels.available_backends():
+        fn = kernels.get("asic_pipeline", backend)
+        got, want = fn(compact, lat, res, 3, rec), fn(full, lat, res, 3, rec)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+        with pytest.raises(ValueError, match="col_stage names a stage twice"):
+            fn((base, cols, np.array([1, 1])), lat, res, 3, rec)
+        with pytest.raises(ValueError, match=r"col_stage\[1\] = 5"):
+            fn((base, cols, np.array([1, 5])), lat, res, 3, rec)
+
+
 def test_pipeline_twins_match_exactly():
     rng = np.random.default_rng(5)
     fasts = [kernels.get("asic_pipeline", b) for b in kernels.available_backends() if b != "numpy"]
@@ -281,7 +302,9 @@ def test_vectorised_attention_matches_per_step_costs(model, work, etch):
     plc = pa.place(cfg, system, work)
     graph = pa.build_graph(cfg, work, None, "hc1")
     pipe = asic.AsicPipeline(graph, system, plc)
-    occ = pipe.occupancy(StepShape(graph, work.context, pipe.group_key), work.tokens)
+    occ = reference_asic.full_occupancy(
+        pipe.occupancy(StepShape(graph, work.context, pipe.group_key), work.tokens)
+    )
     cost = asic.AsicCost(system.spec, graph)
     for idx, layer, dies, banks in pipe.attn:
         per_step = [cost.attention(layer, work.context + t, dies, banks).occ

@@ -142,15 +142,34 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
         _CHECKED[key, int(n_pes)] = tuple(weakref.ref(a) for a in structure)
 
 
-def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None) -> None:
-    """``occ`` steps x stages; per-stage ``lat`` and unit ids ``res`` >= 0 (2-D: a row of ids
-    per stage, -1 padding after the first); per-step ``record``;
-    ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``: per-stage MoE layer
-    indices (-1: not an expert stage) and ``picks`` steps x rows x layers x top_k expert ids
-    >= 0."""
+def occupancy_shape(occ) -> tuple[int, int]:
+    """``(steps, stages)`` of an ASIC pipeline's ``occ``: a steps x stages array, or its compact
+    form ``(base, cols, col_stage)`` (``base`` a row of stages; ``cols`` steps x columns, each
+    replacing the distinct stage ``col_stage[a]``)."""
+    if isinstance(occ, tuple):
+        if len(occ) != 3:
+            raise ValueError(f"occ has {len(occ)} parts; expected (base, cols, col_stage)")
+        base, cols, col_stage = occ
+        if np.ndim(base) != 1 or np.ndim(cols) != 2:
+            raise ValueError(f"occ parts have shapes {np.shape(base)} and {np.shape(cols)}; "
+                             "expected (stages,) and (steps, columns)")  # fmt: skip
+        same_length(np.shape(cols)[1], col_stage=col_stage)
+        ids_in("col_stage", col_stage, 0, len(base))
+        if len(np.unique(col_stage)) != len(col_stage):
+            raise ValueError("col_stage names a stage twice; each column replaces its own stage")
+        return np.shape(cols)[0], len(base)
     if np.ndim(occ) != 2:
         raise ValueError(f"occ has shape {np.shape(occ)}; expected (steps, stages)")
-    n_steps, n_stages = np.shape(occ)
+    return np.shape(occ)
+
+
+def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None) -> None:
+    """``occ`` steps x stages (or its compact form, :func:`occupancy_shape`); per-stage ``lat``
+    and unit ids ``res`` >= 0 (2-D: a row of ids per stage, -1 padding after the first);
+    per-step ``record``; ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``:
+    per-stage MoE layer indices (-1: not an expert stage) and ``picks`` steps x rows x layers x
+    top_k expert ids >= 0."""
+    n_steps, n_stages = occupancy_shape(occ)
     same_length(n_stages, lat=lat)
     same_length(n_steps, record=record)
     if np.ndim(res) not in (1, 2) or len(res) != n_stages:

@@ -6,13 +6,13 @@ import numba
 import numpy as np
 
 from . import checks
-from .reference_asic import expert_units
+from .reference_asic import compact_occupancy, expert_units
 
 
 @numba.njit(cache=True)
-def _asic_pipeline(occ, lat, res, n_users, record, finish, starts, group, ex_layer, picks,
-                   ex_unit, n_units):  # pragma: no cover  # fmt: skip
-    n_steps, n_stages = occ.shape
+def _asic_pipeline(base, cols, col_of, lat, res, n_users, record, finish, starts, group,
+                   ex_layer, picks, ex_unit, n_units):  # pragma: no cover  # fmt: skip
+    n_steps, n_stages = cols.shape[0], base.shape[0]
     free = np.zeros(n_units, dtype=np.int64)
     ready = np.zeros(n_users, dtype=np.int64)
     r = 0
@@ -23,6 +23,7 @@ def _asic_pipeline(occ, lat, res, n_users, record, finish, starts, group, ex_lay
             for s in range(n_stages):
                 i = ex_layer[s]
                 start = tt
+                busy = base[s] if col_of[s] < 0 else cols[t, col_of[s]]
                 if i < 0:
                     for j in range(res.shape[1]):  # every unit the stage takes (-1: none)
                         unit = res[s, j]
@@ -37,11 +38,11 @@ def _asic_pipeline(occ, lat, res, n_users, record, finish, starts, group, ex_lay
                 if i < 0:
                     for j in range(res.shape[1]):
                         if res[s, j] >= 0:
-                            free[res[s, j]] = start + occ[t, s]
+                            free[res[s, j]] = start + busy
                 else:
                     for j in range(picks.shape[3]):
-                        free[ex_unit[s, picks[t, u, i, j]]] = start + occ[t, s]
-                tt = start + occ[t, s] + lat[s]
+                        free[ex_unit[s, picks[t, u, i, j]]] = start + busy
+                tt = start + busy + lat[s]
             finish[t, u] = tt
         for u in range(0, n_users, group):  # a sequence's rows all wait for its last one
             last = finish[t, u]
@@ -62,7 +63,8 @@ def asic_pipeline(
     routes=None,
 ):
     """Numba twin of :func:`pyaccel.kernels.reference_asic.asic_pipeline`."""
-    occ = np.ascontiguousarray(occ, dtype=np.int64)
+    if not isinstance(occ, tuple):
+        occ = np.ascontiguousarray(occ, dtype=np.int64)
     lat = np.ascontiguousarray(lat, dtype=np.int64)
     res = np.ascontiguousarray(res, dtype=np.int64)
     record = np.ascontiguousarray(record, dtype=np.bool_)
@@ -74,9 +76,10 @@ def asic_pipeline(
     picks = np.ascontiguousarray(
         picks if picks is not None else np.zeros((0, 0, 0, 0)), dtype=np.int64
     )
-    finish = np.zeros((occ.shape[0], n_users), dtype=np.int64)
-    starts = np.zeros((int(record.sum()), n_users, occ.shape[1]), dtype=np.int64)
+    base, cols, col_of = compact_occupancy(occ)
+    finish = np.zeros((len(cols), n_users), dtype=np.int64)
+    starts = np.zeros((int(record.sum()), n_users, len(base)), dtype=np.int64)
     res = np.ascontiguousarray(res[:, None] if res.ndim == 1 else res)  # a row of units a stage
-    _asic_pipeline(occ, lat, res, int(n_users), record, finish, starts, int(group), ex_layer,
-                   picks, ex_unit, n_units)  # fmt: skip
+    _asic_pipeline(base, cols, col_of, lat, res, int(n_users), record, finish, starts,
+                   int(group), ex_layer, picks, ex_unit, n_units)  # fmt: skip
     return finish, starts

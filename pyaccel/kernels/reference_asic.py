@@ -18,7 +18,8 @@ def asic_pipeline(
 ):
     """Tokens of ``n_users`` users flowing through a spatial pipeline of stages, step by step.
 
-    ``occ[t, s]``: cycles stage ``s`` is busy with one token at step ``t``; ``lat[s]``: cycles
+    ``occ[t, s]``: cycles stage ``s`` is busy with one token at step ``t`` (or its compact form,
+    :func:`full_occupancy`); ``lat[s]``: cycles
     after that before the token can enter stage ``s + 1`` (pipeline register, drain, link
     latency) while stage ``s`` already takes the next token. ``res[s]`` is the stage's hardware
     unit (stages sharing one, e.g. a die's chip link, wait for each other); a 2-D ``res[s, :]``
@@ -43,6 +44,7 @@ def asic_pipeline(
     with ``record[t]`` true in order, ``starts[r, u, s]`` (cycle each token starts each stage).
     """
     checks.asic_pipeline(occ, lat, res, n_users, record, group, routes)
+    occ = full_occupancy(occ)
     n_steps, n_stages = occ.shape
     ex_layer, picks, ex_unit = expert_units(res, routes)
     free = [0] * checks.asic_units(res, ex_layer, picks, ex_unit)
@@ -67,6 +69,32 @@ def asic_pipeline(
         if record[t]:
             r += 1
     return finish, starts
+
+
+def full_occupancy(occ) -> np.ndarray:
+    """``occ`` as a steps x stages array (its compact form ``(base, cols, col_stage)``: every
+    step's row is ``base`` with stage ``col_stage[a]`` replaced by ``cols[t, a]``)."""
+    if not isinstance(occ, tuple):
+        return np.asarray(occ)
+    base, cols, col_stage = occ
+    full = np.tile(np.asarray(base, dtype=np.int64), (len(cols), 1))
+    full[:, np.asarray(col_stage, dtype=np.int64)] = cols
+    return full
+
+
+def compact_occupancy(occ) -> tuple:
+    """``occ`` in its compact form ``(base, cols, col_of)`` with ``col_of[s]`` the column of
+    stage ``s`` (-1: ``base[s]`` every step), contiguous int64 (what the compiled kernels
+    take); a steps x stages array becomes one column a stage."""
+    if isinstance(occ, tuple):
+        base, cols, col_stage = (np.asarray(a, dtype=np.int64) for a in occ)
+    else:
+        cols = np.asarray(occ, dtype=np.int64)
+        base, col_stage = np.zeros(cols.shape[1], dtype=np.int64), np.arange(cols.shape[1])
+    col_of = np.full(len(base), -1, dtype=np.int64)
+    col_of[col_stage] = np.arange(len(col_stage))
+    return (np.ascontiguousarray(base), np.ascontiguousarray(cols, dtype=np.int64),
+            col_of)  # fmt: skip
 
 
 def expert_units(res, routes) -> tuple:

@@ -299,6 +299,29 @@ class PassModel(Protocol):
         """Layout notes of the run for the trace's meta (asked once the run is over)."""
 
 
+class StageOccupancy(NamedTuple):
+    """Busy cycles of every stage at every step of a run (``SEQUENCES`` engines), kept as what
+    changes: stage ``s`` is busy ``base[s]`` cycles at every step, except stage
+    ``col_stage[a]``, busy ``cols[t, a]`` at step ``t`` (attention, which grows with the
+    context). The ``asic_pipeline`` kernel takes it as it is (a tuple of int64 arrays)."""
+
+    base: Any
+    cols: Any
+    col_stage: Any
+
+    def row(self, t: int):
+        """Every stage's busy cycles at step ``t`` (negative: from the end)."""
+        out = self.base.copy()
+        out[self.col_stage] = self.cols[t]
+        return out
+
+    def totals(self):
+        """Every stage's busy cycles summed over the run's steps."""
+        out = self.base * len(self.cols)
+        out[self.col_stage] = self.cols.sum(axis=0)
+        return out
+
+
 class SequenceModel(Protocol):
     """One sequence's pass through the stages, which every sequence of the batch takes in turn
     (``SEQUENCES`` engines): per-stage busy and latency cycles, and which hardware unit each
@@ -309,9 +332,9 @@ class SequenceModel(Protocol):
     def group_key(self, layer: int) -> Any:
         """As :meth:`PassModel.group_key`."""
 
-    def occupancy(self, first: StepShape, n_steps: int) -> Any:
-        """``occ[t, s]``: busy cycles of stage ``s`` at step ``t`` of ``n_steps`` (the context
-        grows by one a step from ``first``'s; int64 array)."""
+    def occupancy(self, first: StepShape, n_steps: int) -> StageOccupancy:
+        """Busy cycles of every stage at each of ``n_steps`` steps (the context grows by one a
+        step from ``first``'s)."""
 
     def latencies(self) -> Any:
         """Cycles after each stage's busy time before its output is ready (int64 array)."""

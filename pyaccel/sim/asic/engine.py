@@ -29,7 +29,7 @@ from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
-from ..contract import SEQUENCES, PassTiming, Span, StepShape
+from ..contract import SEQUENCES, PassTiming, Span, StageOccupancy, StepShape
 from . import experts, lora
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
@@ -352,16 +352,17 @@ def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles:
     keys = list(graph.layer_keys)
     pos = {str(k): i for i, k in enumerate(keys)}
     busy = np.zeros(len(keys), dtype=np.int64)
-    for st, c in zip(stages, occ.sum(axis=0) * n_users, strict=True):
+    for st, c in zip(stages, occ.totals() * n_users, strict=True):
         busy[pos[str(st.layer)]] += int(c)
     banks = np.zeros(len(keys), dtype=np.int64)
     per_bank = np.zeros(len(keys), dtype=np.int64)
     bank_busy = np.zeros(len(keys), dtype=np.float64)
+    last = occ.row(-1)
     for idx, layer, _dies, n_banks in attn:
         i = pos[str(layer)]
         banks[i] = n_banks
         per_bank[i] = stages[idx].n_bytes // max(1, n_banks)
-        bank_busy[i] = occ[-1, idx] * n_users / max(1, last_step_cycles)
+        bank_busy[i] = last[idx] * n_users / max(1, last_step_cycles)
     kv = np.zeros(placement.n_units, dtype=np.int64)
     for slot in placement.layers:
         for unit, n in zip(slot.units, slot.kv_bytes, strict=True):
@@ -415,17 +416,19 @@ class AsicPipeline:
         _, dies, banks = self.attn_of[layer]
         return (len(dies), banks)
 
-    def occupancy(self, first: StepShape, n_steps: int) -> np.ndarray:
-        """``occ[t, s]``: busy cycles of stage ``s`` per token at step ``t`` (attention re-costed
-        once per group the driver gives)."""
+    def occupancy(self, first: StepShape, n_steps: int) -> StageOccupancy:
+        """Busy cycles of every stage per token at each step: fixed blocks' every step, an
+        attention block's a column (re-costed once per group the driver gives)."""
         base = np.array([s.occ for s in self.stages], dtype=np.int64)
-        occ = np.tile(base, (n_steps, 1))
+        cols, col_stage = [], []
         for g in first.groups():
             _, dies, banks = self.attn_of[g.layers[0]]
             col = _attention_column(self.cost, first, g.layers[0], dies, banks, n_steps)
             for layer in g.layers:
-                occ[:, self.attn_of[layer][0]] = col
-        return occ
+                cols.append(col)
+                col_stage.append(self.attn_of[layer][0])
+        cols = np.column_stack(cols) if cols else np.zeros((n_steps, 0), dtype=np.int64)
+        return StageOccupancy(base, cols, np.array(col_stage, dtype=np.int64))
 
     def latencies(self) -> np.ndarray:
         """Each block's drain latency after its busy cycles."""
@@ -454,8 +457,8 @@ class AsicPipeline:
             lanes=(self.placement.layout.lanes if self.placement.layout else None) or 0,
             kv_sram_bytes=int(design.kv_sram_bytes(p)),
             die_design=design.etched_budget(p).lines(),
-            pass_cycles=int(occ[0].sum() + lat.sum()),
-            bottleneck_stage=self.stages[int(np.argmax(occ[-1]))].name,
+            pass_cycles=int(occ.row(0).sum() + lat.sum()),
+            bottleneck_stage=self.stages[int(np.argmax(occ.row(-1)))].name,
         )
         arrays = _arrays(self.graph, self.placement, self.stages, self.attn, occ, n_users,
                          last_step_cycles)  # fmt: skip
