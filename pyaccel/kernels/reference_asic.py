@@ -19,19 +19,17 @@ def asic_pipeline(
     """Tokens of ``n_users`` users flowing through a spatial pipeline of stages, step by step.
 
     ``occ[t, s]``: cycles stage ``s`` is busy with one token at step ``t`` (or its compact form,
-    :func:`full_occupancy`); ``lat[s]``: cycles
-    after that before the token can enter stage ``s + 1`` (pipeline register, drain, link
-    latency) while stage ``s`` already takes the next token. ``res[s]`` is the stage's hardware
-    unit (stages sharing one, e.g. a die's chip link, wait for each other); a 2-D ``res[s, :]``
-    lists the units a stage takes all at once (e.g. the links of every die of a gather), ``-1``
-    padding after the first. A user's token of step ``t`` enters stage 0 when its token of step
-    ``t - 1`` left the last stage (autoregressive decode); every unit serves tokens in (step,
-    user, stage) order without back-filling (for units that only one stage uses this is first
-    come, first served). All users' first tokens are ready at cycle 0.
+    :func:`full_occupancy`); ``lat[s]``: cycles after that before the token can enter stage
+    ``s + 1`` (register, drain, link latency) while stage ``s`` already takes the next token.
+    ``res[s]`` is the stage's hardware unit (stages sharing one, e.g. a die's chip link, wait
+    for each other); a 2-D ``res[s, :]`` lists the units a stage takes all at once (e.g. the
+    links of every die of a gather), ``-1`` padding after the first. A user's token of step
+    ``t`` enters stage 0 when its token of step ``t - 1`` left the last stage (autoregressive
+    decode); every unit serves tokens in (step, user, stage) order without back-filling (first
+    come, first served for a unit only one stage uses). All first tokens are ready at cycle 0.
 
-    ``group`` consecutive rows are the tokens one sequence feeds a step (verifying a speculative
-    round): they enter one after another and the sequence's next step waits for the last of them
-    (``n_users`` is then the number of rows, a multiple of ``group``).
+    ``group`` consecutive rows are one sequence's tokens of a step (a speculative round): they
+    enter one after another, its next step waits for the last (``n_users`` rows, whole groups).
 
     ``routes = (ex_layer, picks[, ex_unit])`` makes stages routed: a stage with
     ``ex_layer[s] = i >= 0`` runs on the units of the experts ``picks[t, u, i, :]`` a row was
