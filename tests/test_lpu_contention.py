@@ -155,3 +155,15 @@ def test_the_engine_books_each_stages_collectives_for_the_hops_into_it(tmp_path)
             b - a for coll in sch.program.collectives.values() for a, b in coll.link_busy
         )
     assert step == pipeline_schedule(stages, links, passes.sizes, windows_of=windows)
+
+
+def test_merged_windows_from_arrays_are_the_loops():
+    from pyaccel.sim.lpu.transfers import merged, merged_arrays
+
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 2, 7, 60):
+        starts = rng.integers(0, 50, n)
+        ends = starts + rng.integers(-2, 12, n)  # empty, touching and nested windows
+        want = merged(zip(starts.tolist(), ends.tolist(), strict=True))
+        assert merged_arrays(starts, ends) == want
+    assert merged_arrays(np.array([0, 5, 3]), np.array([5, 9, 4])) == ((0, 9),)

@@ -188,6 +188,7 @@ class LpuSim:
         self.node_size = int(p.chips_per_node)
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
+        self._frags_by_plan: dict = {}  # (tp, id(plan), first) -> (plan, its fragment)
         self.hops = [self._hop(i) for i in range(len(self.stages))]
         # The fast per-step path (time() without events): every plan but attention's is fixed,
         # so each stage keeps its fixed plans with a hole per attention op, and a step only
@@ -247,6 +248,13 @@ class LpuSim:
         return hit
 
     def _frag(self, tp: int, steps: tuple, first: bool):
+        """The compiled fragment of one op's plan, looked up by the plan's identity first: a
+        stage's fixed ops keep their plan objects from one attention plan to the next, and
+        hashing a plan (and the chip model) for every op of every re-joined stage costs more
+        than the join. The memo holds the plan, so its id stays its own."""
+        mine = self._frags_by_plan.get((tp, id(steps), first))
+        if mine is not None:
+            return mine[1]
         net = self.net.key if any(st[0] in _COLLECTIVE_STEPS for st in steps) else None
         key = (self.chip, net, tp, steps, first)
         hit = _FRAGMENTS.get(key)
@@ -254,6 +262,7 @@ class LpuSim:
             if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
                 _FRAGMENTS.clear()
             hit = _FRAGMENTS[key] = _fragment(self.chip, self.net, tp, steps, first)
+        self._frags_by_plan[tp, id(steps), first] = (steps, hit)
         return hit
 
     def _hop_total(self, i: int) -> int:

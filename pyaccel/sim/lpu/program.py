@@ -30,7 +30,7 @@ import numpy as np
 
 from ...kernels import get as get_kernel
 from ...model.ops import ACT_BYTES
-from .transfers import merged
+from .transfers import merged_arrays
 
 INPUT = -2  # a fragment's dependency on the previous op's output, filled in when joined
 TRANSITS_PER_C2C = 2  # to the C2C ports at the chip edge, and from them on the receiving side
@@ -152,6 +152,7 @@ class Program:
         self.collectives: dict[int, object] = {}  # instruction -> Collective
         self._cur = -1
         self._csr: tuple | None = None  # (dep_ptr, dep_idx) of a program joined from fragments
+        self._link_busy: tuple | None = None  # collectives' link windows (link_busy)
         self.kind_code: np.ndarray | None = None  # a joined program's kinds (kind_codes)
 
     # resource ids
@@ -281,6 +282,7 @@ class Program:
         lat = coll.cycles + TRANSITS_PER_C2C * c.transit if coll.cycles else 0
         i = self.add(-1, "c2c", 0, lat, [inp], coll.n_bytes)
         self.collectives[i] = coll
+        self._link_busy = None
         if not coll.cycles or not (coll.send_vectors or coll.vxm_busy):
             return i
         dur = max(1, -(-coll.send_vectors // c.memio_vectors_per_cycle))
@@ -324,6 +326,15 @@ class Program:
         prog.n_deps = prog.dep_idx = None  # held as CSR below
         prog._csr = (np.concatenate((np.zeros(1, dtype=np.int64), ptr)), idx)
         return prog
+
+    def link_busy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every collective's ``link_busy`` windows as arrays: (instruction, start, end), the
+        cycles from the instruction's start before the stream transit (made once)."""
+        if self._link_busy is None:
+            rows = [(i, a, b) for i, coll in self.collectives.items() for a, b in coll.link_busy]
+            cols = list(zip(*rows, strict=True)) if rows else [(), (), ()]
+            self._link_busy = tuple(np.array(c, dtype=np.int64) for c in cols)
+        return self._link_busy
 
     def fragment(self, out: int) -> Fragment:
         """This one-op program as a fragment whose output is instruction ``out``."""
@@ -392,12 +403,9 @@ class Scheduled:
         """The (start, end) cycles, from the program's start, in which its collectives hold
         some of the stage's C2C links (merged): each collective's ``link_busy`` after the
         stream transit from the producing slice to the chip's ports."""
-        transit = self.program.chip.transit
-        return merged(
-            (int(self.start[i]) + transit + a, int(self.start[i]) + transit + b)
-            for i, coll in self.program.collectives.items()
-            for a, b in coll.link_busy
-        )
+        idx, a, b = self.program.link_busy()
+        at = self.start[idx] + self.program.chip.transit
+        return merged_arrays(at + a, at + b)
 
     def op_events(self):
         """Per (op, resource class): (op index, class, start, duration, bytes) spans, plus
