@@ -275,3 +275,37 @@ def test_c_task_builders_refuse_bad_lines():
         ffi_mesh.allreduce_tasks(4, 0, True, True)
     with pytest.raises(ValueError, match="root 4"):
         ffi_mesh.multicast_tasks(4, 4, 0)
+
+
+@pytest.mark.parametrize("two_level,broadcast", [(True, True), (False, True), (True, False)])
+def test_more_setup_only_delays_an_allreduce(two_level, broadcast):
+    # line_allreduce simulates one setup per shape and moves it: each case against the list
+    # simulated with its own setup (cycles, link use and messages)
+    from pyaccel.sim.wafer.mesh import _allreduce_template, _line_busy
+
+    rng = np.random.default_rng(2)
+    shapes = [(1, 1, 1, 0, 0), (2, 2, 1, 1, 0), (37, 37, 2, 1, 1), (30, 7, 1, 3, 2),
+              (64, 16, 2, 0, 0), (9, 1, 1, 2, 1)]  # fmt: skip
+    for n, seg, hop, pass_lat, ramp in shapes:
+        tpl = _allreduce_template(n, seg, hop, two_level, broadcast, ramp)
+        assert tpl.setup_shifts
+        for setup, overhead, nwav in rng.integers(1, 400, (4, 3)).tolist():
+            res = tpl.run(setup, overhead, nwav, pass_lat)
+            got = line_allreduce(n, seg, nwav, setup, overhead, hop, pass_lat, two_level,
+                                 broadcast, ramp)  # fmt: skip
+            assert got[0] == res.cycles and got[2] == tpl.n_messages
+            np.testing.assert_array_equal(got[1], _line_busy(res.link_busy, n))
+
+
+def test_setup_that_waits_for_data_is_not_a_shift():
+    from pyaccel.sim.wafer.mesh import SETUP_SLOT, Template
+
+    line = Line(2, 1)
+    for stream, shifts in ((True, True), (False, False)):
+        tk = Tasks()
+        first = tk.add(0, SETUP_SLOT, True, 2, [], line.path(0, 1))
+        tk.add(1, SETUP_SLOT, stream, 0, [first])  # store and forward: setup after the data
+        assert Template.of(tk, line.link_lat, 2).setup_shifts is shifts
+    tk = Tasks()
+    tk.add(0, 0, False, 2, [], line.path(0, 1))  # a task with no setup slot and no data to wait
+    assert not Template.of(tk, line.link_lat, 2).setup_shifts

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import pairwise
 from types import MappingProxyType
 
@@ -152,6 +152,29 @@ class Template:
         a["setup"] = np.where(st == SETUP_SLOT, setup, np.where(st == OVERHEAD_SLOT, overhead, st))
         a["nwav"] = np.where(a["nwav"] == NWAV_SLOT, nwav, a["nwav"])
         return a
+
+    @cached_property
+    def setup_shifts(self) -> bool:
+        """Whether ``setup`` cycles more delay the whole schedule by exactly that much, links'
+        busy cycles unchanged (``run(s + d)`` is ``run(s)`` moved by ``d``; see
+        :mod:`pyaccel.kernels.reference_mesh`). By induction over the tasks in order, it holds
+        when every task starts from something that moves: a setup-slot task is its PE's first
+        and streams if it has dependencies (it starts at ``max(setup, deps' head +
+        pass_lat)``); any other PE's first task waits for data (store and forward); a router
+        forward has dependencies; later tasks on a PE follow its (moved) earlier ones."""
+        a = self.arrays
+        pe, stream = a["pe"], a["stream"] != 0
+        has_deps = np.diff(a["dep_ptr"]) > 0
+        slot = a["setup"] == SETUP_SLOT
+        on_pe = np.flatnonzero(pe >= 0)
+        _, first_at = np.unique(pe[on_pe], return_index=True)
+        first = np.zeros(len(pe), dtype=bool)
+        first[on_pe[first_at]] = True
+        ok_slot = first & ~(has_deps & ~stream)  # on a PE, its first, streaming if it waits
+        ok_first = has_deps & ~stream  # another first task: store and forward
+        ok_forward = has_deps
+        ok = np.where(slot, ok_slot, np.where(pe < 0, ok_forward, ~first | ok_first))
+        return bool(ok.all())
 
     def run(self, setup: int, overhead: int, nwav: int, pass_lat: int, backend=None):
         """Simulate the list with its slots filled (cycles as in :meth:`Tasks.run`)."""
@@ -326,6 +349,10 @@ def line_allreduce(n: int, seg: int, nwav: int, setup: int, overhead: int, hop: 
     into independent segments of ``seg`` PEs (heads of an attention op, or one segment); the
     busy cycles are read-only (cached and shared)."""
     tpl = _allreduce_template(n, seg, hop, two_level, broadcast, ramp)
+    if setup and tpl.setup_shifts:  # one simulation for every setup: the schedule only shifts
+        cycles, busy, msgs = line_allreduce(n, seg, nwav, 0, overhead, hop, pass_lat, two_level,
+                                            broadcast, ramp)  # fmt: skip
+        return cycles + setup, busy, msgs
     res = tpl.run(setup, overhead, nwav, pass_lat)
     return res.cycles, frozen(_line_busy(res.link_busy, n)), tpl.n_messages
 
