@@ -2,10 +2,14 @@
 passes of tens of thousands of spans use) give the events span tuples give, in the same order."""
 
 import numpy as np
+import pytest
 
 import pyaccel as pa
+from pyaccel.sim.asic import engine as asic_engine
 from pyaccel.sim.contract import Span
+from pyaccel.sim.gpu import engine as gpu_engine
 from pyaccel.sim.lpu import spans as lpu_spans
+from pyaccel.sim.wafer import engine as wafer_engine
 from pyaccel.trace import EVENT_FIELDS, EventLog, SpanColumns
 
 ROWS = [
@@ -57,3 +61,107 @@ def test_lpu_span_columns_are_the_per_event_spans(monkeypatch):
     slow = pa.emulate(model, sysm, plc, work)
     assert len(fast.events["start"]) > 1000
     _same(fast.events, slow.events)
+
+
+def _same_as_reference(monkeypatch, patch, model, sysm, work):
+    # a run's events with the columns, then with the engine's span builder patched to the
+    # per-span reference: equal, in order
+    cfg = pa.load_model(model)
+    plc = pa.place(cfg, sysm, work)
+    fast = pa.emulate(cfg, sysm, plc, work)
+    monkeypatch.setattr(*patch)
+    slow = pa.emulate(cfg, sysm, plc, work)
+    assert len(fast.events["start"]) > 20
+    _same(fast.events, slow.events)
+
+
+def _gpu_spans_reference(kernels, tp, host=0):
+    # the per-span construction the columns replace: each kernel's parts on each rank in turn
+    out, t, stage, t0, i = [], 0, None, 0, 0
+    for k in kernels:
+        if k.stage != stage:
+            stage, t0, i = k.stage, t, 0
+        i += 1
+        wait = max(0, t0 + i * host - t)
+        ranks = (
+            [k.stage * tp + r for r in range(tp)] if k.resource != "node_link" else [k.stage * tp]
+        )
+        for unit in ranks:
+            s = t
+            for suffix, res, n in (("host", "host", wait), ("launch", "launch", k.launch),
+                                   ("latency", "sync", k.latency),
+                                   ("hbm_latency", "hbm", k.hbm_latency)):  # fmt: skip
+                if n:
+                    out.append(Span(k.layer, f"{k.op}.{suffix}", k.kind, unit, res, s, n))
+                    s += n
+            out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
+                            k.flops))  # fmt: skip
+        t += wait + k.cycles
+    return out
+
+
+@pytest.mark.parametrize("units,model,work,sets", [
+    (8, "llama-3.1-8b", pa.Workload(batch=2, tokens=2), None),  # TP 8: all-reduces, node links
+    (16, "llama-3.1-70b", pa.Workload(batch=4, tokens=3), None),  # two stages
+    (2, "tiny-llama", pa.Workload(tokens=2), {"launch_mode": "eager"}),  # the host's waits
+    (1, "tiny-llama", pa.Workload(tokens=2), {"host_overlap": "serial"}),  # the step's host
+    (4, "tiny-mixtral", pa.Workload(batch=3, tokens=2), None),  # expert parallel all-to-alls
+])  # fmt: skip
+def test_gpu_span_columns_are_the_per_span_spans(monkeypatch, units, model, work, sets):
+    sysm = pa.load_system("h100", units=units, overrides=sets)
+    _same_as_reference(monkeypatch, (gpu_engine, "_spans", _gpu_spans_reference), model, sysm, work)
+
+
+def _asic_spans_reference(stages, starts):
+    # the per-span construction the columns replace: user by user, stage by stage, unit by unit
+    out, n_users = [], len(starts)
+    for u in range(n_users):
+        tag = f"[u{u}]" if n_users > 1 else ""
+        for s, st in enumerate(stages):
+            t = int(starts[u][s])
+            for unit in st.units:
+                out.append(Span(st.layer, st.name + tag, st.kind, unit, st.resource, t, st.occ,
+                                st.n_bytes, st.flops))  # fmt: skip
+                if st.lat:
+                    out.append(Span(st.layer, f"{st.name}.latency{tag}", st.kind, unit,
+                                    "fixed_latency", t + st.occ, st.lat))  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("model,work", [
+    ("llama-3.1-8b", pa.Workload(tokens=3)),
+    ("tiny-mixtral", pa.Workload(batch=3, tokens=2)),  # users told apart, routed experts
+])  # fmt: skip
+def test_asic_span_columns_are_the_per_span_spans(monkeypatch, model, work):
+    sysm = pa.load_system("taalas-hc1", units="auto", etch=True)
+    _same_as_reference(monkeypatch, (asic_engine, "_spans", _asic_spans_reference), model, sysm,
+                       work)  # fmt: skip
+
+
+def _wafer_spans_reference(entries, copies):
+    # the per-span construction the columns replace: each part on its wafer, then the others
+    out, t = [], 0
+    for e in entries:
+        first = True
+        others = copies.get(e.layer, ()) if e.kind != "host_io" else ()
+        for resource, n in e.cost.parts:
+            if n <= 0:
+                continue
+            label = e.name if first else f"{e.name}.{resource}"
+            out.append(Span(e.layer, label, e.kind, e.unit, resource, t, n,
+                            e.n_bytes if first else 0, e.flops if first else 0))  # fmt: skip
+            out += [Span(e.layer, label, e.kind, w, resource, t, n, 0, 0) for w in others]
+            t += n
+            first = False
+    return out
+
+
+@pytest.mark.parametrize("system,units,model,work", [
+    ("wse3", "auto", "llama-3.1-8b", pa.Workload(tokens=3)),
+    ("wse3", 4, "llama-3.1-70b", pa.Workload(batch=2, tokens=2)),  # system I/O hand-offs
+    ("wse3", "auto", "gpt-oss-120b", pa.Workload(tokens=2)),  # experts over wafers: copies
+])  # fmt: skip
+def test_wafer_span_columns_are_the_per_span_spans(monkeypatch, system, units, model, work):
+    sysm = pa.load_system(system, units=units)
+    _same_as_reference(monkeypatch, (wafer_engine, "pass_spans", _wafer_spans_reference), model,
+                       sysm, work)  # fmt: skip

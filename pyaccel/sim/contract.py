@@ -351,9 +351,9 @@ class SequenceModel(Protocol):
         """``[stage, expert]``: the unit a routed stage takes for each expert (int64 array;
         experts sharing a unit take it once)."""
 
-    def spans(self, step: StepShape, starts) -> list[Span]:
-        """Every sequence's spans at ``step``; ``starts[q, s]`` is stage ``s``'s start cycle
-        for sequence ``q`` on the run's timeline."""
+    def spans(self, step: StepShape, starts) -> list[Span] | SpanColumns:
+        """Every sequence's spans at ``step`` (tuples or columns); ``starts[q, s]`` is stage
+        ``s``'s start cycle for sequence ``q`` on the run's timeline."""
 
     def extras(self, occ, last_step_cycles: int, n_sequences: int) -> PassTiming:
         """Arrays and notes of the run (stage cycles left empty)."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..routing import counts_of, parse, router_for, summarise
-from ..trace import EventLog
+from ..trace import EventLog, SpanColumns
 from .contract import (
     MICRO_BATCHES,
     SEQUENCES,
@@ -105,7 +105,7 @@ class MicroBatchPasses:
         cycles, first = self._machines(context, events, index, arrays)
         wait = self.host.exposed(cycles) if self.host else 0
         if wait and events:
-            first = replace(first, spans=[*first.spans, *self.host.spans(cycles, wait)])
+            first = replace(first, spans=_with_rows(first.spans, self.host.spans(cycles, wait)))
         return cycles + wait, first
 
     def steps_over(
@@ -238,6 +238,14 @@ class MicroBatchPasses:
         sizes = self.sizes
         return {"micro_batches": len(sizes), "micro_batch_size": sizes[0],
                 "micro_batch_sizes": sizes}  # fmt: skip
+
+
+def _with_rows(spans, rows: list) -> object:
+    """``spans`` (tuples or :class:`~pyaccel.trace.SpanColumns`) followed by the span tuples
+    ``rows``, in the form ``spans`` came in."""
+    if isinstance(spans, SpanColumns):
+        return SpanColumns.concat([spans, SpanColumns.of_rows(rows)])
+    return [*spans, *rows]
 
 
 def router_of(graph):

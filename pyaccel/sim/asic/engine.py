@@ -28,8 +28,9 @@ import numpy as np
 from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
+from ...trace import SpanColumns
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
-from ..contract import SEQUENCES, PassTiming, Span, StageOccupancy, StepShape
+from ..contract import SEQUENCES, PassTiming, StageOccupancy, StepShape
 from . import experts, lora
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
@@ -329,19 +330,32 @@ def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     return col if col[0] == first.occ else None
 
 
-def _spans(stages, starts_u, user: int, n_users: int) -> list[Span]:
-    """One user's spans of a step: each stage busy from its start, then its latency."""
-    tag = f"[u{user}]" if n_users > 1 else ""
-    out = []
+def _spans(stages, starts) -> SpanColumns:
+    """Every user's spans of a step (``starts[u, s]``: stage ``s``'s start for user ``u``):
+    each stage busy on each of its units from its start, then its latency. One user's spans
+    are laid out once and moved to each user's starts as columns."""
+    rows, stage_of, offset = [], [], []
     for s, st in enumerate(stages):
-        t = int(starts_u[s])
         for unit in st.units:
-            out.append(Span(st.layer, st.name + tag, st.kind, unit, st.resource, t, st.occ,
-                            st.n_bytes, st.flops))  # fmt: skip
+            rows.append((st.layer, st.name, st.kind, unit, st.resource, 0, st.occ, st.n_bytes,
+                         st.flops))  # fmt: skip
+            stage_of.append(s)
+            offset.append(0)
             if st.lat:
-                out.append(Span(st.layer, f"{st.name}.latency{tag}", st.kind, unit,
-                                "fixed_latency", t + st.occ, st.lat))  # fmt: skip
-    return out
+                rows.append((st.layer, f"{st.name}.latency", st.kind, unit, "fixed_latency", 0,
+                             st.lat, 0, 0))  # fmt: skip
+                stage_of.append(s)
+                offset.append(st.occ)
+    one = SpanColumns.of_rows(rows)
+    stage_of, offset = np.array(stage_of, dtype=np.int64), np.array(offset, dtype=np.int64)
+    parts, n_users = [], len(starts)
+    for u in range(n_users):
+        names = one.op
+        if n_users > 1:  # each user's ops are told apart by a tag
+            names = np.array([f"{n}[u{u}]" for n in one.op.tolist()], dtype=object)
+        start = np.asarray(starts[u], dtype=np.int64)[stage_of] + offset
+        parts.append(replace(one, op=names, start=start))
+    return SpanColumns.concat(parts)
 
 
 def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles: int) -> dict:
@@ -439,13 +453,12 @@ class AsicPipeline:
         its link, a gather takes the links of all the layer's dies."""
         return self._units[0]
 
-    def spans(self, step: StepShape, starts) -> list[Span]:
+    def spans(self, step: StepShape, starts) -> SpanColumns:
         """Every user's spans at ``step``; ``starts[u, s]``: stage ``s``'s start for user ``u``."""
         stages = list(self.stages)
         for layer, (idx, dies, banks) in self.attn_of.items():  # this step's K/V and cycles
             stages[idx] = self.cost.attention(layer, step.context, dies, banks)
-        n_users = len(starts)
-        return [sp for u in range(n_users) for sp in _spans(stages, starts[u], u, n_users)]
+        return _spans(stages, starts)
 
     def extras(self, occ, last_step_cycles: int, n_users: int) -> PassTiming:
         """The die design, the pipeline's shape and its per-block and per-bank arrays."""

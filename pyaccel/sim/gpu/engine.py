@@ -14,9 +14,12 @@ overlaps the step or follows it (:func:`host_step`).
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 
 from ...model.ops import ACT_BYTES
+from ...trace import SpanColumns
 from ...units import cycles
 from ..contract import (
     MICRO_BATCHES,
@@ -24,7 +27,6 @@ from ..contract import (
     HostStep,
     PassTiming,
     RoutedSteps,
-    Span,
     StepShape,
     StepsTiming,
 )
@@ -209,40 +211,44 @@ def reads_hbm(op) -> bool:
     return not op.kind.endswith("residual") and bool(op.weight_bytes or op.kv_read_bytes)
 
 
-def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> list[Span]:
+def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> SpanColumns:
     """One pass's kernels laid out on every rank of their stage (cycles from the pass start),
     with the GPU's waits for an eager host (``host`` cycles a launch) before the kernels it
-    has not launched yet (class ``host``)."""
-    out, t, stage, t0, i = [], 0, None, 0, 0
+    has not launched yet (class ``host``). Each kernel's parts are laid out once and repeated
+    over its ranks as columns (a pass on 8 ranks makes tens of thousands of spans)."""
+    rows, first_row, t, stage, t0, i = [], [], 0, None, 0, 0
     for k in kernels:
         if k.stage != stage:  # each stage's host starts launching when the stage starts
             stage, t0, i = k.stage, t, 0
         i += 1
         wait = max(0, t0 + i * host - t)
-        ranks = (
-            [k.stage * tp + r for r in range(tp)] if k.resource != "node_link" else [k.stage * tp]
-        )
-        for unit in ranks:
-            s = t
-            if wait:
-                out.append(Span(k.layer, f"{k.op}.host", k.kind, unit, "host", s, wait))
-                s += wait
-            if k.launch:
-                out.append(Span(k.layer, f"{k.op}.launch", k.kind, unit, "launch", s,
-                                k.launch))  # fmt: skip
-                s += k.launch
-            if k.latency:
-                out.append(Span(k.layer, f"{k.op}.latency", k.kind, unit, "sync", s,
-                                k.latency))  # fmt: skip
-                s += k.latency
-            if k.hbm_latency:
-                out.append(Span(k.layer, f"{k.op}.hbm_latency", k.kind, unit, "hbm", s,
-                                k.hbm_latency))  # fmt: skip
-                s += k.hbm_latency
-            out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
-                            k.flops))  # fmt: skip
+        first_row.append(len(rows))
+        s = t
+        for suffix, res, n in (("host", "host", wait), ("launch", "launch", k.launch),
+                               ("latency", "sync", k.latency), ("hbm_latency", "hbm",
+                                                                 k.hbm_latency)):  # fmt: skip
+            if n:
+                rows.append((k.layer, f"{k.op}.{suffix}", k.kind, 0, res, s, n, 0, 0))
+                s += n
+        rows.append((k.layer, k.op, k.kind, 0, k.resource, s, k.body, k.n_bytes, k.flops))
         t += wait + k.cycles
-    return out
+    return _on_ranks(SpanColumns.of_rows(rows), kernels, np.array(first_row, dtype=np.int64), tp)
+
+
+def _on_ranks(parts: SpanColumns, kernels: list[Kernel], first_row, tp: int) -> SpanColumns:
+    """Each kernel's parts (rows ``first_row[k]`` up to the next kernel's) on each rank of its
+    stage in turn (the first rank only for a node link's), kernel after kernel."""
+    n_parts = np.diff(np.r_[first_row, len(parts)])
+    n_ranks = np.array([1 if k.resource == "node_link" else tp for k in kernels], dtype=np.int64)
+    base = np.array([k.stage * tp for k in kernels], dtype=np.int64)
+    per = n_parts * n_ranks  # spans of each kernel
+    kern = np.repeat(np.arange(len(kernels)), per)
+    local = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    rank, part = np.divmod(local, n_parts[kern])
+    src = first_row[kern] + part
+    cols = {f.name: getattr(parts, f.name)[src] for f in fields(SpanColumns)}
+    cols["unit"] = base[kern] + rank
+    return SpanColumns(**cols)
 
 
 class GpuPass:

@@ -3,15 +3,17 @@ run on, and its per-PE heatmaps (reserved link cycles, resident SRAM bytes)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 
-from ..contract import Span
+from ...trace import SpanColumns
 
 
-def pass_spans(entries: list, copies: dict) -> list[Span]:
+def pass_spans(entries: list, copies: dict) -> SpanColumns:
     """A pass's entries one after another, each part of an entry's cost a span on its wafer
     and, without its bytes and FLOPs, on the other wafers of its layer's group (``copies``)."""
-    out, t = [], 0
+    rows, units, at = [], [], 0
     for e in entries:
         first = True
         others = copies.get(e.layer, ()) if e.kind != "host_io" else ()
@@ -19,12 +21,22 @@ def pass_spans(entries: list, copies: dict) -> list[Span]:
             if n <= 0:
                 continue
             label = e.name if first else f"{e.name}.{resource}"
-            out.append(Span(e.layer, label, e.kind, e.unit, resource, t, n,
-                            e.n_bytes if first else 0, e.flops if first else 0))  # fmt: skip
-            out += [Span(e.layer, label, e.kind, w, resource, t, n, 0, 0) for w in others]
-            t += n
+            rows.append((e.layer, label, e.kind, e.unit, resource, at, n,
+                         e.n_bytes if first else 0, e.flops if first else 0))  # fmt: skip
+            units.append((e.unit, *others))
+            at += n
             first = False
-    return out
+    spans = SpanColumns.of_rows(rows)
+    n_on = np.array([len(u) for u in units], dtype=np.int64)
+    if not len(rows) or (n_on == 1).all():
+        return spans
+    src = np.repeat(np.arange(len(rows)), n_on)  # each part on its wafer, then on the others
+    copy = np.arange(len(src)) - np.repeat(np.cumsum(n_on) - n_on, n_on) > 0
+    cols = {f.name: getattr(spans, f.name)[src] for f in fields(SpanColumns)}
+    cols["unit"] = np.fromiter((w for u in units for w in u), dtype=np.int64, count=len(src))
+    cols["n_bytes"][copy] = 0
+    cols["flops"][copy] = 0
+    return SpanColumns(**cols)
 
 
 HEATMAPS = ("link_busy_cycles", "sram_bytes")  # the names :func:`heatmaps` gives, in order
