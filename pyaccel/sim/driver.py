@@ -356,8 +356,12 @@ def _sequence_routes(graph, model) -> tuple:
     if router is None:
         return None, None
     work = graph.workload
-    picks = router.choices_over(np.arange(work.tokens, dtype=np.int64), work.rows)
-    whole = summarise(picks, [(0, work.rows)], graph.n_experts)[2]
+    steps = np.arange(work.tokens, dtype=np.int64)
+    picks = router.choices_over(steps, work.rows)
+    if work.rows <= 1:  # one row: its top_k distinct experts (the router's summary, no counts)
+        whole = router.summary(steps, work.rows, [(0, work.rows)])[2]
+    else:
+        whole = summarise(picks, [(0, work.rows)], graph.n_experts)[2]
     routes = (model.expert_stages(), picks, model.expert_hardware())
     return routes, whole.min(axis=0)
 

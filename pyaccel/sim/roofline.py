@@ -221,9 +221,7 @@ class StepBounds:
         att, rates = self.graph.attention, self.rates
         mem_res, comp_res = rates.mem_resource, rates.compute_resource
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
-        totals = {
-            key: np.full(ctx.shape, t, dtype=np.float64) for key, t in self.fixed_totals.items()
-        }
+        totals = _UnitTotals(self.fixed_totals, self.unit_sets.values(), ctx.shape)
         for (_, units, floor), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
@@ -235,20 +233,47 @@ class StepBounds:
                 if rate:
                     times[comp_res] = flops / (n * rate)
                 if is_full:
-                    for unit in units:
-                        for res, t in times.items():
-                            acc = totals.setdefault((unit, res), np.zeros(ctx.shape))
-                            acc += len(layers) * t
+                    totals.add(units, times, len(layers))
                 else:
                     work_s = np.maximum.reduce(list(times.values()))
                     latency_s = sum(t for _, t in floor)
                     op_s = chain_seconds(work_s, latency_s, rates.latency_serial)
                     chain += op_s * len(layers)
         chain, host = self._with_host(chain, {})
-        step = np.maximum(chain, host.get("host", 0.0))
-        for t in totals.values():
-            step = np.maximum(step, t)
-        return step
+        return np.maximum(np.maximum(chain, host.get("host", 0.0)), totals.busiest())
+
+
+class _UnitTotals:
+    """Each unit's work per resource over many steps (s): a units x steps matrix per resource,
+    starting from the context-independent totals; each addition goes to every unit of a set in
+    one array operation, in the order of :meth:`StepBounds.at`'s sums."""
+
+    def __init__(self, fixed: dict, unit_sets, shape: tuple):
+        units = sorted({u for us in unit_sets for u in us} | {u for u, _ in fixed})
+        self.row = {u: i for i, u in enumerate(units)}
+        self.shape = (len(units), *shape)
+        self.by_res: dict = {}
+        for (unit, res), t in fixed.items():
+            self._of(res)[self.row[unit]] = t
+
+    def _of(self, res: str) -> np.ndarray:
+        if res not in self.by_res:
+            self.by_res[res] = np.zeros(self.shape, dtype=np.float64)
+        return self.by_res[res]
+
+    def add(self, units, times: dict, count: int) -> None:
+        """``count`` times ``times`` (per resource, one value a step) on each of ``units``."""
+        rows = np.array([self.row[u] for u in units], dtype=np.int64)
+        for res, t in times.items():
+            self._of(res)[rows] += count * t
+
+    def busiest(self) -> np.ndarray:
+        """Per step, the largest total of any unit and resource (0 without any)."""
+        out = np.zeros(self.shape[1:], dtype=np.float64)
+        for m in self.by_res.values():
+            if len(m):
+                out = np.maximum(out, m.max(axis=0))
+        return out
 
 
 def roofline(
