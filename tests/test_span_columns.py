@@ -134,7 +134,7 @@ def _asic_spans_reference(stages, starts):
 ])  # fmt: skip
 def test_asic_span_columns_are_the_per_span_spans(monkeypatch, model, work):
     sysm = pa.load_system("taalas-hc1", units="auto", etch=True)
-    _same_as_reference(monkeypatch, (asic_engine, "_spans", _asic_spans_reference), model, sysm,
+    _same_as_reference(monkeypatch, (asic_engine, "step_spans", _asic_spans_reference), model, sysm,
                        work)  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from ...trace import SpanColumns
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
 from ..contract import SEQUENCES, PassTiming, StageOccupancy, StepShape
 from . import experts, lora
+from .spans import step_spans
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {
@@ -330,34 +331,6 @@ def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     return col if col[0] == first.occ else None
 
 
-def _spans(stages, starts) -> SpanColumns:
-    """Every user's spans of a step (``starts[u, s]``: stage ``s``'s start for user ``u``):
-    each stage busy on each of its units from its start, then its latency. One user's spans
-    are laid out once and moved to each user's starts as columns."""
-    rows, stage_of, offset = [], [], []
-    for s, st in enumerate(stages):
-        for unit in st.units:
-            rows.append((st.layer, st.name, st.kind, unit, st.resource, 0, st.occ, st.n_bytes,
-                         st.flops))  # fmt: skip
-            stage_of.append(s)
-            offset.append(0)
-            if st.lat:
-                rows.append((st.layer, f"{st.name}.latency", st.kind, unit, "fixed_latency", 0,
-                             st.lat, 0, 0))  # fmt: skip
-                stage_of.append(s)
-                offset.append(st.occ)
-    one = SpanColumns.of_rows(rows)
-    stage_of, offset = np.array(stage_of, dtype=np.int64), np.array(offset, dtype=np.int64)
-    parts, n_users = [], len(starts)
-    for u in range(n_users):
-        names = one.op
-        if n_users > 1:  # each user's ops are told apart by a tag
-            names = np.array([f"{n}[u{u}]" for n in one.op.tolist()], dtype=object)
-        start = np.asarray(starts[u], dtype=np.int64)[stage_of] + offset
-        parts.append(replace(one, op=names, start=start))
-    return SpanColumns.concat(parts)
-
-
 def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles: int) -> dict:
     """Per-block and per-SRAM-bank detail (heatmap-style arrays, indexed like
     ``graph.layer_keys`` unless named per die): busy cycles of each block over the run, the KV
@@ -458,7 +431,7 @@ class AsicPipeline:
         stages = list(self.stages)
         for layer, (idx, dies, banks) in self.attn_of.items():  # this step's K/V and cycles
             stages[idx] = self.cost.attention(layer, step.context, dies, banks)
-        return _spans(stages, starts)
+        return step_spans(stages, starts)
 
     def extras(self, occ, last_step_cycles: int, n_users: int) -> PassTiming:
         """The die design, the pipeline's shape and its per-block and per-bank arrays."""
