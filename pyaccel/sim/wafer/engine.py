@@ -18,7 +18,7 @@ What does not depend on the context (every op but attention) is costed once per 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -38,6 +38,7 @@ from ..contract import (
 )
 from .cost import OpCost, RegionCoster, multicast
 from .crossing import system_io_parts
+from .entries import COMBINE, Entry, Region, add_entries, local_cycles
 from .events import HEATMAPS, heatmaps, pass_spans
 from .experts import ASSUMPTIONS as EXPERT_ASSUMPTIONS
 from .experts import combine_cost
@@ -54,7 +55,6 @@ RESOURCES = (
     "fixed_latency",
 )
 PIPELINE = MICRO_BATCHES
-COMBINE = "expert_combine"  # the entry kind of a cross-wafer expert combine
 # Doubling a class's rate: factors keep integer fields integral (x2), except latencies (x0.5):
 # the mesh's (hop, ramp, add) are simulated in half-cycle ticks (wafer.half_cycle_ticks), so a
 # 1-cycle hop becomes half a cycle; the DSD issue cost is floored (2 cycles become 1).
@@ -123,38 +123,6 @@ ASSUMPTIONS = (
 )
 
 
-@dataclass(frozen=True)
-class Region:
-    """A PE rectangle on one wafer."""
-
-    wafer: int
-    x0: int
-    y0: int
-    w: int
-    h: int
-
-    @classmethod
-    def of(cls, slot) -> Region:
-        """The region recorded in a placement slot (its region's ``rect`` and ``wafer``)."""
-        x0, y0, w, h = slot.region.rect
-        return cls(wafer_of(slot), x0, y0, w, h)
-
-
-@dataclass
-class Entry:
-    """One op (or hand-off) of a pass: where it runs and its cost."""
-
-    layer: object
-    name: str
-    kind: str
-    unit: int
-    stage: int
-    cost: OpCost
-    n_bytes: int = 0
-    flops: int = 0
-    region: Region | None = None
-
-
 class WaferPass:
     """The ops of one micro-batch's pass through every region, costed on ``system``."""
 
@@ -188,6 +156,7 @@ class WaferPass:
         self.strategy = placement.layout.strategy if placement.layout else None
         self._last: tuple = (None, (), ())
         self._delta_memo: dict = {}  # routed op -> (stage, cycles beyond the graph's own)
+        self._fixed_sums: tuple | None = None  # stage sums of every entry but attention's
 
     def coster_of(self, key) -> RegionCoster:
         """The coster of a layer key's ops (its share of the experts where they are spread)."""
@@ -300,15 +269,24 @@ class WaferPass:
         """The pass with attention re-costed for the step's context, once per group (and, with
         ``routed``, its routed experts for the step's routing)."""
         out = list(self.entries)
+        for idx, e in self._attention_at(step):
+            out[idx] = e
+        for op in (step.routed or {}).values() if routed else ():
+            idx, cost = self._routed_cost(op)
+            out[idx] = replace(out[idx], cost=cost, n_bytes=op.mem_bytes)
+        return out
+
+    def _attention_at(self, step: StepShape) -> list[tuple[int, Entry]]:
+        """(entry index, entry) of every attention layer re-costed for the step's context,
+        once per group."""
+        out = []
         for g in step.groups():
             w, h, axis = g.key[1]
             cost, _ = self.coster.op_cost(g.op, w, h, axis)
             for layer in g.layers:
                 idx = self.attention_at[layer][0]
-                out[idx] = replace(out[idx], cost=cost, n_bytes=g.op.mem_bytes, flops=g.op.flops)
-        for op in (step.routed or {}).values() if routed else ():
-            idx, cost = self._routed_cost(op)
-            out[idx] = replace(out[idx], cost=cost, n_bytes=op.mem_bytes)
+                out.append((idx, replace(self.entries[idx], cost=cost, n_bytes=g.op.mem_bytes,
+                                         flops=g.op.flops)))  # fmt: skip
         return out
 
     def _routed_cost(self, op) -> tuple[int, OpCost]:
@@ -332,7 +310,7 @@ class WaferPass:
         if hit is None:
             idx, cost = self._routed_cost(op)
             base = self.entries[idx]
-            hit = (base.stage, _local_cycles(cost) - _local_cycles(base.cost))
+            hit = (base.stage, local_cycles(cost) - local_cycles(base.cost))
             self._delta_memo[key] = hit
         return hit
 
@@ -340,17 +318,23 @@ class WaferPass:
         """Cycles each stage spends on one micro-batch, and ``(busy, latency)`` cycles of the
         system I/O crossing into each stage (into stage 0: the loop back), which the stage's
         wafer does not spend: it may work on the next micro-batch meanwhile."""
-        out, busy, lat = [0] * self.n_stages, [0] * self.n_stages, [0] * self.n_stages
-        for e in entries:
-            for resource, n in e.cost.parts:
-                if e.kind == COMBINE:  # the layer waits for it: no other micro-batch's work
-                    out[e.stage] += n
-                elif resource == "wafer_io":
-                    busy[e.stage] += n
-                elif resource == "wafer_io_latency":
-                    lat[e.stage] += n
-                else:
-                    out[e.stage] += n
+        sums = [0] * self.n_stages, [0] * self.n_stages, [0] * self.n_stages
+        add_entries(sums, entries)
+        out, busy, lat = sums
+        return out, list(zip(busy, lat, strict=True))
+
+    def _attention_stage_cycles(self, step: StepShape) -> tuple[list[int], list]:
+        """:meth:`stage_cycles` of :meth:`at_step` without routing: the other entries' sums
+        are kept, only the attention entries are re-costed and added (whole cycles: the same
+        sums in any order)."""
+        if self._fixed_sums is None:
+            fixed = set(idx for idx, _ in self.attention_at.values())
+            self._fixed_sums = [0] * self.n_stages, [0] * self.n_stages, [0] * self.n_stages
+            add_entries(self._fixed_sums, [e for i, e in enumerate(self.entries)
+                                            if i not in fixed])  # fmt: skip
+        sums = tuple(list(x) for x in self._fixed_sums)
+        add_entries(sums, [e for _, e in self._attention_at(step)])
+        out, busy, lat = sums
         return out, list(zip(busy, lat, strict=True))
 
     def time(self, step: StepShape, events: bool) -> PassTiming:
@@ -361,7 +345,7 @@ class WaferPass:
         # attention costs depend on the tokens each PE holds: ceil(attended / region width)
         key = tuple(-(-g.op.k // g.key[1][0]) for g in step.groups())
         if events or key != self._last[0]:  # attention re-costed; routed experts added below
-            base, links = self.stage_cycles(self.at_step(step, routed=False))
+            base, links = self._attention_stage_cycles(step)
             self._last = (key, tuple(base), tuple(links))
         stage_c, links = list(self._last[1]), self._last[2]
         self._routed_delta(step, stage_c)
@@ -394,7 +378,7 @@ class WaferPass:
         rows, links = [], []
         for i in starts.tolist():
             step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout)
-            base, crossing = self.stage_cycles(self.at_step(step, routed=False))
+            base, crossing = self._attention_stage_cycles(step)
             rows.append(base)
             links.append(tuple(crossing))
         which = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(contexts)]))
@@ -411,11 +395,6 @@ class WaferPass:
 
 
 pass_model = WaferPass
-
-
-def _local_cycles(cost: OpCost) -> int:
-    """An op's cycles on its own wafer (all but the system I/O crossing's)."""
-    return sum(n for res, n in cost.parts if res not in ("wafer_io", "wafer_io_latency"))
 
 
 def n_stages(placement) -> int:
