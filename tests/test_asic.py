@@ -491,3 +491,33 @@ def test_die_whose_sram_takes_every_transistor_is_refused():
     with pytest.raises(ConfigError, match="transistors = 9e.08: the die's SRAM"):
         _run("tiny-llama", pa.Workload(tokens=2), etch=True,
              sets={"transistors": 9e8, "kv_sram_bytes": 2e7})  # fmt: skip
+
+
+def test_one_row_pipeline_is_the_kernel_for_one_row():
+    # one row never waits (units shared by stages, several units at once, routed experts):
+    # the sums give the kernel's finish and starts on every backend
+    from pyaccel.sim.contract import StageOccupancy
+    from pyaccel.sim.pipeline import one_row_pipeline
+
+    rng = np.random.default_rng(8)
+    for _ in range(25):
+        steps, stages = int(rng.integers(1, 7)), int(rng.integers(1, 9))
+        n_cols = int(rng.integers(0, stages + 1))
+        occ = StageOccupancy(rng.integers(0, 30, stages), rng.integers(0, 30, (steps, n_cols)),
+                             rng.permutation(stages)[:n_cols])  # fmt: skip
+        lat = rng.integers(0, 6, stages)
+        res = rng.integers(0, 3, stages)  # few units: stages share them
+        if rng.random() < 0.5:
+            res = np.column_stack([res, rng.integers(-1, 3, (stages, 2))])
+        record = rng.random(steps) < 0.5
+        layers, top_k, n_experts = 2, 2, 4
+        ex_layer = np.where(rng.random(stages) < 0.4, rng.integers(0, layers, stages), -1)
+        picks = np.stack([rng.permutation(n_experts)[:top_k] for _ in range(steps * layers)])
+        routes = (ex_layer, picks.reshape(steps, 1, layers, top_k),
+                  rng.integers(0, 3, (stages, n_experts)))  # fmt: skip
+        want = one_row_pipeline(occ, lat, record)
+        for backend in kernels.available_backends():
+            fn = kernels.get("asic_pipeline", backend)
+            for r in (None, routes):
+                got = fn(occ, lat, res, 1, record, 1, r)
+                assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))

@@ -36,7 +36,13 @@ from .contract import (
     StepShape,
     attention_layout,
 )
-from .pipeline import micro_batch_sizes, pipeline_cycles, pipeline_cycles_over, pipeline_schedule
+from .pipeline import (
+    micro_batch_sizes,
+    one_row_pipeline,
+    pipeline_cycles,
+    pipeline_cycles_over,
+    pipeline_schedule,
+)
 
 
 @dataclass
@@ -331,8 +337,12 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
     # a verify step's tokens of one sequence are rows that enter one after another; the
     # sequence's step ends when its last row leaves
     q = work.step_tokens
-    routes, fewest = _sequence_routes(graph, model)
-    finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q, routes)
+    if work.rows == 1:  # one row: nothing to wait for (one_row_pipeline), routes or not
+        finish, starts = one_row_pipeline(occ, lat, record)
+        fewest = _one_row_fewest(graph)
+    else:
+        routes, fewest = _sequence_routes(graph, model)
+        finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q, routes)
     done = finish.reshape(work.tokens, work.batch, q).max(axis=2)
     prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), done[:-1]])
     gaps = (done - prev).sum(axis=1)
@@ -345,6 +355,15 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
     extras = model.extras(occ, steps[-1], work.rows)
     out.meta, out.arrays = dict(extras.notes), dict(extras.arrays)
     return out
+
+
+def _one_row_fewest(graph):
+    """Per MoE layer, the distinct experts a one-row step reads: its ``top_k`` (None without
+    routed experts)."""
+    router = router_of(graph)
+    if router is None:
+        return None
+    return np.full(len(graph.moe_layers), graph.top_k, dtype=np.int64)
 
 
 def _sequence_routes(graph, model) -> tuple:

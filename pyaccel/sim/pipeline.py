@@ -154,3 +154,24 @@ def stream_makespan(stage_cycles: Sequence[Sequence[int]], links: Sequence[Seque
             t = stage_free[s]
         done = t
     return done
+
+
+def one_row_pipeline(occ, lat, record) -> tuple[np.ndarray, np.ndarray]:
+    """The ``asic_pipeline`` kernel's ``(finish, starts)`` for one row (one sequence, one token
+    a step), from sums. With one row nothing ever waits: its token of step ``t`` enters when
+    that of ``t - 1`` has left, and every unit a stage takes was last held by an earlier stage
+    of the same token or of an earlier one, which had let it go before the token moved on
+    (``start + occ <= start + occ + lat``), so every stage starts when the stage before it
+    ends, expert units and shared units alike. ``occ``: the stages' occupancy
+    (:class:`~pyaccel.sim.contract.StageOccupancy`); ``lat`` per stage; ``record`` per step."""
+    base, cols, col_stage = occ
+    fixed = int(base.sum()) - int(base[col_stage].sum()) + int(np.asarray(lat).sum())
+    per_step = cols.sum(axis=1, dtype=np.int64) + fixed
+    finish = np.cumsum(per_step).reshape(-1, 1)
+    recorded = np.flatnonzero(record)
+    starts = np.zeros((len(recorded), 1, len(base)), dtype=np.int64)
+    for r, t in enumerate(recorded.tolist()):
+        step = occ.row(t) + lat
+        begin = int(finish[t - 1, 0]) if t else 0
+        starts[r, 0] = begin + np.cumsum(step) - step
+    return finish, starts
