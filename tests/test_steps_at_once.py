@@ -126,3 +126,15 @@ def test_pipeline_interval_of_many_steps_is_each_steps():
         per = {s: rng.integers(0, 1000, (20, 4)) for s in set(sizes)}
         each = [pipeline_cycles({s: per[s][i].tolist() for s in per}, sizes) for i in range(20)]
         assert pipeline_cycles_over(per, sizes).tolist() == each
+
+
+def test_unique_rows_of_repeating_steps_are_numpys():
+    from pyaccel.sim.contract import unique_rows
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 200):
+        rows = np.repeat(rng.integers(0, 3, (n, 4)), rng.integers(1, 5, n), axis=0)
+        got, which = unique_rows(rows)
+        want, inverse = np.unique(rows, axis=0, return_inverse=True)
+        assert np.array_equal(got, want) and np.array_equal(which, inverse.ravel())
+        assert np.array_equal(got[which], rows)

@@ -161,15 +161,27 @@ class RoutedSteps:
         and, per step, the index of its routing among them."""
         import numpy as np
 
-        rows = np.hstack([self.hot, self.distinct])
-        if (rows == rows[:1]).all():  # one routing for every step (e.g. one sequence)
-            return np.zeros(min(1, len(rows)), dtype=np.int64), np.zeros(len(rows), np.int64)
-        _, first, which = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-        return first, which.ravel()
+        distinct, which = unique_rows(np.hstack([self.hot, self.distinct]))
+        first = np.full(len(distinct), len(which), dtype=np.int64)
+        np.minimum.at(first, which, np.arange(len(which)))
+        return first, which
 
     def ops(self, graph, t: int) -> dict:
         """Step ``t``'s routed-expert ops by name (what :class:`StepShape` ``routed`` holds)."""
         return graph.routed_ops_of(self.hot[t], self.distinct[t])
+
+
+def unique_rows(rows) -> tuple[Any, Any]:
+    """``numpy.unique(rows, axis=0, return_inverse=True)`` of a steps x columns int array
+    whose consecutive rows often repeat (a run's steps): the repeats are dropped before the
+    sort. Returns (the distinct rows, sorted; each row's index among them)."""
+    import numpy as np
+
+    if not len(rows):
+        return rows[:0], np.zeros(0, dtype=np.int64)
+    change = np.r_[True, (rows[1:] != rows[:-1]).any(axis=1)]
+    distinct, which = np.unique(rows[change], axis=0, return_inverse=True)
+    return distinct, which.ravel()[np.cumsum(change) - 1]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from .contract import (
     RoutedSteps,
     StepShape,
     attention_layout,
+    unique_rows,
 )
 from .pipeline import (
     micro_batch_sizes,
@@ -171,7 +172,7 @@ class MicroBatchPasses:
         simulated once per distinct set of stage cycles and links."""
         keys = sorted(per)
         rows = np.hstack([np.column_stack([per[s].stage_cycles, per[s].which]) for s in keys])
-        distinct, which = np.unique(rows, axis=0, return_inverse=True)
+        distinct, which = unique_rows(rows)
         out = np.zeros(len(distinct), dtype=np.int64)
         for u, row in enumerate(distinct.tolist()):
             stage_c, links, windows, at = {}, {}, {}, 0
@@ -184,7 +185,7 @@ class MicroBatchPasses:
             if windows[first] is None:  # as one step's timing: the first pass's say
                 windows = None
             out[u] = self._schedule(stage_c, links, windows, order)
-        return out[which.ravel()]
+        return out[which]
 
     def pass_timing(self, context: int) -> PassTiming:
         """The first micro-batch's pass at ``context``: its stage cycles and the crossings into
