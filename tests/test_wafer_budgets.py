@@ -94,3 +94,20 @@ def test_shifts_beyond_the_budget_run_in_rounds(tmp_path):
     assert all_at_once[0] == line_flows(4, flows, 1, 20, 1, 2)[0]
     assert all_at_once[0] < one_at_a_time[0]
     assert one_at_a_time[5] == all_at_once[5] == 12  # messages: 4 PEs x 3 distances
+
+
+def test_costers_of_a_graph_share_costs_only_under_equal_wafer_costs():
+    # candidate layouts and what-ifs that move no wafer cost re-use a graph's op costs; a
+    # system whose costs differ (a hop of 2 cycles) gets its own, as a fresh graph gives them
+    model = pa.load_model("llama-3.1-8b")
+    graph = build_graph(model, pa.Workload(context=100, tokens=1).resolved("bf16"))
+    base, hop2 = (pa.load_system("wse3", overrides=o) for o in (None, {"hop_latency_cycles": 2}))
+    io2 = pa.load_system("wse3", overrides={"system_io_bytes_per_s": 1e12})  # not a mesh cost
+    a, b = RegionCoster(base.spec, graph), RegionCoster(io2.spec, graph)
+    c = RegionCoster(hop2.spec, graph)
+    assert a._memo is b._memo and c._memo is not a._memo
+    op = next(op for op in graph.ops if op.kind == "qkv_proj")
+    a.op_cost(op, 64, 48, 0)
+    fresh_graph = build_graph(model, pa.Workload(context=100, tokens=1).resolved("bf16"))
+    fresh = RegionCoster(hop2.spec, fresh_graph).op_cost(op, 64, 48, 0)
+    assert c.op_cost(op, 64, 48, 0) == fresh != a.op_cost(op, 64, 48, 0)

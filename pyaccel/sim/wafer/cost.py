@@ -280,7 +280,12 @@ class RegionCoster(PeTiles):
     def __init__(self, spec, graph, experts_here: int | None = None):
         self.c = Costs.of(spec.params)
         super().__init__(graph, experts_here)
-        self._memo: dict = {}
+        # costs depend on the graph, the experts here and Costs alone: every coster of the
+        # graph with equal Costs (candidate layouts, what-ifs that move no wafer cost) shares
+        # one memo, which lives as long as the graph (its values are frozen)
+        self._memo: dict = graph.placer_memo.setdefault(
+            ("wafer.region_costs", self.c, self.experts_here), {}
+        )
 
     # -- op costs -------------------------------------------------------------------------
     def op_cost(self, op, w: int, h: int, axis: int) -> tuple[OpCost, int]:
