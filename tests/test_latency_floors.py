@@ -14,7 +14,7 @@ from pyaccel.sim.asic import bound as asic_bound
 from pyaccel.sim.asic import engine as asic
 from pyaccel.sim.gpu import engine as gpu
 from pyaccel.sim.lpu import engine as lpu
-from pyaccel.sim.lpu import plans
+from pyaccel.sim.lpu import fragments, plans
 from pyaccel.sim.lpu.net import Network
 from pyaccel.sim.lpu.program import ChipModel
 
@@ -127,7 +127,7 @@ def test_lpu_floor_is_the_length_of_a_minimal_op_alone():
         slot = type("Slot", (), {"units": tuple(range(tp))})()
         for op in graph.ops:
             plan = tuple(plans.canonical(chip, tp, st) for st in plans.op_plan(op, graph, tp))
-            alone = lpu._compile(chip, net, tp, (plan,)).schedule().cycles
+            alone = fragments._compile(chip, net, tp, (plan,)).schedule().cycles
             want = round(floor(op, slot) * spec.clock_hz)
             if plan[0][0] == "gemv":  # alone, its first block's install is on the chain
                 alone -= chip.install_cycles

@@ -295,7 +295,7 @@ def _sim(model, units, work, sets=ROUND, tp=8):
 def test_joined_fragments_are_the_directly_compiled_program(tmp_path):
     # each op compiled once on its own and joined must give the same instructions, in the same
     # order, with the same dependencies, as compiling the stage's ops one after another
-    from pyaccel.sim.lpu.engine import _compile
+    from pyaccel.sim.lpu.fragments import _compile
     from pyaccel.sim.lpu.program import kind_codes
 
     graph, sim = _sim(_tiny(tmp_path, layers=3), 16, pa.Workload(context=300, tokens=1))
@@ -409,3 +409,28 @@ def test_stage_hops_overlap_the_next_micro_batch(tmp_path):
         closed = pipeline_cycles(totals, passes.sizes)
         assert len(plc.layers) and passes.models[passes.first].hops[0] is not None
         assert (step < closed) if stricter else (step == closed), (batch, step, closed)
+
+
+def test_stage_plans_kept_with_the_graph_are_the_plans_made_afresh(tmp_path):
+    # a graph's passes (candidate layouts, what-ifs) share its op plans per chip and TP width;
+    # a chip with other timing constants makes its own
+    from pyaccel.model.graph import build_graph
+    from pyaccel.sim.lpu.engine import LpuSim
+    from pyaccel.sim.lpu.plans import canonical, op_plan
+
+    model, work = _tiny(tmp_path, layers=3), pa.Workload(context=300, tokens=1)
+    graph = build_graph(model, work)
+    sysm = _system(16)
+    plc = _layout(model, sysm, work, 8)
+    first, second = LpuSim(graph, sysm, plc), LpuSim(graph, sysm, plc)
+    other = LpuSim(graph, _system(16, [*ROUND[:1], "mxm_operand_bytes=2", *ROUND[2:]]), plc)
+    assert other.chip != first.chip
+    for i, (chips, _) in enumerate(first.stages):
+        plans, ops = first.stage_plans(graph, i)
+        tp = len(chips)
+        fresh = tuple(tuple(canonical(first.chip, tp, st) for st in op_plan(op, graph, tp))
+                      for op in ops)  # fmt: skip
+        assert plans == fresh and second.stage_plans(graph, i)[0][0] is plans[0]
+        assert other.stage_plans(graph, i)[0] == tuple(
+            tuple(canonical(other.chip, tp, st) for st in op_plan(op, graph, tp)) for op in ops
+        )

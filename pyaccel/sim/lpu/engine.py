@@ -28,9 +28,10 @@ from ..contract import (
     StepShape,
     StepsTiming,
 )
+from .fragments import _COLLECTIVE_STEPS, compiled_fragment
 from .net import Network, hop_crossing
 from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
-from .program import INPUT, TRANSITS_PER_C2C, ChipModel, Program
+from .program import TRANSITS_PER_C2C, ChipModel, Program
 from .spans import pass_spans
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
@@ -102,64 +103,8 @@ ASSUMPTIONS = (
 )
 
 
-def _compile(chip: ChipModel, net: Network, tp: int, plans: tuple) -> Program:
-    """A program from canonical op plans; each op's first pattern takes the previous op's
-    output. (The plain reference of :func:`_fragment` + :meth:`Program.join`.)"""
-    prog = Program(chip)
-    cur = None
-    for i, steps in enumerate(plans):
-        prog.begin_op(None, str(i), "")
-        for st in steps:
-            cur = _emit(prog, chip, net, tp, st, cur)
-    return prog
-
-
-def _fragment(chip: ChipModel, net: Network, tp: int, steps: tuple, first: bool):
-    """One op's plan compiled on its own: its first pattern depends on ``INPUT`` (the previous
-    op's output), or on nothing for the stage's first op."""
-    prog = Program(chip)
-    prog.begin_op(None, "0", "")
-    cur = None if first else INPUT
-    for st in steps:
-        cur = _emit(prog, chip, net, tp, st, cur)
-    return prog.fragment(cur)
-
-
-def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur):
-    kind = st[0]
-    if kind == "gemv":
-        return prog.gemv(st[1], st[2], cur)
-    if kind == "vector":
-        return prog.vector(st[1], cur)
-    if kind == "reduce":
-        return prog.reduce(st[1], cur)
-    if kind == "memio":
-        return prog.memio(st[1], cur)
-    vecs = -(-st[1] // chip.vector_bytes)
-    if kind == "allreduce":
-        red = max(1, -(-vecs // tp // chip.alus))
-        return prog.collective(net.allreduce(tp, st[1], red), cur)
-    if kind == "seqreduce":  # among the st[2] chips of one KV head (lpu.attention_sequence_split)
-        red = max(1, -(-vecs // st[2] // chip.alus))
-        return prog.collective(net.allreduce(st[2], st[1], red), cur)
-    if kind == "allgather":
-        return prog.collective(net.allgather(tp, st[1]), cur)
-    if kind == "broadcast":
-        return prog.collective(net.broadcast(tp, st[1]), cur)
-    raise AssertionError(f"unknown plan step {kind}")
-
-
 # ---------------------------------------------------------------------------------------------
 # stages
-
-
-# Compiled op fragments, shared by every LpuSim of a process. A fragment is a pure function of
-# the chip's timing constants, the TP width and the op's plan, and of the network's rates when
-# the plan has a collective; keyed so, a what-if re-compiles only the ops its class touches
-# (C2C rates: the collectives; a chip constant: the chip's ops) and reuses the rest.
-_FRAGMENTS: dict = {}
-_FRAGMENTS_MAX = 16384  # entries; a 70B model on 576 chips compiles a few hundred per system
-_COLLECTIVE_STEPS = ("allreduce", "allgather", "broadcast", "seqreduce")
 
 
 def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
@@ -230,10 +175,18 @@ class LpuSim:
         chips, layers = self.stages[i]
         ops = [op for key in layers for op in graph.ops_of(key)]
         tp = len(chips)
-        plans = tuple(
-            tuple(canonical(self.chip, tp, st) for st in op_plan(op, graph, tp)) for op in ops
-        )
-        return plans, ops
+        # an op's plan depends on the op, the graph, the chip and the TP width: kept with the
+        # graph (its candidate layouts and what-ifs ask again), by the op's identity (the memo
+        # holds the op, so its id stays its own)
+        memo = graph.placer_memo.setdefault(("lpu.plans", self.chip, tp), {})
+        plans = []
+        for op in ops:
+            hit = memo.get(id(op))
+            if hit is None:
+                plan = tuple(canonical(self.chip, tp, st) for st in op_plan(op, graph, tp))
+                hit = memo[id(op)] = (op, plan)
+            plans.append(hit[1])
+        return tuple(plans), ops
 
     def scheduled(self, plans: tuple, tp: int):
         """The scheduled program of a stage's plans (cached). Each op's instructions are
@@ -255,13 +208,7 @@ class LpuSim:
         mine = self._frags_by_plan.get((tp, id(steps), first))
         if mine is not None:
             return mine[1]
-        net = self.net.key if any(st[0] in _COLLECTIVE_STEPS for st in steps) else None
-        key = (self.chip, net, tp, steps, first)
-        hit = _FRAGMENTS.get(key)
-        if hit is None:
-            if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
-                _FRAGMENTS.clear()
-            hit = _FRAGMENTS[key] = _fragment(self.chip, self.net, tp, steps, first)
+        hit = compiled_fragment(self.chip, self.net, tp, steps, first)
         self._frags_by_plan[tp, id(steps), first] = (steps, hit)
         return hit
 
