@@ -111,7 +111,9 @@ class PassTiming:
 @dataclass
 class StepsTiming:
     """A pass at many steps at once, none with events (a pass model's optional
-    ``stage_cycles_over``): ``stage_cycles`` holds one row of stage cycles a step (int64). An
+    ``stage_cycles_over(contexts, layout, routed=None)``, ``routed`` the steps'
+    :class:`RoutedSteps` when the graph routes experts; it may return None where it cannot):
+    ``stage_cycles`` holds one row of stage cycles a step (int64). An
     engine whose stages hand over on links of their own gives the distinct ``links`` (and
     ``link_windows``) of :class:`PassTiming` its steps take, and ``which[i]``: the index of
     step ``i``'s."""

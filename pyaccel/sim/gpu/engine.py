@@ -211,6 +211,10 @@ def reads_hbm(op) -> bool:
     return not op.kind.endswith("residual") and bool(op.weight_bytes or op.kv_read_bytes)
 
 
+# the parts of a kernel before its body, in order: (op name suffix, resource class)
+_LEAD_PARTS = (("host", "host"), ("launch", "launch"), ("latency", "sync"), ("hbm_latency", "hbm"))
+
+
 def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> SpanColumns:
     """One pass's kernels laid out on every rank of their stage (cycles from the pass start),
     with the GPU's waits for an eager host (``host`` cycles a launch) before the kernels it
@@ -224,9 +228,8 @@ def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> SpanColumns:
         wait = max(0, t0 + i * host - t)
         first_row.append(len(rows))
         s = t
-        for suffix, res, n in (("host", "host", wait), ("launch", "launch", k.launch),
-                               ("latency", "sync", k.latency), ("hbm_latency", "hbm",
-                                                                 k.hbm_latency)):  # fmt: skip
+        for (suffix, res), n in zip(_LEAD_PARTS, (wait, k.launch, k.latency, k.hbm_latency),
+                                    strict=True):  # fmt: skip
             if n:
                 rows.append((k.layer, f"{k.op}.{suffix}", k.kind, 0, res, s, n, 0, 0))
                 s += n
