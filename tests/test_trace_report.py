@@ -155,3 +155,20 @@ def test_by_layer_groups_as_filtering_each_layer_would(run70b):
     got = _by_layer(run70b, step)
     assert got == want and list(got) == list(want)
     assert all(list(got[k]) == list(want[k]) for k in want)
+
+
+def test_unit_totals_share_a_row_only_between_alike_units():
+    # units 0 and 1 are in the same sets with the same fixed totals: one row; unit 2 shares a
+    # set with 3 but not its fixed totals, and 3 is also alone in a set. Hand sums per unit:
+    # 0, 1: m 1 + 2 x [1, 2, 3] = [3, 5, 7]; 2: m 2 + [.5, .5, 4] = [2.5, 2.5, 6];
+    # 3: m [.5, .5, 4], c .5 + [9, 0, 0] = [9.5, .5, .5] -> busiest [9.5, 5, 7]
+    from pyaccel.sim.roofline import _UnitTotals
+
+    fixed = {(0, "m"): 1.0, (1, "m"): 1.0, (2, "m"): 2.0, (3, "c"): 0.5}
+    totals = _UnitTotals(fixed, [(0, 1), (2, 3), (0, 1), (3,)], (3,))
+    totals.add((0, 1), {"m": np.array([1.0, 2.0, 3.0])}, 2)
+    totals.add((2, 3), {"m": np.array([0.5, 0.5, 4.0])}, 1)
+    totals.add((3,), {"c": np.array([9.0, 0.0, 0.0])}, 1)
+    assert totals.shape == (3, 3)
+    assert totals.busiest().tolist() == [9.5, 5.0, 7.0]
+    assert sorted(totals.by_res["m"].tolist()) == [[0.5, 0.5, 4.0], [2.5, 2.5, 6.0], [3, 5, 7]]

@@ -84,6 +84,47 @@ def lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources
     earlier_deps(dep_ptr, dep_idx, n)
 
 
+def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
+                          seq_ptr, seq, n_resources) -> None:  # fmt: skip
+    """A pool of fragments (resource ids in ``[-1, n_resources)``, each dependency an earlier
+    instruction of its own fragment or -2, each output one of its fragment's instructions),
+    and programs of pool fragments whose first fragment takes no input."""
+    n = len(resource)
+    same_length(n, resource=resource, duration=duration, latency=latency)
+    ids_in("resource", resource, -1, int(n_resources))
+    csr("dep_ptr", dep_ptr, n, "dep_idx", dep_idx)
+    n_frags = len(frag_ptr) - 1
+    csr("frag_ptr", frag_ptr, n_frags, "resource", resource)
+    same_length(n_frags, frag_out=frag_out)
+    length = np.diff(np.asarray(frag_ptr))
+    out = np.asarray(frag_out)
+    bad = (out < 0) | (out >= length)
+    if bad.any():
+        f = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"frag_out[{f}] = {out[f]} is out of range (must be >= 0 and < "
+                         f"{length[f]}, its fragment's length)")  # fmt: skip
+    # each dependency's place in its own fragment: earlier than its instruction, or -2
+    owner = np.repeat(np.arange(n), np.diff(np.asarray(dep_ptr)))
+    local = owner - np.repeat(np.asarray(frag_ptr)[:-1], length)[owner]
+    idx = np.asarray(dep_idx)
+    bad = ((idx < 0) & (idx != -2)) | (idx >= local)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"dep_idx[{i}] = {idx[i]} is out of range (a dependency of instruction {local[i]} "
+            "of its fragment must be an earlier one of that fragment, >= 0, or -2 for the input)"
+        )
+    csr("seq_ptr", seq_ptr, len(seq_ptr) - 1, "seq", seq)
+    ids_in("seq", seq, 0, n_frags)
+    takes = np.zeros(n_frags, dtype=bool)
+    takes[np.searchsorted(np.asarray(frag_ptr), owner[idx == -2], side="right") - 1] = True
+    firsts = np.asarray(seq_ptr)[:-1][np.diff(np.asarray(seq_ptr)) > 0]
+    bad = takes[np.asarray(seq)[firsts]]
+    if bad.any():
+        i = int(firsts[np.flatnonzero(bad)[0]])
+        raise ValueError(f"seq[{i}] = {seq[i]} takes an input (-2) but starts its program")
+
+
 def lpu_link_schedule(
     link, n_bytes, cut_through, dep_ptr, dep_idx, link_bytes_per_cycle, link_latency
 ) -> None:

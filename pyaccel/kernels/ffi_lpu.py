@@ -10,7 +10,7 @@ from .ffi import available, ffi, lib
 
 # Without the symbols (an older C build) this module offers nothing, so ``kernels.get`` falls
 # through to Numba instead of losing the whole C backend.
-HAS_LPU = available and hasattr(lib, "pyaccel_lpu_link_schedule")
+HAS_LPU = available and hasattr(lib, "pyaccel_lpu_fragment_schedule")
 
 
 def _i64(arr) -> np.ndarray:
@@ -58,6 +58,25 @@ def _link_schedule(
     return start, end, arrive
 
 
+def _fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
+                       seq_ptr, seq, n_resources):  # fmt: skip
+    """C twin of :func:`pyaccel.kernels.reference_lpu.lpu_fragment_schedule`."""
+    ins = [_i64(a) for a in (resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
+                             seq_ptr, seq)]  # fmt: skip
+    checks.lpu_fragment_schedule(*ins, n_resources)
+    frag_ptr, seq_ptr, seq = ins[5], ins[7], ins[8]
+    n = int(np.diff(frag_ptr)[seq].sum())
+    start, ready = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    cycles = np.zeros(len(seq_ptr) - 1, dtype=np.int64)
+    free = np.zeros(max(int(n_resources), 1), dtype=np.int64)
+    if len(cycles):
+        lib.pyaccel_lpu_fragment_schedule(_ptr(start), _ptr(cycles), _ptr(ready), _ptr(free),
+                                          *(_ptr(a) for a in ins), len(cycles),
+                                          int(n_resources))  # fmt: skip
+    return start, cycles
+
+
 if HAS_LPU:
     lpu_list_schedule = _list_schedule
     lpu_link_schedule = _link_schedule
+    lpu_fragment_schedule = _fragment_schedule

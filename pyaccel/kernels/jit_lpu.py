@@ -68,6 +68,43 @@ def _link_schedule(
     return start, end, arrive
 
 
+@numba.njit(cache=True)
+def _fragment_schedule(
+    resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, seq_ptr, seq, n, n_resources
+):  # pragma: no cover
+    start = np.zeros(n, dtype=np.int64)
+    ready_at = np.zeros(n, dtype=np.int64)
+    cycles = np.zeros(seq_ptr.shape[0] - 1, dtype=np.int64)
+    free = np.zeros(max(n_resources, 1), dtype=np.int64)
+    at = 0
+    for s in range(cycles.shape[0]):
+        base, prev_out, done = at, -1, 0
+        free[:] = 0
+        for k in range(seq_ptr[s], seq_ptr[s + 1]):
+            f = seq[k]
+            for p in range(frag_ptr[f], frag_ptr[f + 1]):
+                ready = 0
+                for q in range(dep_ptr[p], dep_ptr[p + 1]):
+                    d = dep_idx[q]
+                    t = ready_at[prev_out] if d == -2 else ready_at[base + d]
+                    if t > ready:
+                        ready = t
+                r = resource[p]
+                if r >= 0:
+                    if free[r] > ready:
+                        ready = free[r]
+                    free[r] = ready + duration[p]
+                start[at] = ready
+                ready_at[at] = ready + duration[p] + latency[p]
+                if ready_at[at] > done:
+                    done = ready_at[at]
+                at += 1
+            prev_out = base + frag_out[f]
+            base = at
+        cycles[s] = done
+    return start, cycles
+
+
 def _i64(a):
     return np.ascontiguousarray(a, dtype=np.int64)
 
@@ -94,3 +131,13 @@ def lpu_link_schedule(
         np.ascontiguousarray(link_bytes_per_cycle, dtype=np.float64), _i64(link_latency),
         int(vector_bytes),
     )  # fmt: skip
+
+
+def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
+                          seq_ptr, seq, n_resources):  # fmt: skip
+    """Numba twin of :func:`pyaccel.kernels.reference_lpu.lpu_fragment_schedule`."""
+    ins = [_i64(a) for a in (resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
+                             seq_ptr, seq)]  # fmt: skip
+    checks.lpu_fragment_schedule(*ins, n_resources)
+    n = int(np.diff(ins[5])[ins[8]].sum())
+    return _fragment_schedule(*ins, n, int(n_resources))

@@ -91,3 +91,69 @@ def lpu_link_schedule(
         start[i], end[i], arrive[i] = s, e, e + int(link_latency[lk])
         free[lk] = e
     return start, end, arrive
+
+
+INPUT = -2  # a fragment's dependency on the previous fragment's output (sim.lpu.program.INPUT)
+
+
+def lpu_fragment_schedule(
+    resource: np.ndarray,
+    duration: np.ndarray,
+    latency: np.ndarray,
+    dep_ptr: np.ndarray,
+    dep_idx: np.ndarray,
+    frag_ptr: np.ndarray,
+    frag_out: np.ndarray,
+    seq_ptr: np.ndarray,
+    seq: np.ndarray,
+    n_resources: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start cycles, cycles of each program) of programs joined from a pool of fragments, each
+    list-scheduled on its own (:func:`lpu_list_schedule`) from cycle 0 with every resource free.
+
+    The pool holds fragments end to end: fragment ``f`` is instructions
+    ``frag_ptr[f]:frag_ptr[f + 1]`` (resource, duration, latency, CSR dependencies), each
+    dependency an index into its own fragment (``>= 0``, earlier than the instruction) or
+    ``INPUT`` (-2): the output of the fragment before it in the program. Fragment ``f``'s
+    output is its instruction ``frag_out[f]``. Program ``s`` is fragments
+    ``seq[seq_ptr[s]:seq_ptr[s + 1]]`` in order; its first fragment must not take an input.
+    ``start`` lists every program's instructions end to end; a program's cycles are the latest
+    cycle any of its results is usable (0 when empty).
+    """
+    checks.lpu_fragment_schedule(
+        resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, seq_ptr, seq,
+        n_resources,
+    )  # fmt: skip
+    starts, cycles = [], []
+    for s in range(len(seq_ptr) - 1):
+        res, dur, lat, ptr, idx = _joined(
+            resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
+            seq[seq_ptr[s] : seq_ptr[s + 1]],
+        )  # fmt: skip
+        start = lpu_list_schedule(res, dur, lat, ptr, idx, n_resources)
+        starts.append(start)
+        cycles.append(int((start + dur + lat).max()) if len(start) else 0)
+    start = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+    return start.astype(np.int64), np.array(cycles, dtype=np.int64)
+
+
+def _joined(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, frags):
+    """One program's instructions as a plain list schedule's arrays: the fragments' copied end
+    to end, local dependencies moved by the fragment's place, ``INPUT`` taken by the previous
+    fragment's output."""
+    res, dur, lat, deps = [], [], [], []
+    prev_out = -1
+    for f in np.asarray(frags).tolist():
+        lo, hi, base = int(frag_ptr[f]), int(frag_ptr[f + 1]), len(res)
+        for p in range(lo, hi):
+            res.append(int(resource[p]))
+            dur.append(int(duration[p]))
+            lat.append(int(latency[p]))
+            local = dep_idx[dep_ptr[p] : dep_ptr[p + 1]].tolist()
+            deps.append([prev_out if d == INPUT else base + d for d in local])
+        prev_out = base + int(frag_out[f])
+    ptr = np.zeros(len(res) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(d) for d in deps])
+    idx = np.array([j for d in deps for j in d], dtype=np.int64)
+    return (np.array(res, dtype=np.int64), np.array(dur, dtype=np.int64),
+            np.array(lat, dtype=np.int64), ptr, idx)  # fmt: skip

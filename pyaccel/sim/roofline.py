@@ -244,17 +244,30 @@ class StepBounds:
 
 
 class _UnitTotals:
-    """Each unit's work per resource over many steps (s): a units x steps matrix per resource,
+    """Each unit's work per resource over many steps (s): a rows x steps matrix per resource,
     starting from the context-independent totals; each addition goes to every unit of a set in
-    one array operation, in the order of :meth:`StepBounds.at`'s sums."""
+    one array operation, in the order of :meth:`StepBounds.at`'s sums. Units in the same sets
+    with the same fixed totals get the same sums in the same order, so they share one row (a
+    stage's chips: one row, not hundreds)."""
 
     def __init__(self, fixed: dict, unit_sets, shape: tuple):
-        units = sorted({u for us in unit_sets for u in us} | {u for u, _ in fixed})
-        self.row = {u: i for i, u in enumerate(units)}
-        self.shape = (len(units), *shape)
+        sets = list(dict.fromkeys(tuple(us) for us in unit_sets))
+        units = sorted({u for us in sets for u in us} | {u for u, _ in fixed})
+        member: dict = {u: [] for u in units}
+        for k, us in enumerate(sets):
+            for u in us:
+                member[u].append(k)
+        own: dict = {u: [] for u in units}
+        for (unit, res), t in fixed.items():
+            own[unit].append((res, t))
+        rows: dict = {}
+        row = {u: rows.setdefault((tuple(member[u]), tuple(sorted(own[u]))), len(rows))
+               for u in units}  # fmt: skip
+        self.rows_of = {us: np.unique([row[u] for u in us]).astype(np.int64) for us in sets}
+        self.shape = (len(rows), *shape)
         self.by_res: dict = {}
         for (unit, res), t in fixed.items():
-            self._of(res)[self.row[unit]] = t
+            self._of(res)[row[unit]] = t
 
     def _of(self, res: str) -> np.ndarray:
         if res not in self.by_res:
@@ -262,8 +275,9 @@ class _UnitTotals:
         return self.by_res[res]
 
     def add(self, units, times: dict, count: int) -> None:
-        """``count`` times ``times`` (per resource, one value a step) on each of ``units``."""
-        rows = np.array([self.row[u] for u in units], dtype=np.int64)
+        """``count`` times ``times`` (per resource, one value a step) on each of ``units`` (one
+        of the unit sets the totals were made for)."""
+        rows = self.rows_of[tuple(units)]
         for res, t in times.items():
             self._of(res)[rows] += count * t
 

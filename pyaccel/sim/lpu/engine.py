@@ -28,7 +28,7 @@ from ..contract import (
     StepShape,
     StepsTiming,
 )
-from .fragments import _COLLECTIVE_STEPS, compiled_fragment
+from .fragments import _COLLECTIVE_STEPS, FragmentPool, compiled_fragment
 from .net import Network, hop_crossing
 from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
 from .program import TRANSITS_PER_C2C, ChipModel, Program
@@ -133,6 +133,11 @@ class LpuSim:
         self.node_size = int(p.chips_per_node)
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
+        self.c2c_bytes_of: dict = {}  # id(scheduled program) -> its C2C bytes (spans.py)
+        self._pool = FragmentPool(self.chip)  # the per-step path's programs (_program)
+        self._shape_of: dict[int, int] = {}  # stage -> its fixed program's place in _shapes
+        self._shapes: dict[tuple, int] = {}  # fixed fragment ids -> their place in _shape_list
+        self._shape_list: list[tuple] = []  # (a stage of the shape, its fixed fragment ids)
         self._frags_by_plan: dict = {}  # (tp, id(plan), first) -> (plan, its fragment)
         self.hops = [self._hop(i) for i in range(len(self.stages))]
         # The fast per-step path (time() without events): every plan but attention's is fixed,
@@ -253,6 +258,19 @@ class LpuSim:
 
     def _stages_at(self, step: StepShape) -> tuple:
         """(cycles, link windows) of every stage at ``step`` (see :meth:`stage_cycles_at`)."""
+        key_all, stage_keys = self._stage_keys(step)
+        if key_all != self._last_attn:
+            keys = stage_keys()
+            self._time_stages([keys])
+            self._last_attn = key_all
+            got = (self._stage_memo[k] for k in keys)
+            self._last_cycles = tuple((c + self._hop_total(i), w) for i, (c, w) in enumerate(got))
+        return self._last_cycles
+
+    def _stage_keys(self, step: StepShape) -> tuple:
+        """(the step's key, a function giving each stage's program key): the attention plans
+        of its groups and its routed plans; the program keys are only made when asked for.
+        Stages whose fixed ops compile alike (:meth:`_shape`) share a program key."""
         attn = {}
         for g in step.groups():
             tp = g.key[1]
@@ -264,25 +282,52 @@ class LpuSim:
         routed = None if same else [self._routed_plans(step, i) for i in range(len(self.stages))]
         key_all = (tuple(attn.values()), tuple(map(id, step.routed.values())) if same else
                    tuple(routed))  # fmt: skip
-        if key_all == self._last_attn:
-            return self._last_cycles
-        routed = routed or [self._routed_plans(step, i) for i in range(len(self.stages))]
-        group_of = {layer: g.key for g in step.groups() for layer in g.layers}
-        out = []
-        for i, (chips, _) in enumerate(self.stages):
-            tp = len(chips)
-            plans = tuple(attn[group_of[layer]] for _, layer in self._holes[i])
-            key = (i, plans, routed[i])
-            hit = self._stage_memo.get(key)
+
+        def keys() -> list[tuple]:
+            per_stage = routed or [self._routed_plans(step, i) for i in range(len(self.stages))]
+            group_of = {layer: g.key for g in step.groups() for layer in g.layers}
+            return [(self._shape(i), tuple(attn[group_of[layer]] for _, layer in self._holes[i]),
+                     per_stage[i]) for i in range(len(self.stages))]  # fmt: skip
+
+        return key_all, keys
+
+    def _time_stages(self, key_lists: list) -> None:
+        """Schedule every program of ``key_lists`` (lists of program keys) not yet in the
+        memo, all in one call of the fragment scheduler; the memo keeps (cycles, link
+        windows) of each, without the hop after the stage."""
+        missing = list(dict.fromkeys(k for keys in key_lists for k in keys
+                                     if k not in self._stage_memo))  # fmt: skip
+        if missing:
+            got = self._pool.schedule([self._program(*k) for k in missing], self.backend)
+            self._stage_memo.update(zip(missing, got, strict=True))
+
+    def _shape(self, i: int) -> int:
+        """Stage ``i``'s fixed program: the pool ids of its fixed ops' fragments (-1 at its
+        attention ops), numbered in order of first sight, so stages alike share programs."""
+        hit = self._shape_of.get(i)
+        if hit is None:
+            tp = len(self.stages[i][0])
+            attention = {j for j, _ in self._holes[i]}
+            ids = tuple(-1 if j in attention else self._pool.id_of(self._frag(tp, st, j == 0))
+                        for j, st in enumerate(self._fixed[i]))  # fmt: skip
+            hit = self._shapes.get(ids)
             if hit is None:
-                full = filled(self._fixed[i], self._holes[i], plans)
-                if routed[i]:
-                    full = filled(full, self._expert_holes[i], routed[i])
-                sch = self.scheduled(full, tp)
-                hit = self._stage_memo[key] = (self._stage_total(i, sch), sch.link_windows())
-            out.append(hit)
-        self._last_attn, self._last_cycles = key_all, tuple(out)
-        return self._last_cycles
+                hit = self._shapes[ids] = len(self._shape_list)
+                self._shape_list.append((i, np.array(ids, dtype=np.int64)))
+            self._shape_of[i] = hit
+        return hit
+
+    def _program(self, shape: int, attn: tuple, routed: tuple) -> np.ndarray:
+        """A program as pool fragment ids: the fixed ops of stages of ``shape``, the attention
+        plans ``attn`` at their attention ops and the ``routed`` plans (if any) at their
+        routed-expert ops; the same program as joining ``filled`` plans."""
+        i, fixed = self._shape_list[shape]
+        tp = len(self.stages[i][0])
+        ids = fixed.copy()
+        for holes, plans in ((self._holes[i], attn), (self._expert_holes[i], routed)):
+            for (j, _), plan in zip(holes, plans, strict=True) if plans else ():
+                ids[j] = self._pool.id_of(self._frag(tp, plan, j == 0))
+        return ids
 
     def stage_cycles_over(self, contexts: np.ndarray, layout,
                           routed: RoutedSteps | None = None) -> StepsTiming | None:  # fmt: skip
@@ -303,12 +348,18 @@ class LpuSim:
             cols.append(routed.groups()[1])
         keys = np.column_stack(cols) if cols else np.zeros((len(contexts), 0), np.int64)
         starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
-        rows, links, windows = [], [], []
+        segments = []  # each segment's program keys, all timed in one call
+        hops = [self._hop_total(i) for i in range(len(self.stages))]
         for i in starts.tolist():
             ops = routed.ops(self.graph, i) if routed is not None else None
-            stages = self._stages_at(StepShape(self.graph, int(contexts[i]), self.group_key,
-                                               layout=layout, routed=ops))  # fmt: skip
-            own, crossing = self._crossings([total for total, _ in stages])
+            step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout,
+                             routed=ops)  # fmt: skip
+            segments.append(self._stage_keys(step)[1]())
+        self._time_stages(segments)
+        rows, links, windows = [], [], []
+        for keys in segments:
+            stages = [self._stage_memo[k] for k in keys]
+            own, crossing = self._crossings([c + h for (c, _), h in zip(stages, hops, strict=True)])
             rows.append(own)
             links.append(crossing)
             windows.append(_windows(crossing, stages))

@@ -20,17 +20,34 @@ def pass_spans(sim, scheds, stage_c) -> tuple[SpanColumns, np.ndarray, np.ndarra
     out, t = [], 0
     for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages, strict=True)):
         out.append(_op_spans(sch, ops, chips, t))
-        for coll in sch.program.collectives.values():
-            for rank, c in enumerate(chips):
-                if rank < len(coll.send_bytes):
-                    sent[c] += coll.send_bytes[rank]
-            for rank, slot, nb in coll.slot_bytes:
-                links[chips[rank], slot] += nb
+        by_rank, by_slot = _c2c_bytes(sim, sch, len(chips))
+        sent[list(chips)] += by_rank
+        links[list(chips)] += by_slot
         if sim.hops[i] is not None:
             hop = _hop_spans(sim, i, ops[-1].layer, chips, t + sch.cycles, sent, links)
             out.append(SpanColumns.of_rows(hop))
         t += stage_c[i]
     return SpanColumns.concat(out), sent, links
+
+
+def _c2c_bytes(sim, sch, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes each rank sends, bytes each rank sends per link slot) over a scheduled program's
+    collectives on a ``k``-chip stage, counted once per program (stages alike share it)."""
+    hit = sim.c2c_bytes_of.get(id(sch))
+    if hit is None or hit[0] is not sch:
+        by_rank = np.zeros(k, dtype=np.int64)
+        by_slot = np.zeros((k, sim.n_link_slots), dtype=np.int64)
+        colls: dict = {}  # the network hands out one object per collective: count repeats
+        for coll in sch.program.collectives.values():
+            colls[id(coll)] = (coll, colls.get(id(coll), (None, 0))[1] + 1)
+        for coll, times in colls.values():
+            sends = np.asarray(coll.send_bytes[:k], dtype=np.int64)
+            by_rank[: len(sends)] += times * sends
+            if coll.slot_bytes:
+                rank, slot, nb = np.array(coll.slot_bytes, dtype=np.int64).T
+                np.add.at(by_slot, (rank, slot), times * nb)
+        hit = sim.c2c_bytes_of[id(sch)] = (sch, by_rank, by_slot)
+    return hit[1], hit[2]
 
 
 def _op_spans(sch, ops, chips, t: int) -> SpanColumns:

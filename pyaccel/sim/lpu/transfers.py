@@ -167,17 +167,23 @@ def _chip_work(tr: Transfers, start, end, on_links, vxm_links, n_chips: int, vec
 def merged_arrays(starts, ends) -> tuple[tuple[int, int], ...]:
     """:func:`merged` of the intervals ``[starts[i], ends[i])`` given as int64 arrays (one
     sort instead of a Python loop over them)."""
+    lo, hi = merged_columns(starts, ends)
+    return tuple(zip(lo.tolist(), hi.tolist(), strict=True))
+
+
+def merged_columns(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`merged_arrays` as two arrays (the sorted, disjoint intervals' starts and ends)."""
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
     if not len(starts):
-        return ()
+        return starts, ends
     order = np.lexsort((ends, starts))
     starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
     new = np.r_[True, starts[1:] > reach[:-1]]  # an interval past all before it opens a group
     first = np.flatnonzero(new)
     last = np.r_[first[1:], len(starts)] - 1
-    return tuple(zip(starts[first].tolist(), reach[last].tolist(), strict=True))
+    return starts[first], reach[last]
 
 
 def merged(intervals) -> tuple[tuple[int, int], ...]:

@@ -1,0 +1,146 @@
+"""LPU fragment scheduler: stage programs run from a pool of op fragments, never joined.
+
+The kernel's twins agree on random pools, the NumPy twin is the joined program's plain list
+schedule, and the engine's per-step path gives each stage the cycles and link windows of the
+joined program (:meth:`Program.join`) it replaces.
+"""
+
+import numpy as np
+import pytest
+
+import pyaccel as pa
+from pyaccel import kernels
+from pyaccel.kernels import reference_lpu
+
+INPUT = reference_lpu.INPUT
+
+
+def i64(*values):
+    return np.array(values, dtype=np.int64)
+
+
+# fragment 0: instructions 0-1 (1 waits for 0); fragment 1: instruction 2, taking the previous
+# fragment's output; fragment 2: instruction 3, a delay of latency 5 waiting for nothing
+POOL = (i64(0, 1, 0, -1), i64(3, 3, 3, 0), i64(0, 0, 0, 5), i64(0, 0, 1, 2, 2), i64(0, INPUT),
+        i64(0, 2, 3, 4), i64(1, 0, 0))  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", kernels.available_backends())
+def test_golden_fragment_schedule(backend):
+    # program [0, 1, 2]: i0 on r0 [0,3); i1 on r1 after i0 [3,6); i2 on r0 after fragment 0's
+    # output i1 (usable at 6) [6,9); i3 no resource, starts 0, usable at 5 -> 9 cycles.
+    # program [2, 0]: i3 [0,0)+5; i0 [0,3); i1 [3,6) -> 6 cycles, the clock back at 0
+    start, cycles = kernels.get("lpu_fragment_schedule", backend)(
+        *POOL, i64(0, 3, 5), i64(0, 1, 2, 2, 0), 2
+    )
+    assert start.tolist() == [0, 3, 6, 0, 0, 0, 3]
+    assert cycles.tolist() == [9, 6]
+
+
+def _random_pool(rng, n_frags: int, n_res: int):
+    """Fragments of 1-30 instructions, dependencies earlier in the fragment or INPUT (never
+    in fragment 0, which programs may start with)."""
+    res, dur, lat, deps, ptr, out = [], [], [], [], [0], []
+    for f in range(n_frags):
+        n = int(rng.integers(1, 30))
+        for i in range(n):
+            local = sorted(set(rng.integers(0, i, rng.integers(0, 3)).tolist())) if i else []
+            if f and rng.random() < 0.2:
+                local.append(INPUT)
+            deps.append(local)
+        res += rng.integers(-1, n_res, n).tolist()
+        dur += rng.integers(0, 30, n).tolist()
+        lat += rng.integers(0, 50, n).tolist()
+        ptr.append(ptr[-1] + n)
+        out.append(int(rng.integers(0, n)))
+    dep_ptr = np.r_[0, np.cumsum([len(d) for d in deps])].astype(np.int64)
+    dep_idx = np.array([d for ds in deps for d in ds], dtype=np.int64)
+    return (np.array(res, dtype=np.int64), np.array(dur, dtype=np.int64),
+            np.array(lat, dtype=np.int64), dep_ptr, dep_idx, np.array(ptr, dtype=np.int64),
+            np.array(out, dtype=np.int64))  # fmt: skip
+
+
+def _random_programs(rng, n_frags: int, n_programs: int):
+    progs = [np.r_[0, rng.integers(0, n_frags, rng.integers(0, 12))] for _ in range(n_programs)]
+    progs[0] = progs[0][:0]  # an empty program too
+    seq_ptr = np.r_[0, np.cumsum([len(p) for p in progs])].astype(np.int64)
+    return seq_ptr, np.concatenate(progs).astype(np.int64)
+
+
+@pytest.mark.parametrize("backend", [b for b in kernels.available_backends() if b != "numpy"])
+def test_fragment_schedule_twin(backend):
+    rng = np.random.default_rng(11)
+    fast = kernels.get("lpu_fragment_schedule", backend)
+    for n_frags, n_programs in ((1, 1), (3, 4), (12, 9), (40, 25)):
+        pool = _random_pool(rng, n_frags, 5)
+        seq_ptr, seq = _random_programs(rng, n_frags, n_programs)
+        want = reference_lpu.lpu_fragment_schedule(*pool, seq_ptr, seq, 5)
+        got = fast(*pool, seq_ptr, seq, 5)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_fragment_schedule_twin_is_the_joined_list_schedule():
+    # the NumPy twin against a join written out here: fragments copied end to end, local
+    # dependencies moved by the fragment's place, INPUT taken by the previous fragment's output
+    rng = np.random.default_rng(12)
+    res, dur, lat, dep_ptr, dep_idx, frag_ptr, frag_out = pool = _random_pool(rng, 15, 4)
+    seq_ptr, seq = _random_programs(rng, 15, 6)
+    start, cycles = reference_lpu.lpu_fragment_schedule(*pool, seq_ptr, seq, 4)
+    at = 0
+    for s in range(len(seq_ptr) - 1):
+        rows, deps, base, prev = [], [], 0, -1
+        for f in seq[seq_ptr[s] : seq_ptr[s + 1]].tolist():
+            for p in range(frag_ptr[f], frag_ptr[f + 1]):
+                rows.append(p)
+                deps.append([prev if d == INPUT else base + d
+                             for d in dep_idx[dep_ptr[p] : dep_ptr[p + 1]].tolist()])  # fmt: skip
+            prev, base = base + int(frag_out[f]), base + int(frag_ptr[f + 1] - frag_ptr[f])
+        ptr = np.r_[0, np.cumsum([len(d) for d in deps])].astype(np.int64)
+        idx = np.array([d for ds in deps for d in ds], dtype=np.int64)
+        one = reference_lpu.lpu_list_schedule(res[rows], dur[rows], lat[rows], ptr, idx, 4)
+        assert np.array_equal(start[at : at + len(rows)], one)
+        ready = one + dur[rows] + lat[rows]
+        assert cycles[s] == (ready.max() if len(rows) else 0)
+        at += len(rows)
+    assert at == len(start)
+
+
+def _tiny(tmp_path, layers):
+    from conftest import TINY_LLAMA, write_config
+
+    return pa.load_model(
+        write_config(tmp_path / "tiny", {**TINY_LLAMA, "num_hidden_layers": layers})
+    )
+
+
+@pytest.mark.parametrize("backend", kernels.available_backends())
+def test_pool_programs_are_the_joined_programs(tmp_path, backend):
+    # every stage at several contexts (block boundaries crossed): the pool's cycles and link
+    # windows are the joined program's; stages with alike fixed ops share one program
+    from pyaccel.model.graph import build_graph
+    from pyaccel.place import lpu as lpu_place
+    from pyaccel.sim.contract import StepShape
+    from pyaccel.sim.lpu.engine import LpuSim
+    from pyaccel.sim.lpu.plans import filled
+    from pyaccel.sim.lpu.program import Program
+
+    model = _tiny(tmp_path, layers=10)
+    work = pa.Workload(context=60, tokens=1)
+    system = pa.load_system("groq-tsp", units=40, overrides=["clock_hz=1e9", "mxm_planes=1"])
+    graph = build_graph(model, work)
+    plc = lpu_place.build(graph, system.spec, 8, 40)
+    sim = LpuSim(graph, system, plc, backend)
+    windows = 0
+    for ctx in (60, 64, 513, 4000):
+        step = StepShape(graph, ctx, sim.group_key)
+        keys = sim._stage_keys(step)[1]()
+        got = sim._pool.schedule([sim._program(*k) for k in keys], backend)
+        for i, (key, (cycles, wins)) in enumerate(zip(keys, got, strict=True)):
+            tp = len(sim.stages[i][0])
+            plans = filled(sim._fixed[i], sim._holes[i], key[1])
+            frags = [sim._frag(tp, p, j == 0) for j, p in enumerate(plans)]
+            joined = Program.join(sim.chip, frags).schedule("numpy")
+            assert (cycles, wins) == (joined.cycles, joined.link_windows()), (ctx, i)
+            windows += len(wins)
+    assert windows  # collectives on the links: the windows were compared, not just empty
+    assert len(sim.stages) > len(sim._shape_list) > 1  # alike stages share, the ends differ
