@@ -56,7 +56,7 @@ def test_list_schedule_one_stage(benchmark):
     graph = build_graph(model, work, native_format="int8")
     sim = LpuSim(graph, system, plc)
     plans, _ = sim.stage_plans(graph, 5)
-    from pyaccel.sim.lpu.engine import _compile
+    from pyaccel.sim.lpu.fragments import _compile
 
     prog = _compile(sim.chip, sim.net, 8, plans)
     prog.schedule()

@@ -61,21 +61,24 @@ void pyaccel_lpu_link_schedule(int64_t *start, int64_t *end, int64_t *arrive,
     }
 }
 
-void pyaccel_lpu_fragment_schedule(int64_t *start, int64_t *cycles, int64_t *ready_scratch,
+void pyaccel_lpu_fragment_schedule(int64_t *cycles, int64_t *marked, int64_t *ready_scratch,
                                    int64_t *free_scratch, const int64_t *resource,
                                    const int64_t *duration, const int64_t *latency,
                                    const int64_t *dep_ptr, const int64_t *dep_idx,
                                    const int64_t *frag_ptr, const int64_t *frag_out,
+                                   const int64_t *mark_ptr, const int64_t *mark_idx,
                                    const int64_t *seq_ptr, const int64_t *seq, int64_t n_programs,
                                    int64_t n_resources)
 {
-    int64_t at = 0; /* the program's first instruction in start */
+    int64_t m = 0; /* marked starts written */
     for (int64_t s = 0; s < n_programs; s++) {
-        int64_t base = at, prev_out = -1, done = 0;
+        /* ready_scratch holds one program's ready cycles, from its first instruction (it stays
+         * in cache); a start is ready_scratch - latency - duration, so none is stored */
+        int64_t base = 0, prev_out = -1, done = 0, i = 0;
         for (int64_t r = 0; r < n_resources; r++) free_scratch[r] = 0;
         for (int64_t k = seq_ptr[s]; k < seq_ptr[s + 1]; k++) {
             int64_t f = seq[k], lo = frag_ptr[f], hi = frag_ptr[f + 1];
-            for (int64_t p = lo; p < hi; p++, at++) {
+            for (int64_t p = lo; p < hi; p++, i++) {
                 int64_t ready = 0;
                 for (int64_t q = dep_ptr[p]; q < dep_ptr[p + 1]; q++) {
                     int64_t d = dep_idx[q];
@@ -86,12 +89,15 @@ void pyaccel_lpu_fragment_schedule(int64_t *start, int64_t *cycles, int64_t *rea
                     ready = max64(ready, free_scratch[r]);
                     free_scratch[r] = ready + duration[p];
                 }
-                start[at] = ready;
-                ready_scratch[at] = ready + duration[p] + latency[p];
-                done = max64(done, ready_scratch[at]);
+                ready_scratch[i] = ready + duration[p] + latency[p];
+                done = max64(done, ready_scratch[i]);
+            }
+            for (int64_t q = mark_ptr[f]; q < mark_ptr[f + 1]; q++) {
+                int64_t p = lo + mark_idx[q];
+                marked[m++] = ready_scratch[base + mark_idx[q]] - latency[p] - duration[p];
             }
             prev_out = base + frag_out[f];
-            base = at;
+            base = i;
         }
         cycles[s] = done;
     }

@@ -32,6 +32,7 @@ NO_DEPS = (i64(0, 0, 0, 0), i64())  # dep_ptr, dep_idx of three items without de
 # the previous fragment's output), 2 is instruction 3; each fragment's output its last
 POOL = (i64(0, 1, 0, -1), i64(3, 3, 3, 0), i64(0, 0, 0, 5), i64(0, 0, 1, 2, 2), i64(0, -2),
         i64(0, 2, 3, 4), i64(1, 0, 0))  # fmt: skip
+NO_MARKS = (i64(0, 0, 0, 0), i64())  # mark_ptr, mark_idx: no fragment marks an instruction
 
 # kernel, case name, arguments, the message expected on every backend
 BAD = [
@@ -46,15 +47,17 @@ BAD = [
     ("lpu_list_schedule", "lengths differ",
      (i64(0, 1), i64(3), i64(0, 0), i64(0, 0, 0), i64(), 2), r"duration has shape \(1,\)"),
     ("lpu_fragment_schedule", "an input at a program's start",
-     (*POOL[:4], i64(0, -2), *POOL[5:], i64(0, 2), i64(1, 0), 2),
+     (*POOL[:4], i64(0, -2), *POOL[5:], *NO_MARKS, i64(0, 2), i64(1, 0), 2),
      r"seq\[0\] = 1 takes an input \(-2\) but starts its program"),
     ("lpu_fragment_schedule", "dependency on a later instruction of its fragment",
-     (*POOL[:4], i64(1, 0), *POOL[5:], i64(0, 1), i64(0), 2),
+     (*POOL[:4], i64(1, 0), *POOL[5:], *NO_MARKS, i64(0, 1), i64(0), 2),
      r"dep_idx\[0\] = 1 .*earlier one of that fragment"),
     ("lpu_fragment_schedule", "a fragment past the pool",
-     (*POOL, i64(0, 1), i64(3), 2), r"seq\[0\] = 3 .*< 3"),
+     (*POOL, *NO_MARKS, i64(0, 1), i64(3), 2), r"seq\[0\] = 3 .*< 3"),
     ("lpu_fragment_schedule", "an output outside its fragment",
-     (*POOL[:6], i64(2, 0, 0), i64(0, 1), i64(0), 2), r"frag_out\[0\] = 2 .*< 2"),
+     (*POOL[:6], i64(2, 0, 0), *NO_MARKS, i64(0, 1), i64(0), 2), r"frag_out\[0\] = 2 .*< 2"),
+    ("lpu_fragment_schedule", "a mark outside its fragment",
+     (*POOL, i64(0, 1, 1, 1), i64(2), i64(0, 1), i64(0), 2), r"mark_idx\[0\] = 2 .*< 2"),
     ("lpu_link_schedule", "link past the end",
      (i64(0, 3), i64(64, 64), np.zeros(2, bool), i64(0, 0, 0), i64(), np.array([4.0]), i64(9),
       320), r"link\[1\] = 3 .*< 1"),

@@ -13,7 +13,7 @@ from pyaccel.sim import roofline
 from pyaccel.sim.asic import bound as asic_bound
 from pyaccel.sim.asic import engine as asic
 from pyaccel.sim.gpu import engine as gpu
-from pyaccel.sim.lpu import engine as lpu
+from pyaccel.sim.lpu import bounds as lpu_bounds
 from pyaccel.sim.lpu import fragments, plans
 from pyaccel.sim.lpu.net import Network
 from pyaccel.sim.lpu.program import ChipModel
@@ -120,7 +120,7 @@ def test_lpu_floor_is_the_length_of_a_minimal_op_alone():
     # collective adds only the serialisation of its few bytes; any op takes at least its floor
     spec = pa.load_system("groq-tsp").spec
     chip, net = ChipModel.from_params(spec.params), Network(spec.params, spec.clock_hz)
-    floor = lpu._pipeline_floor(spec)
+    floor = lpu_bounds._pipeline_floor(spec)
     graph = pa.build_graph(pa.load_model("tiny-llama"), pa.Workload(batch=1, context=1),
                            native_format="int8")  # fmt: skip
     for tp in (1, 2):

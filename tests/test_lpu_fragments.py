@@ -25,22 +25,30 @@ POOL = (i64(0, 1, 0, -1), i64(3, 3, 3, 0), i64(0, 0, 0, 5), i64(0, 0, 1, 2, 2), 
         i64(0, 2, 3, 4), i64(1, 0, 0))  # fmt: skip
 
 
+ALL_MARKED = (i64(0, 2, 3, 4), i64(0, 1, 0, 0))  # every instruction's start given back
+
+
 @pytest.mark.parametrize("backend", kernels.available_backends())
 def test_golden_fragment_schedule(backend):
     # program [0, 1, 2]: i0 on r0 [0,3); i1 on r1 after i0 [3,6); i2 on r0 after fragment 0's
     # output i1 (usable at 6) [6,9); i3 no resource, starts 0, usable at 5 -> 9 cycles.
     # program [2, 0]: i3 [0,0)+5; i0 [0,3); i1 [3,6) -> 6 cycles, the clock back at 0
-    start, cycles = kernels.get("lpu_fragment_schedule", backend)(
-        *POOL, i64(0, 3, 5), i64(0, 1, 2, 2, 0), 2
+    cycles, marked = kernels.get("lpu_fragment_schedule", backend)(
+        *POOL, *ALL_MARKED, i64(0, 3, 5), i64(0, 1, 2, 2, 0), 2
     )
-    assert start.tolist() == [0, 3, 6, 0, 0, 0, 3]
     assert cycles.tolist() == [9, 6]
+    assert marked.tolist() == [0, 3, 6, 0, 0, 0, 3]
+    # marks in any order, repeated, or none: fragment 0 marks its instruction 1 twice
+    _, some = kernels.get("lpu_fragment_schedule", backend)(
+        *POOL, i64(0, 2, 2, 2), i64(1, 1), i64(0, 3, 5), i64(0, 1, 2, 2, 0), 2
+    )
+    assert some.tolist() == [3, 3, 3, 3]
 
 
 def _random_pool(rng, n_frags: int, n_res: int):
     """Fragments of 1-30 instructions, dependencies earlier in the fragment or INPUT (never
-    in fragment 0, which programs may start with)."""
-    res, dur, lat, deps, ptr, out = [], [], [], [], [0], []
+    in fragment 0, which programs may start with), 0-3 marked instructions each."""
+    res, dur, lat, deps, ptr, out, marks = [], [], [], [], [0], [], []
     for f in range(n_frags):
         n = int(rng.integers(1, 30))
         for i in range(n):
@@ -53,11 +61,14 @@ def _random_pool(rng, n_frags: int, n_res: int):
         lat += rng.integers(0, 50, n).tolist()
         ptr.append(ptr[-1] + n)
         out.append(int(rng.integers(0, n)))
+        marks.append(rng.integers(0, n, rng.integers(0, 4)).tolist())
     dep_ptr = np.r_[0, np.cumsum([len(d) for d in deps])].astype(np.int64)
     dep_idx = np.array([d for ds in deps for d in ds], dtype=np.int64)
+    mark_ptr = np.r_[0, np.cumsum([len(m) for m in marks])].astype(np.int64)
+    mark_idx = np.array([i for m in marks for i in m], dtype=np.int64)
     return (np.array(res, dtype=np.int64), np.array(dur, dtype=np.int64),
             np.array(lat, dtype=np.int64), dep_ptr, dep_idx, np.array(ptr, dtype=np.int64),
-            np.array(out, dtype=np.int64))  # fmt: skip
+            np.array(out, dtype=np.int64), mark_ptr, mark_idx)  # fmt: skip
 
 
 def _random_programs(rng, n_frags: int, n_programs: int):
@@ -77,32 +88,34 @@ def test_fragment_schedule_twin(backend):
         want = reference_lpu.lpu_fragment_schedule(*pool, seq_ptr, seq, 5)
         got = fast(*pool, seq_ptr, seq, 5)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        assert len(want[1]) == int(np.diff(pool[7])[seq].sum())
 
 
 def test_fragment_schedule_twin_is_the_joined_list_schedule():
     # the NumPy twin against a join written out here: fragments copied end to end, local
     # dependencies moved by the fragment's place, INPUT taken by the previous fragment's output
     rng = np.random.default_rng(12)
-    res, dur, lat, dep_ptr, dep_idx, frag_ptr, frag_out = pool = _random_pool(rng, 15, 4)
+    pool = _random_pool(rng, 15, 4)
+    res, dur, lat, dep_ptr, dep_idx, frag_ptr, frag_out, mark_ptr, mark_idx = pool
     seq_ptr, seq = _random_programs(rng, 15, 6)
-    start, cycles = reference_lpu.lpu_fragment_schedule(*pool, seq_ptr, seq, 4)
-    at = 0
+    cycles, marked = reference_lpu.lpu_fragment_schedule(*pool, seq_ptr, seq, 4)
+    want = []
     for s in range(len(seq_ptr) - 1):
-        rows, deps, base, prev = [], [], 0, -1
+        rows, deps, base, prev, marks = [], [], 0, -1, []
         for f in seq[seq_ptr[s] : seq_ptr[s + 1]].tolist():
             for p in range(frag_ptr[f], frag_ptr[f + 1]):
                 rows.append(p)
                 deps.append([prev if d == INPUT else base + d
                              for d in dep_idx[dep_ptr[p] : dep_ptr[p + 1]].tolist()])  # fmt: skip
+            marks += [base + int(i) for i in mark_idx[mark_ptr[f] : mark_ptr[f + 1]]]
             prev, base = base + int(frag_out[f]), base + int(frag_ptr[f + 1] - frag_ptr[f])
         ptr = np.r_[0, np.cumsum([len(d) for d in deps])].astype(np.int64)
         idx = np.array([d for ds in deps for d in ds], dtype=np.int64)
         one = reference_lpu.lpu_list_schedule(res[rows], dur[rows], lat[rows], ptr, idx, 4)
-        assert np.array_equal(start[at : at + len(rows)], one)
         ready = one + dur[rows] + lat[rows]
         assert cycles[s] == (ready.max() if len(rows) else 0)
-        at += len(rows)
-    assert at == len(start)
+        want += one[marks].tolist()
+    assert marked.tolist() == want
 
 
 def _tiny(tmp_path, layers):
@@ -131,9 +144,11 @@ def test_pool_programs_are_the_joined_programs(tmp_path, backend):
     plc = lpu_place.build(graph, system.spec, 8, 40)
     sim = LpuSim(graph, system, plc, backend)
     windows = 0
-    for ctx in (60, 64, 513, 4000):
-        step = StepShape(graph, ctx, sim.group_key)
+    for ctx in (60, 64, 513, 4000, None):
+        step = StepShape(graph, ctx or 100, sim.group_key)
         keys = sim._stage_keys(step)[1]()
+        if ctx is None:  # attention plans one step shorter than the fixed program's holes
+            keys = [(k[0], tuple(plan[:-1] for plan in k[1]), k[2]) for k in keys]
         got = sim._pool.schedule([sim._program(*k) for k in keys], backend)
         for i, (key, (cycles, wins)) in enumerate(zip(keys, got, strict=True)):
             tp = len(sim.stages[i][0])
@@ -144,3 +159,84 @@ def test_pool_programs_are_the_joined_programs(tmp_path, backend):
             windows += len(wins)
     assert windows  # collectives on the links: the windows were compared, not just empty
     assert len(sim.stages) > len(sim._shape_list) > 1  # alike stages share, the ends differ
+
+
+@pytest.mark.parametrize("planes,buffers", [(1, 1), (1, 2), (4, 2), (3, 1)])
+def test_gemv_fragment_is_the_compiled_gemv(planes, buffers):
+    # the array-built GEMV step equals the one Program.gemv compiles, field by field
+    from dataclasses import fields, replace
+
+    from pyaccel.sim.lpu.fragments import _fragment, _gemv_fragment
+    from pyaccel.sim.lpu.net import Network
+    from pyaccel.sim.lpu.program import ChipModel
+
+    system = pa.load_system("groq-tsp", units=1)
+    chip = replace(ChipModel.from_params(system.spec.params), planes=planes,
+                   weight_buffers=buffers)  # fmt: skip
+    net = Network(system.spec.params, system.spec.clock_hz)
+    for blocks in (1, 2, 3, 7, 20, 5, 150, 64, 65, 1):  # cut from longer GEMVs, and grown
+        for m, first in ((1, True), (5, False), (1, False)):
+            want = _fragment(chip, net, 1, (("gemv", blocks, m),), first)
+            got = _gemv_fragment(chip, blocks, m, first)
+            for f in fields(want):
+                a, b = getattr(want, f.name), getattr(got, f.name)
+                same = np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+                assert same and np.asarray(a).dtype == np.asarray(b).dtype, (f.name, blocks, m)
+
+
+def test_attention_plans_over_contexts_are_each_context_s_plan(tmp_path):
+    # a run's segments take their attention plans from one vectorised plan: at every context
+    # it must be the plan made for that context alone (plain ints, same values)
+    from pyaccel.model.graph import build_graph
+    from pyaccel.place import lpu as lpu_place
+    from pyaccel.sim.contract import StepShape, attention_layout
+    from pyaccel.sim.lpu.engine import LpuSim, _plan_at
+    from pyaccel.sim.lpu.plans import attention_plan, canonical
+
+    model = _tiny(tmp_path, layers=4)
+    work = pa.Workload(context=60, tokens=1)
+    system = pa.load_system("groq-tsp", units=16, overrides=["clock_hz=1e9", "mxm_planes=1"])
+    graph = build_graph(model, work)
+    sim = LpuSim(graph, system, lpu_place.build(graph, system.spec, 8, 16))
+    layout = attention_layout(graph, sim.group_key)
+    contexts = np.array([60, 61, 64, 255, 256, 257, 513, 1000, 4000, 9000])
+    over = sim._attention_plans_over(contexts, layout)
+    for i, ctx in enumerate(contexts.tolist()):
+        for g in StepShape(graph, ctx, sim.group_key, layout=layout).groups():
+            tp = g.key[1]
+            want = tuple(canonical(sim.chip, tp, st)
+                         for st in attention_plan(g.op, graph.attention, tp))  # fmt: skip
+            got = _plan_at(over[g.key], i)
+            assert got == want and repr(got) == repr(want), ctx  # values and int types
+    assert len({_plan_at(over[layout[0][0]], i) for i in range(len(contexts))}) >= 3
+
+
+def test_windows_read_as_the_tuple_of_their_pairs():
+    # link windows made as arrays stand for the tuple of (start, end) pairs everywhere: in
+    # equality and hashing (the driver's schedule memo) and in the pipeline kernel's CSR
+    from pyaccel.sim.pipeline import Windows, _windows
+
+    pairs = ((0, 5), (9, 12))
+    wins = Windows(i64(0, 9), i64(5, 12))
+    assert wins == pairs and pairs == wins and hash(wins) == hash(pairs)
+    assert list(wins) == list(pairs) and len(wins) == 2 and wins != ((0, 5),)
+    assert Windows.of_pairs(pairs) == wins and Windows.of_pairs(()) == ()
+    mixed = {4: [wins, ()], 2: [((1, 2),), Windows(i64(), i64())]}
+    ptr, starts, ends = _windows(mixed, [4, 2], 2)
+    assert ptr.tolist() == [0, 2, 2, 3, 3]
+    assert starts.tolist() == [0, 9, 1] and ends.tolist() == [5, 12, 2]
+
+
+def test_networks_alike_share_transfer_schedules():
+    # schedules are kept per network key across Network objects (each run makes its own):
+    # an equal system gets the very schedule, a faster link its own, shorter one
+    from pyaccel.sim.lpu.net import Network
+
+    def net(sets=()):
+        spec = pa.load_system("groq-tsp", units=16, overrides=list(sets)).spec
+        return Network(spec.params, spec.clock_hz)
+
+    a, b, fast = net(), net(), net(["c2c_bytes_per_s=4e11"])
+    assert a is not b and a.key == b.key != fast.key
+    assert a.allreduce(8, 65536, 4) is b.allreduce(8, 65536, 4)
+    assert fast.allreduce(8, 65536, 4).cycles < a.allreduce(8, 65536, 4).cycles

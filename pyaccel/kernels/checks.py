@@ -84,11 +84,21 @@ def lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources
     earlier_deps(dep_ptr, dep_idx, n)
 
 
+def _in_fragment(name: str, local, length) -> None:
+    """Each of ``local`` is an instruction of its fragment (``length[i]`` instructions)."""
+    local = np.asarray(local)
+    bad = (local < 0) | (local >= length)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] = {local[i]} is out of range (must be >= 0 and < "
+                         f"{length[i]}, its fragment's length)")  # fmt: skip
+
+
 def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-                          seq_ptr, seq, n_resources) -> None:  # fmt: skip
+                          mark_ptr, mark_idx, seq_ptr, seq, n_resources) -> None:  # fmt: skip
     """A pool of fragments (resource ids in ``[-1, n_resources)``, each dependency an earlier
-    instruction of its own fragment or -2, each output one of its fragment's instructions),
-    and programs of pool fragments whose first fragment takes no input."""
+    instruction of its own fragment or -2, each output and mark one of its fragment's
+    instructions), and programs of pool fragments whose first fragment takes no input."""
     n = len(resource)
     same_length(n, resource=resource, duration=duration, latency=latency)
     ids_in("resource", resource, -1, int(n_resources))
@@ -97,12 +107,9 @@ def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_pt
     csr("frag_ptr", frag_ptr, n_frags, "resource", resource)
     same_length(n_frags, frag_out=frag_out)
     length = np.diff(np.asarray(frag_ptr))
-    out = np.asarray(frag_out)
-    bad = (out < 0) | (out >= length)
-    if bad.any():
-        f = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"frag_out[{f}] = {out[f]} is out of range (must be >= 0 and < "
-                         f"{length[f]}, its fragment's length)")  # fmt: skip
+    _in_fragment("frag_out", frag_out, length)
+    csr("mark_ptr", mark_ptr, n_frags, "mark_idx", mark_idx)
+    _in_fragment("mark_idx", mark_idx, np.repeat(length, np.diff(np.asarray(mark_ptr))))
     # each dependency's place in its own fragment: earlier than its instruction, or -2
     owner = np.repeat(np.arange(n), np.diff(np.asarray(dep_ptr)))
     local = owner - np.repeat(np.asarray(frag_ptr)[:-1], length)[owner]

@@ -59,21 +59,29 @@ def _link_schedule(
 
 
 def _fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-                       seq_ptr, seq, n_resources):  # fmt: skip
+                       mark_ptr, mark_idx, seq_ptr, seq, n_resources):  # fmt: skip
     """C twin of :func:`pyaccel.kernels.reference_lpu.lpu_fragment_schedule`."""
     ins = [_i64(a) for a in (resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-                             seq_ptr, seq)]  # fmt: skip
+                             mark_ptr, mark_idx, seq_ptr, seq)]  # fmt: skip
     checks.lpu_fragment_schedule(*ins, n_resources)
-    frag_ptr, seq_ptr, seq = ins[5], ins[7], ins[8]
-    n = int(np.diff(frag_ptr)[seq].sum())
-    start, ready = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    cycles = np.zeros(len(seq_ptr) - 1, dtype=np.int64)
+    cycles, marked, longest = _fragment_sizes(ins[5], ins[7], ins[9], ins[10])
+    ready = np.empty(max(longest, 1), dtype=np.int64)  # the kernel writes before it reads
     free = np.zeros(max(int(n_resources), 1), dtype=np.int64)
     if len(cycles):
-        lib.pyaccel_lpu_fragment_schedule(_ptr(start), _ptr(cycles), _ptr(ready), _ptr(free),
+        lib.pyaccel_lpu_fragment_schedule(_ptr(cycles), _ptr(marked), _ptr(ready), _ptr(free),
                                           *(_ptr(a) for a in ins), len(cycles),
                                           int(n_resources))  # fmt: skip
-    return start, cycles
+    return cycles, marked
+
+
+def _fragment_sizes(frag_ptr, mark_ptr, seq_ptr, seq) -> tuple[np.ndarray, np.ndarray, int]:
+    """(cycles, marked) output arrays of a fragment schedule, and its longest program."""
+    length = np.r_[np.diff(frag_ptr)[seq], 0]  # a 0 past the end: reduceat's index limit
+    per_program = np.add.reduceat(length, seq_ptr[:-1])
+    per_program[np.diff(seq_ptr) == 0] = 0  # an empty program (reduceat gives the next's)
+    n_marked = int(np.diff(mark_ptr)[seq].sum())
+    return (np.zeros(len(seq_ptr) - 1, dtype=np.int64), np.zeros(n_marked, dtype=np.int64),
+            int(per_program.max(initial=0)))  # fmt: skip
 
 
 if HAS_LPU:

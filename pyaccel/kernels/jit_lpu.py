@@ -70,15 +70,32 @@ def _link_schedule(
 
 @numba.njit(cache=True)
 def _fragment_schedule(
-    resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, seq_ptr, seq, n, n_resources
+    resource,
+    duration,
+    latency,
+    dep_ptr,
+    dep_idx,
+    frag_ptr,
+    frag_out,
+    mark_ptr,
+    mark_idx,
+    seq_ptr,
+    seq,
+    n_marked,
+    n_resources,
 ):  # pragma: no cover
-    start = np.zeros(n, dtype=np.int64)
-    ready_at = np.zeros(n, dtype=np.int64)
     cycles = np.zeros(seq_ptr.shape[0] - 1, dtype=np.int64)
+    marked = np.zeros(n_marked, dtype=np.int64)
+    ready_at = np.zeros(1, dtype=np.int64)
     free = np.zeros(max(n_resources, 1), dtype=np.int64)
-    at = 0
+    m = 0
     for s in range(cycles.shape[0]):
-        base, prev_out, done = at, -1, 0
+        n = 0
+        for k in range(seq_ptr[s], seq_ptr[s + 1]):
+            n += frag_ptr[seq[k] + 1] - frag_ptr[seq[k]]
+        if n > ready_at.shape[0]:
+            ready_at = np.zeros(n, dtype=np.int64)
+        base, prev_out, done, i = 0, -1, 0, 0
         free[:] = 0
         for k in range(seq_ptr[s], seq_ptr[s + 1]):
             f = seq[k]
@@ -94,15 +111,18 @@ def _fragment_schedule(
                     if free[r] > ready:
                         ready = free[r]
                     free[r] = ready + duration[p]
-                start[at] = ready
-                ready_at[at] = ready + duration[p] + latency[p]
-                if ready_at[at] > done:
-                    done = ready_at[at]
-                at += 1
+                ready_at[i] = ready + duration[p] + latency[p]
+                if ready_at[i] > done:
+                    done = ready_at[i]
+                i += 1
+            for q in range(mark_ptr[f], mark_ptr[f + 1]):
+                p = frag_ptr[f] + mark_idx[q]
+                marked[m] = ready_at[base + mark_idx[q]] - latency[p] - duration[p]
+                m += 1
             prev_out = base + frag_out[f]
-            base = at
+            base = i
         cycles[s] = done
-    return start, cycles
+    return cycles, marked
 
 
 def _i64(a):
@@ -134,10 +154,10 @@ def lpu_link_schedule(
 
 
 def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-                          seq_ptr, seq, n_resources):  # fmt: skip
+                          mark_ptr, mark_idx, seq_ptr, seq, n_resources):  # fmt: skip
     """Numba twin of :func:`pyaccel.kernels.reference_lpu.lpu_fragment_schedule`."""
     ins = [_i64(a) for a in (resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-                             seq_ptr, seq)]  # fmt: skip
+                             mark_ptr, mark_idx, seq_ptr, seq)]  # fmt: skip
     checks.lpu_fragment_schedule(*ins, n_resources)
-    n = int(np.diff(ins[5])[ins[8]].sum())
-    return _fragment_schedule(*ins, n, int(n_resources))
+    n_marked = int(np.diff(ins[7])[ins[10]].sum())
+    return _fragment_schedule(*ins, n_marked, int(n_resources))

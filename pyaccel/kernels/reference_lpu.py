@@ -104,37 +104,43 @@ def lpu_fragment_schedule(
     dep_idx: np.ndarray,
     frag_ptr: np.ndarray,
     frag_out: np.ndarray,
+    mark_ptr: np.ndarray,
+    mark_idx: np.ndarray,
     seq_ptr: np.ndarray,
     seq: np.ndarray,
     n_resources: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(start cycles, cycles of each program) of programs joined from a pool of fragments, each
-    list-scheduled on its own (:func:`lpu_list_schedule`) from cycle 0 with every resource free.
+    """(cycles of each program, start cycles of the marked instructions) of programs joined
+    from a pool of fragments, each list-scheduled on its own (:func:`lpu_list_schedule`) from
+    cycle 0 with every resource free.
 
     The pool holds fragments end to end: fragment ``f`` is instructions
     ``frag_ptr[f]:frag_ptr[f + 1]`` (resource, duration, latency, CSR dependencies), each
     dependency an index into its own fragment (``>= 0``, earlier than the instruction) or
     ``INPUT`` (-2): the output of the fragment before it in the program. Fragment ``f``'s
-    output is its instruction ``frag_out[f]``. Program ``s`` is fragments
-    ``seq[seq_ptr[s]:seq_ptr[s + 1]]`` in order; its first fragment must not take an input.
-    ``start`` lists every program's instructions end to end; a program's cycles are the latest
-    cycle any of its results is usable (0 when empty).
+    output is its instruction ``frag_out[f]``, and it marks its instructions
+    ``mark_idx[mark_ptr[f]:mark_ptr[f + 1]]`` (indices in the fragment). Program ``s`` is
+    fragments ``seq[seq_ptr[s]:seq_ptr[s + 1]]`` in order; its first fragment must not take an
+    input. A program's cycles are the latest cycle any of its results is usable (0 when
+    empty); the marked starts come program by program, fragment by fragment, in mark order.
     """
     checks.lpu_fragment_schedule(
-        resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, seq_ptr, seq,
-        n_resources,
+        resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, mark_ptr, mark_idx,
+        seq_ptr, seq, n_resources,
     )  # fmt: skip
-    starts, cycles = [], []
+    cycles, marked = [], []
     for s in range(len(seq_ptr) - 1):
+        frags = seq[seq_ptr[s] : seq_ptr[s + 1]]
         res, dur, lat, ptr, idx = _joined(
-            resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-            seq[seq_ptr[s] : seq_ptr[s + 1]],
-        )  # fmt: skip
+            resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, frags
+        )
         start = lpu_list_schedule(res, dur, lat, ptr, idx, n_resources)
-        starts.append(start)
         cycles.append(int((start + dur + lat).max()) if len(start) else 0)
-    start = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
-    return start.astype(np.int64), np.array(cycles, dtype=np.int64)
+        base = 0
+        for f in np.asarray(frags).tolist():
+            marked += [int(start[base + i]) for i in mark_idx[mark_ptr[f] : mark_ptr[f + 1]]]
+            base += int(frag_ptr[f + 1] - frag_ptr[f])
+    return np.array(cycles, dtype=np.int64), np.array(marked, dtype=np.int64)
 
 
 def _joined(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out, frags):

@@ -293,25 +293,29 @@ def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Step
     passes = MicroBatchPasses(engine, graph, system, placement)
     out = Stepped(EventLog(), [])
     # the steps whose events are not kept, timed at once (None: one by one, as the others)
-    rest = np.array([t for t in range(work.tokens) if t not in kept], dtype=np.int64)
+    rest_mask = np.ones(work.tokens, dtype=bool)
+    rest_mask[[t for t in kept if 0 <= t < work.tokens]] = False
+    rest = np.flatnonzero(rest_mask)
     cycles_of = passes.steps_over(work.context + rest, rest) if len(rest) else None
-    at_once = None
+    steps = np.zeros(work.tokens, dtype=np.int64)
     if cycles_of is not None:
-        at_once = dict(zip(rest.tolist(), cycles_of.tolist(), strict=True))
-    first_kept, t0 = None, 0
-    for step in range(work.tokens):
+        steps[rest] = cycles_of
+    one_by_one = np.flatnonzero(~rest_mask) if cycles_of is not None else range(work.tokens)
+    first_kept, t0, upto = None, 0, 0
+    for step in map(int, one_by_one):
+        t0 += sum(steps[upto:step].tolist())  # the steps before it (Python ints: no overflow)
+        upto = step
         keep = step in kept
-        if at_once is None or keep:
-            cycles, timing = passes.step(work.context + step, keep, step, first_kept is None)
-        else:
-            cycles = at_once[step]
+        cycles, timing = passes.step(work.context + step, keep, step, first_kept is None)
+        steps[step] = cycles
         if keep:
             _lay(out.log, step, t0, timing.spans)
             first_kept = first_kept or timing  # heatmaps and notes of the first kept step
-        out.steps.append(cycles)
-        t0 += cycles
-        if progress:
+        if progress and cycles_of is None:
             progress(step)
+    if cycles_of is not None:
+        _progress_all(progress, work.tokens)
+    out.steps = steps.tolist()
     step_notes = first_kept.notes if first_kept else {}
     out.arrays = first_kept.arrays if first_kept else {}  # as given (perhaps not made yet)
     out.meta = {**step_notes, **passes.models[passes.first].notes(), **passes.notes()}

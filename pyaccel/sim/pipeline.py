@@ -116,16 +116,60 @@ def _four(crossing) -> tuple:
 
 def _windows(windows_of, sizes, n_stages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``windows_of`` as the kernel's CSR over (micro-batch, stage), in ``sizes`` order."""
-    ptr, starts, ends = [0], [], []
+    starts, ends = [], []
     for size in sizes:
         per_stage = windows_of[size] if windows_of is not None else [()] * n_stages
         for wins in per_stage:
-            for a, b in wins:
-                starts.append(a)
-                ends.append(b)
-            ptr.append(len(starts))
-    return (np.array(ptr, dtype=np.int64), np.array(starts, dtype=np.int64),
-            np.array(ends, dtype=np.int64))  # fmt: skip
+            if not isinstance(wins, Windows):
+                wins = Windows.of_pairs(wins)
+            starts.append(wins.starts)
+            ends.append(wins.ends)
+    ptr = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in starts], out=ptr[1:])
+    empty = np.zeros(0, dtype=np.int64)
+    return (ptr, np.concatenate([empty, *starts]).astype(np.int64),
+            np.concatenate([empty, *ends]).astype(np.int64))  # fmt: skip
+
+
+class Windows:
+    """Sorted, disjoint ``(start, end)`` cycle windows held as two int64 arrays, as an engine
+    makes many at once (a stage's link windows): to every reader the tuple of its
+    ``(start, end)`` pairs, which it iterates as, equals and hashes as."""
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        self.starts, self.ends = starts, ends
+
+    @classmethod
+    def of_pairs(cls, pairs) -> Windows:
+        """Windows from ``(start, end)`` pairs."""
+        pairs = list(pairs)
+        return cls(np.array([a for a, _ in pairs], dtype=np.int64),
+                   np.array([b for _, b in pairs], dtype=np.int64))  # fmt: skip
+
+    def __iter__(self):
+        return zip(self.starts.tolist(), self.ends.tolist(), strict=True)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __eq__(self, other) -> bool:
+        if self is other:  # a stage program's memoised windows, met step after step
+            return True
+        if isinstance(other, Windows):
+            return len(self.starts) == len(other.starts) and bool(
+                (self.starts == other.starts).all() and (self.ends == other.ends).all()
+            )
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Windows({tuple(self)!r})"
 
 
 def stream_makespan(stage_cycles: Sequence[Sequence[int]], links: Sequence[Sequence] | None) -> int:

@@ -14,23 +14,23 @@ score vectors), so a step re-schedules only when the context crosses a block bou
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import chain
 
 import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
-from ...units import FLOPS_PER_MAC
 from ..contract import (
     MICRO_BATCHES,
-    BoundRates,
     PassTiming,
     RoutedSteps,
     StepShape,
     StepsTiming,
 )
-from .fragments import _COLLECTIVE_STEPS, FragmentPool, compiled_fragment
+from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
+from .fragments import FragmentPool, compiled_fragment
 from .net import Network, hop_crossing
-from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan, plan_kinds
+from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan
 from .program import TRANSITS_PER_C2C, ChipModel, Program
 from .spans import pass_spans
 
@@ -136,8 +136,9 @@ class LpuSim:
         self.c2c_bytes_of: dict = {}  # id(scheduled program) -> its C2C bytes (spans.py)
         self._pool = FragmentPool(self.chip)  # the per-step path's programs (_program)
         self._shape_of: dict[int, int] = {}  # stage -> its fixed program's place in _shapes
-        self._shapes: dict[tuple, int] = {}  # fixed fragment ids -> their place in _shape_list
-        self._shape_list: list[tuple] = []  # (a stage of the shape, its fixed fragment ids)
+        self._shapes: dict[tuple, int] = {}  # fixed step ids -> their place in _shape_list
+        self._shape_list: list[tuple] = []  # (a stage of the shape, its ops' fixed step ids)
+        self._step_memo: dict = {}  # (tp, plan, first) -> its steps' pool ids
         self._frags_by_plan: dict = {}  # (tp, id(plan), first) -> (plan, its fragment)
         self.hops = [self._hop(i) for i in range(len(self.stages))]
         # The fast per-step path (time() without events): every plan but attention's is fixed,
@@ -286,10 +287,16 @@ class LpuSim:
         def keys() -> list[tuple]:
             per_stage = routed or [self._routed_plans(step, i) for i in range(len(self.stages))]
             group_of = {layer: g.key for g in step.groups() for layer in g.layers}
-            return [(self._shape(i), tuple(attn[group_of[layer]] for _, layer in self._holes[i]),
-                     per_stage[i]) for i in range(len(self.stages))]  # fmt: skip
+            return self._program_keys(attn, group_of, per_stage)
 
         return key_all, keys
+
+    def _program_keys(self, attn: dict, group_of: dict, routed: list) -> list[tuple]:
+        """Each stage's program key: its fixed program (:meth:`_shape`), the attention plans
+        ``attn`` (by group key, ``group_of`` a layer's) at its attention ops and its
+        ``routed`` plans."""
+        return [(self._shape(i), tuple(attn[group_of[layer]] for _, layer in self._holes[i]),
+                 routed[i]) for i in range(len(self.stages))]  # fmt: skip
 
     def _time_stages(self, key_lists: list) -> None:
         """Schedule every program of ``key_lists`` (lists of program keys) not yet in the
@@ -302,32 +309,54 @@ class LpuSim:
             self._stage_memo.update(zip(missing, got, strict=True))
 
     def _shape(self, i: int) -> int:
-        """Stage ``i``'s fixed program: the pool ids of its fixed ops' fragments (-1 at its
-        attention ops), numbered in order of first sight, so stages alike share programs."""
+        """Stage ``i``'s fixed program: the pool ids of its fixed ops' steps (-1 for each step
+        of its attention ops), numbered in order of first sight, so stages alike share
+        programs."""
         hit = self._shape_of.get(i)
         if hit is None:
             tp = len(self.stages[i][0])
             attention = {j for j, _ in self._holes[i]}
-            ids = tuple(-1 if j in attention else self._pool.id_of(self._frag(tp, st, j == 0))
-                        for j, st in enumerate(self._fixed[i]))  # fmt: skip
+            ids = tuple((-1,) * len(plan) if j in attention else self._step_ids(tp, plan, j == 0)
+                        for j, plan in enumerate(self._fixed[i]))  # fmt: skip
             hit = self._shapes.get(ids)
             if hit is None:
                 hit = self._shapes[ids] = len(self._shape_list)
-                self._shape_list.append((i, np.array(ids, dtype=np.int64)))
+                at = np.zeros(len(ids) + 1, dtype=np.int64)
+                np.cumsum([len(op) for op in ids], out=at[1:])
+                flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64)
+                self._shape_list.append((i, flat, at.tolist()))
             self._shape_of[i] = hit
+        return hit
+
+    def _step_ids(self, tp: int, plan: tuple, first: bool) -> tuple[int, ...]:
+        """Pool ids of a plan's steps, each compiled on its own and taking the previous step's
+        output, as the steps of one op's fragment do: equal steps are compiled once for the
+        run (an attention op's K and V products, a segment's unchanged GEMVs)."""
+        key = (tp, plan, first)
+        hit = self._step_memo.get(key)
+        if hit is None:
+            frags = (compiled_fragment(self.chip, self.net, tp, (st,), first and k == 0)
+                     for k, st in enumerate(plan))  # fmt: skip
+            hit = self._step_memo[key] = tuple(map(self._pool.id_of, frags))
         return hit
 
     def _program(self, shape: int, attn: tuple, routed: tuple) -> np.ndarray:
         """A program as pool fragment ids: the fixed ops of stages of ``shape``, the attention
         plans ``attn`` at their attention ops and the ``routed`` plans (if any) at their
         routed-expert ops; the same program as joining ``filled`` plans."""
-        i, fixed = self._shape_list[shape]
+        i, flat, at = self._shape_list[shape]
         tp = len(self.stages[i][0])
-        ids = fixed.copy()
+        new = {}
         for holes, plans in ((self._holes[i], attn), (self._expert_holes[i], routed)):
             for (j, _), plan in zip(holes, plans, strict=True) if plans else ():
-                ids[j] = self._pool.id_of(self._frag(tp, plan, j == 0))
-        return ids
+                new[j] = self._step_ids(tp, plan, j == 0)
+        if all(len(ids) == at[j + 1] - at[j] for j, ids in new.items()):
+            out = flat.copy()  # each new plan in its op's place
+            for j, ids in new.items():
+                out[at[j] : at[j + 1]] = ids
+            return out
+        parts = [new.get(j, flat[at[j] : at[j + 1]]) for j in range(len(at) - 1)]
+        return np.fromiter(chain.from_iterable(parts), dtype=np.int64)
 
     def stage_cycles_over(self, contexts: np.ndarray, layout,
                           routed: RoutedSteps | None = None) -> StepsTiming | None:  # fmt: skip
@@ -338,23 +367,25 @@ class LpuSim:
         parallelism and routing (each step's busiest chip follows its rows' expert ids)."""
         if routed is not None and self.ep:
             return None
-        cols = []
-        for key, layers in layout:
-            op = self.graph.attention_op(layers[0], int(contexts[0]))
-            attended = self.graph.attention_counts(layers[0], contexts)[0]
-            for st in attention_plan(replace(op, k=attended), self.graph.attention, key[1]):
-                cols += [v for v in canonical(self.chip, key[1], st) if isinstance(v, np.ndarray)]
+        plans = self._attention_plans_over(contexts, layout)
+        cols = [v for plan in plans.values() for st in plan for v in st
+                if isinstance(v, np.ndarray)]  # fmt: skip
         if routed is not None:
             cols.append(routed.groups()[1])
         keys = np.column_stack(cols) if cols else np.zeros((len(contexts), 0), np.int64)
         starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
         segments = []  # each segment's program keys, all timed in one call
         hops = [self._hop_total(i) for i in range(len(self.stages))]
+        group_of = {layer: key for key, layers in layout for layer in layers}
+        no_routing = [()] * len(self.stages)
         for i in starts.tolist():
-            ops = routed.ops(self.graph, i) if routed is not None else None
-            step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout,
-                             routed=ops)  # fmt: skip
-            segments.append(self._stage_keys(step)[1]())
+            attn = {key: _plan_at(plan, i) for key, plan in plans.items()}
+            per_stage = no_routing
+            if routed is not None:
+                step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout,
+                                 routed=routed.ops(self.graph, i))  # fmt: skip
+                per_stage = [self._routed_plans(step, s) for s in range(len(self.stages))]
+            segments.append(self._program_keys(attn, group_of, per_stage))
         self._time_stages(segments)
         rows, links, windows = [], [], []
         for keys in segments:
@@ -367,6 +398,18 @@ class LpuSim:
         stage_c = np.asarray(rows, dtype=np.int64)[which]
         return StepsTiming(stage_c) if links[0] is None else StepsTiming(stage_c, links, windows,
                                                                          which)  # fmt: skip
+
+    def _attention_plans_over(self, contexts: np.ndarray, layout) -> dict:
+        """Each group's canonical attention plan at every one of ``contexts`` at once: a
+        count that changes with the context is an int64 array, one entry a context (the
+        attention op depends on the context only through the tokens it attends)."""
+        out = {}
+        for key, layers in layout:
+            op = self.graph.attention_op(layers[0], int(contexts[0]))
+            attended = self.graph.attention_counts(layers[0], contexts)[0]
+            plan = attention_plan(replace(op, k=attended), self.graph.attention, key[1])
+            out[key] = tuple(canonical(self.chip, key[1], st) for st in plan)
+        return out
 
     def _routed_plans(self, step: StepShape, i: int) -> tuple:
         """The plans of stage ``i``'s routed-expert ops at ``step`` (empty without routing):
@@ -442,56 +485,12 @@ def n_stages(placement) -> int:
     return len(stages_of(placement))
 
 
-def rates(spec, work) -> BoundRates:
-    """Peak rates for the lower bound: SRAM = every MEM slice reading one vector per cycle,
-    MXM = all planes' MACs in the operand format, link = all of a chip's C2C links."""
-    p = spec.params
-    clock = spec.clock_hz
-    mem = float(p.mem_slices) * float(p.vector_bytes) * clock
-    side = float(p.mxm_dim) / max(1.0, float(p.mxm_operand_bytes))
-    mxm = FLOPS_PER_MAC * float(p.mxm_planes) * side * side * clock
-
-    def compute(op) -> float:
-        return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
-
-    link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
-    return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
-                      _pipeline_floor(spec))  # fmt: skip
-
-
-def _pipeline_floor(spec):
-    """``latency_s(op, slot)`` for the bound: the cycles an op's result takes to come out after
-    its input arrives on a program with no other work, the sum over its plan's steps (s, class
-    ``fixed_latency``): a GEMV's one MXM cycle, the MXM latency and the stream transit; a VXM
-    pass's cycle, latency and transit; a reduction's VXM pass then per round an SXM transpose
-    and a VXM add, each with its latency and transit; a MEM write's cycle and transit; a
-    collective on a group of two or more chips one C2C hop latency (plus the all-reduce's one
-    VXM cycle) and the transit to the C2C ports and back. Every step of an op waits on the one
-    before (``lpu.layer_order``), and the latencies follow the cycles that issue them, so the
-    floor is serial with the op's slice occupancy; it is taken as the larger of the two only,
-    because weight installs, the op's largest work term, run ahead of the op."""
-    chip = ChipModel.from_params(spec.params)
-    hop = Network(spec.params, spec.clock_hz).latency
-    gemv = 1 + chip.mxm_latency + chip.transit
-    vector = 1 + chip.vxm_latency + chip.transit
-    sxm_pass = chip.sxm_pass + chip.sxm_latency + chip.transit
-    round_trip = sxm_pass + 1 + chip.vxm_latency + chip.transit
-    reduce = 1 + chip.vxm_latency + chip.reduce_rounds * round_trip
-    memio = 1 + chip.transit
-    collective = hop + TRANSITS_PER_C2C * chip.transit
-    cycles = {"gemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
-              "allreduce": collective + 1, "allgather": collective,
-              "broadcast": collective, "seqreduce": collective + 1}  # fmt: skip
-
-    def latency_s(op, slot) -> float:
-        tp = len(slot.units)
-        total = sum(cycles[k] for k in plan_kinds(op, tp) if tp > 1 or k not in _COLLECTIVE_STEPS)
-        return total / spec.clock_hz
-
-    return latency_s
-
-
 def _windows(links, stages) -> tuple | None:
     """Each stage's link windows (from ``(cycles, windows)`` per stage), when its stages hand
     over on links (none for one stage)."""
     return None if links is None else tuple(w for _, w in stages)
+
+
+def _plan_at(plan: tuple, i: int) -> tuple:
+    """A plan of :meth:`LpuSim._attention_plans_over` at its ``i``-th context (plain ints)."""
+    return tuple(tuple(int(v[i]) if isinstance(v, np.ndarray) else v for v in st) for st in plan)

@@ -18,15 +18,25 @@ from ...errors import ConfigError
 from . import wide
 from .transfers import Builder, Collective, finish, peer_slot
 
+# Transfer schedules, shared by every Network of a process with the same rates and topology
+# (``Network.key``): a schedule is a pure function of those and its arguments, and a wide
+# tensor-parallel all-reduce takes milliseconds to build, so a run's what-ifs and later runs
+# of the same system reuse what an earlier one built.
+_SCHEDULES: dict = {}
+_SCHEDULES_MAX = 4096  # entries; a run needs a few dozen
+
 
 def _memo(method):
-    """Cache a Network method's result per instance and arguments (schedules are pure)."""
+    """Cache a Network method's result per the network's ``key`` and the arguments."""
 
     def wrapper(self, *args):
-        key = (method.__name__, args)
-        if key not in self._memo:
-            self._memo[key] = method(self, *args)
-        return self._memo[key]
+        key = (self.key, method.__name__, args)
+        hit = _SCHEDULES.get(key)
+        if hit is None:
+            if len(_SCHEDULES) >= _SCHEDULES_MAX:
+                _SCHEDULES.clear()
+            hit = _SCHEDULES[key] = method(self, *args)
+        return hit
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     return wrapper
@@ -67,10 +77,9 @@ class Network:
         self.deskew = math.ceil(float(p.deskew_cycles))
         # a chip's VXM summing partials: its pass latency follows the cycles it occupies
         self.vxm_latency = math.ceil(float(p.vxm_latency_cycles))
-        self._memo: dict = {}
         # what a collective's schedule depends on besides its own arguments
         self.key = (self.vector_bytes, self.latency, self.local_bpc, self.global_bpc,
-                    self.hop_ports, node, self.global_links, self.deskew,
+                    self.hop_ports, node, self.nodes_per_rack, self.global_links, self.deskew,
                     self.vxm_latency)  # fmt: skip
 
     # ---- collectives inside one tensor-parallel group (fully connected chips of a node, or

@@ -1,0 +1,60 @@
+"""The LPU's lower-bound rates: its peak MEM, MXM and C2C rates and each op's pipeline
+latency floor (the engine module's ``rates``)."""
+
+from __future__ import annotations
+
+from ...units import FLOPS_PER_MAC
+from ..contract import BoundRates
+from .fragments import _COLLECTIVE_STEPS
+from .net import Network
+from .plans import plan_kinds
+from .program import TRANSITS_PER_C2C, ChipModel
+
+
+def rates(spec, work) -> BoundRates:
+    """Peak rates for the lower bound: SRAM = every MEM slice reading one vector per cycle,
+    MXM = all planes' MACs in the operand format, link = all of a chip's C2C links."""
+    p = spec.params
+    clock = spec.clock_hz
+    mem = float(p.mem_slices) * float(p.vector_bytes) * clock
+    side = float(p.mxm_dim) / max(1.0, float(p.mxm_operand_bytes))
+    mxm = FLOPS_PER_MAC * float(p.mxm_planes) * side * side * clock
+
+    def compute(op) -> float:
+        return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
+
+    link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
+    return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
+                      _pipeline_floor(spec))  # fmt: skip
+
+
+def _pipeline_floor(spec):
+    """``latency_s(op, slot)`` for the bound: the cycles an op's result takes to come out after
+    its input arrives on a program with no other work, the sum over its plan's steps (s, class
+    ``fixed_latency``): a GEMV's one MXM cycle, the MXM latency and the stream transit; a VXM
+    pass's cycle, latency and transit; a reduction's VXM pass then per round an SXM transpose
+    and a VXM add, each with its latency and transit; a MEM write's cycle and transit; a
+    collective on a group of two or more chips one C2C hop latency (plus the all-reduce's one
+    VXM cycle) and the transit to the C2C ports and back. Every step of an op waits on the one
+    before (``lpu.layer_order``), and the latencies follow the cycles that issue them, so the
+    floor is serial with the op's slice occupancy; it is taken as the larger of the two only,
+    because weight installs, the op's largest work term, run ahead of the op."""
+    chip = ChipModel.from_params(spec.params)
+    hop = Network(spec.params, spec.clock_hz).latency
+    gemv = 1 + chip.mxm_latency + chip.transit
+    vector = 1 + chip.vxm_latency + chip.transit
+    sxm_pass = chip.sxm_pass + chip.sxm_latency + chip.transit
+    round_trip = sxm_pass + 1 + chip.vxm_latency + chip.transit
+    reduce = 1 + chip.vxm_latency + chip.reduce_rounds * round_trip
+    memio = 1 + chip.transit
+    collective = hop + TRANSITS_PER_C2C * chip.transit
+    cycles = {"gemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
+              "allreduce": collective + 1, "allgather": collective,
+              "broadcast": collective, "seqreduce": collective + 1}  # fmt: skip
+
+    def latency_s(op, slot) -> float:
+        tp = len(slot.units)
+        total = sum(cycles[k] for k in plan_kinds(op, tp) if tp > 1 or k not in _COLLECTIVE_STEPS)
+        return total / spec.clock_hz
+
+    return latency_s
