@@ -190,8 +190,8 @@ def test_attention_plans_over_contexts_are_each_context_s_plan(tmp_path):
     from pyaccel.model.graph import build_graph
     from pyaccel.place import lpu as lpu_place
     from pyaccel.sim.contract import StepShape, attention_layout
-    from pyaccel.sim.lpu.engine import LpuSim, _plan_at
-    from pyaccel.sim.lpu.plans import attention_plan, canonical
+    from pyaccel.sim.lpu.engine import LpuSim
+    from pyaccel.sim.lpu.plans import attention_plan, attention_plans_over, canonical, plan_at
 
     model = _tiny(tmp_path, layers=4)
     work = pa.Workload(context=60, tokens=1)
@@ -200,15 +200,15 @@ def test_attention_plans_over_contexts_are_each_context_s_plan(tmp_path):
     sim = LpuSim(graph, system, lpu_place.build(graph, system.spec, 8, 16))
     layout = attention_layout(graph, sim.group_key)
     contexts = np.array([60, 61, 64, 255, 256, 257, 513, 1000, 4000, 9000])
-    over = sim._attention_plans_over(contexts, layout)
+    over = attention_plans_over(graph, sim.chip, contexts, layout)
     for i, ctx in enumerate(contexts.tolist()):
         for g in StepShape(graph, ctx, sim.group_key, layout=layout).groups():
             tp = g.key[1]
             want = tuple(canonical(sim.chip, tp, st)
                          for st in attention_plan(g.op, graph.attention, tp))  # fmt: skip
-            got = _plan_at(over[g.key], i)
+            got = plan_at(over[g.key], i)
             assert got == want and repr(got) == repr(want), ctx  # values and int types
-    assert len({_plan_at(over[layout[0][0]], i) for i in range(len(contexts))}) >= 3
+    assert len({plan_at(over[layout[0][0]], i) for i in range(len(contexts))}) >= 3
 
 
 def test_windows_read_as_the_tuple_of_their_pairs():
@@ -240,3 +240,16 @@ def test_networks_alike_share_transfer_schedules():
     assert a is not b and a.key == b.key != fast.key
     assert a.allreduce(8, 65536, 4) is b.allreduce(8, 65536, 4)
     assert fast.allreduce(8, 65536, 4).cycles < a.allreduce(8, 65536, 4).cycles
+
+
+def test_programs_compiled_counts_the_same_programs_by_either_path(tmp_path):
+    # a run timed step by step with events (every step kept) and one timed at once report
+    # the same distinct stage programs, and a run across KV block boundaries has more than one
+    model = _tiny(tmp_path, layers=4)
+    system = pa.load_system("groq-tsp", units=16, overrides=["clock_hz=1e9", "mxm_planes=1"])
+    work = pa.Workload(context=300, tokens=700)
+    plc = pa.place(model, system, work)
+    fast = pa.emulate(model, system, plc, work)
+    every = pa.emulate(model, system, plc, work, trace_steps="all")
+    assert np.array_equal(fast.step_cycles, every.step_cycles)
+    assert fast.meta["programs_compiled"] == every.meta["programs_compiled"] > 3

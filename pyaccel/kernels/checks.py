@@ -203,7 +203,8 @@ def occupancy_shape(occ) -> tuple[int, int]:
                              "expected (stages,) and (steps, columns)")  # fmt: skip
         same_length(np.shape(cols)[1], col_stage=col_stage)
         ids_in("col_stage", col_stage, 0, len(base))
-        if len(np.unique(col_stage)) != len(col_stage):
+        # a set, not numpy.unique, whose first call imports numpy.ma (~10 ms of a run)
+        if len(set(np.asarray(col_stage).tolist())) != len(col_stage):
             raise ValueError("col_stage names a stage twice; each column replaces its own stage")
         return np.shape(cols)[0], len(base)
     if np.ndim(occ) != 2:

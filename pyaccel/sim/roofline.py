@@ -263,7 +263,9 @@ class _UnitTotals:
         rows: dict = {}
         row = {u: rows.setdefault((tuple(member[u]), tuple(sorted(own[u]))), len(rows))
                for u in units}  # fmt: skip
-        self.rows_of = {us: np.unique([row[u] for u in us]).astype(np.int64) for us in sets}
+        # (sorted(set()) rather than numpy.unique, whose first call imports numpy.ma)
+        self.rows_of = {us: np.array(sorted({row[u] for u in us}), dtype=np.int64)
+                        for us in sets}  # fmt: skip
         self.shape = (len(rows), *shape)
         self.by_res: dict = {}
         for (unit, res), t in fixed.items():

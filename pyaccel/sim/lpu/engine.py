@@ -30,7 +30,15 @@ from ..contract import (
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
 from .fragments import FragmentPool, compiled_fragment
 from .net import Network, hop_crossing
-from .plans import attention_plan, busiest_chip_plan, canonical, filled, op_plan
+from .plans import (
+    attention_plan,
+    attention_plans_over,
+    busiest_chip_plan,
+    canonical,
+    filled,
+    op_plan,
+    plan_at,
+)
 from .program import TRANSITS_PER_C2C, ChipModel, Program
 from .spans import pass_spans
 
@@ -358,6 +366,16 @@ class LpuSim:
         parts = [new.get(j, flat[at[j] : at[j + 1]]) for j in range(len(at) - 1)]
         return np.fromiter(chain.from_iterable(parts), dtype=np.int64)
 
+    def _plans_of_key(self, key: tuple) -> tuple:
+        """A program key of the per-step path as the event path's: (TP width, every op's
+        plan)."""
+        shape, attn, routed = key
+        i = self._shape_list[shape][0]
+        plans = filled(self._fixed[i], self._holes[i], attn)
+        if routed:
+            plans = filled(plans, self._expert_holes[i], routed)
+        return len(self.stages[i][0]), plans
+
     def stage_cycles_over(self, contexts: np.ndarray, layout,
                           routed: RoutedSteps | None = None) -> StepsTiming | None:  # fmt: skip
         """Stage cycles, crossings and link windows of the pass at each of ``contexts``, as
@@ -367,7 +385,7 @@ class LpuSim:
         parallelism and routing (each step's busiest chip follows its rows' expert ids)."""
         if routed is not None and self.ep:
             return None
-        plans = self._attention_plans_over(contexts, layout)
+        plans = attention_plans_over(self.graph, self.chip, contexts, layout)
         cols = [v for plan in plans.values() for st in plan for v in st
                 if isinstance(v, np.ndarray)]  # fmt: skip
         if routed is not None:
@@ -379,7 +397,7 @@ class LpuSim:
         group_of = {layer: key for key, layers in layout for layer in layers}
         no_routing = [()] * len(self.stages)
         for i in starts.tolist():
-            attn = {key: _plan_at(plan, i) for key, plan in plans.items()}
+            attn = {key: plan_at(plan, i) for key, plan in plans.items()}
             per_stage = no_routing
             if routed is not None:
                 step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout,
@@ -398,18 +416,6 @@ class LpuSim:
         stage_c = np.asarray(rows, dtype=np.int64)[which]
         return StepsTiming(stage_c) if links[0] is None else StepsTiming(stage_c, links, windows,
                                                                          which)  # fmt: skip
-
-    def _attention_plans_over(self, contexts: np.ndarray, layout) -> dict:
-        """Each group's canonical attention plan at every one of ``contexts`` at once: a
-        count that changes with the context is an int64 array, one entry a context (the
-        attention op depends on the context only through the tokens it attends)."""
-        out = {}
-        for key, layers in layout:
-            op = self.graph.attention_op(layers[0], int(contexts[0]))
-            attended = self.graph.attention_counts(layers[0], contexts)[0]
-            plan = attention_plan(replace(op, k=attended), self.graph.attention, key[1])
-            out[key] = tuple(canonical(self.chip, key[1], st) for st in plan)
-        return out
 
     def _routed_plans(self, step: StepShape, i: int) -> tuple:
         """The plans of stage ``i``'s routed-expert ops at ``step`` (empty without routing):
@@ -469,8 +475,10 @@ class LpuSim:
         return PassTiming(own, spans, arrays, links=links_in, link_windows=windows)
 
     def notes(self) -> dict:
-        """The layout and the program cache (programs scheduled over the run)."""
-        return dict(tp=self.tp, stages=len(self.stages), programs_compiled=len(self._sched),
+        """The layout and the program cache (distinct stage programs scheduled over the run,
+        by either path)."""
+        programs = set(self._sched) | {self._plans_of_key(k) for k in self._stage_memo}
+        return dict(tp=self.tp, stages=len(self.stages), programs_compiled=len(programs),
                     install_cycles_per_block=self.chip.install_cycles,
                     stream_transit_cycles=self.chip.transit, c2c_hop_cycles=self.net.latency,
                     stage_hop_ports=self.net.hop_ports)  # fmt: skip
@@ -489,8 +497,3 @@ def _windows(links, stages) -> tuple | None:
     """Each stage's link windows (from ``(cycles, windows)`` per stage), when its stages hand
     over on links (none for one stage)."""
     return None if links is None else tuple(w for _, w in stages)
-
-
-def _plan_at(plan: tuple, i: int) -> tuple:
-    """A plan of :meth:`LpuSim._attention_plans_over` at its ``i``-th context (plain ints)."""
-    return tuple(tuple(int(v[i]) if isinstance(v, np.ndarray) else v for v in st) for st in plan)

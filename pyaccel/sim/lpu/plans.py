@@ -7,6 +7,8 @@ chips)`` among one KV head's chips (lpu.attention_sequence_split)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...model.ops import ACT_BYTES
@@ -177,3 +179,22 @@ def filled(plans: tuple, holes: tuple, new: tuple) -> tuple:
     for (j, _), plan in zip(holes, new, strict=True):
         full[j] = plan
     return tuple(full)
+
+
+def attention_plans_over(graph, chip: ChipModel, contexts: np.ndarray, layout) -> dict:
+    """Each attention group's canonical plan (by the group's key in ``layout``, whose second
+    field is its TP width) at every one of ``contexts`` at once: a count that changes with the
+    context is an int64 array, one entry a context (the attention op depends on the context
+    only through the tokens it attends)."""
+    out = {}
+    for key, layers in layout:
+        op = graph.attention_op(layers[0], int(contexts[0]))
+        attended = graph.attention_counts(layers[0], contexts)[0]
+        plan = attention_plan(replace(op, k=attended), graph.attention, key[1])
+        out[key] = tuple(canonical(chip, key[1], st) for st in plan)
+    return out
+
+
+def plan_at(plan: tuple, i: int) -> tuple:
+    """A plan of :func:`attention_plans_over` at its ``i``-th context (plain ints)."""
+    return tuple(tuple(int(v[i]) if isinstance(v, np.ndarray) else v for v in st) for st in plan)
