@@ -451,14 +451,22 @@ def _filled_flows(paths: dict, nwav: int, setup: int) -> dict:
     if nwav < 1:
         raise ValueError("a message needs at least one wavelet")
     k = len(paths["pe"])
+    dep_ptr, dep_idx = _no_deps(k)
     return {
         **paths,
         "setup": np.full(k, int(setup), dtype=np.int64),
         "stream": np.zeros(k, dtype=np.int64),
         "nwav": np.full(k, int(nwav), dtype=np.int64),
-        "dep_ptr": np.zeros(k + 1, dtype=np.int64),
-        "dep_idx": np.zeros(0, dtype=np.int64),
+        "dep_ptr": dep_ptr,
+        "dep_idx": dep_idx,
     }
+
+
+@lru_cache(maxsize=256)
+def _no_deps(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The dependency lists (CSR) of ``k`` tasks that have none, read-only and shared: with a
+    shift's cached paths the kernel's checks then see a structure they checked before."""
+    return frozen(np.zeros(k + 1, dtype=np.int64)), frozen(np.zeros(0, dtype=np.int64))
 
 
 def _flow_paths(n: int, pairs: np.ndarray) -> dict:
