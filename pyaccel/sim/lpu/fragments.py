@@ -1,5 +1,7 @@
-"""LPU op fragments: one op's plan compiled on its own, kept per process, ready to be joined
-into a stage's program (:meth:`~pyaccel.sim.lpu.program.Program.join`)."""
+"""LPU op fragments: one op's (or one plan step's) instructions compiled on its own, kept per
+process, ready to be joined into a stage's program (:meth:`~pyaccel.sim.lpu.program.Program.join`)
+or laid end to end in a :class:`FragmentPool`, from which the per-step path schedules whole
+stage programs without joining them."""
 
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ _COLLECTIVE_STEPS = ("allreduce", "allgather", "broadcast", "seqreduce")
 _NONE = Windows(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))  # no collectives
 _LINK_ROW = ("instruction", "start", "end")  # a pool link row: a collective's link_busy window
 _GEMV_BLOCKS: dict = {}  # (chip, vectors, first) -> the longest GEMV's block arrays made so far
-_GEMV_BLOCKS_FIRST = 64  # blocks made at first, and the factor they grow by when a GEMV is longer
-_GEMV_GROWTH = 2
+_GEMV_BLOCKS_FIRST = 64  # blocks the cached GEMV arrays are first made for
+_GEMV_GROWTH = 2  # the factor they grow by when a longer GEMV asks
 
 
 def compiled_fragment(chip: ChipModel, net: Network, tp: int, steps: tuple, first: bool):
@@ -187,7 +189,7 @@ class FragmentPool:
             )  # fmt: skip
         return self._arrays
 
-    def schedule(self, programs: list, backend: str | None = None) -> list[tuple[int, tuple]]:
+    def schedule(self, programs: list, backend: str | None = None) -> list[tuple[int, Windows]]:
         """(cycles, link windows) of each program (an int64 array of fragment ids): its length
         and the (start, end) cycles in which its collectives hold the stage's C2C links,
         merged, as :class:`~.program.Scheduled` gives them for the joined program. All
@@ -204,7 +206,7 @@ class FragmentPool:
         windows = self._windows(seq, seq_ptr, marked, links)
         return list(zip(cycles.tolist(), windows, strict=True))
 
-    def _windows(self, seq, seq_ptr, marked, links) -> list[tuple]:
+    def _windows(self, seq, seq_ptr, marked, links) -> list[Windows]:
         """Every program's merged link windows (see :meth:`Scheduled.link_windows`) from the
         starts of its link rows' instructions (``marked``), for all programs at once."""
         link_ptr, _, a, b = links
