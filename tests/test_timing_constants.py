@@ -74,13 +74,17 @@ STRUCTURAL = {
     ),
     ("sim/wafer/cost.py", 1e-9): (1, "a guard against dividing by zero"),
     ("sim/wafer/mesh.py", 2): (
-        13,
-        "link ids (a line's two directed links per edge, 2i and 2i+1, so a hop east or west "
-        "moves the id by 2; ramps after them); "
-        "a group's root at its middle (wafer.tree_groups); a flow's path has its "
-        "two ramps besides its hops",
+        7,
+        "link ids (a line's two directed links per edge, 2i and 2i+1; ramps after them); "
+        "a group's root at its middle (wafer.tree_groups)",
     ),
-    ("sim/wafer/mesh.py", 3): (2, "link ids: a line's ramps out come after 3n other links"),
+    ("sim/wafer/mesh.py", 3): (1, "link ids: a line's ramps out come after 3n other links"),
+    ("sim/wafer/flows.py", 2): (
+        6,
+        "link ids (a line's two directed links per edge, 2i and 2i+1, so a hop east or west "
+        "moves the id by 2; ramps after them); a flow's path has its two ramps besides its hops",
+    ),
+    ("sim/wafer/flows.py", 3): (1, "link ids: a line's ramps out come after 3n other links"),
     ("sim/wafer/mesh.py", 6): (1, "router ports E, W, N, S, ramp in, ramp out: port ids"),
     ("sim/pipeline.py", 2): (1, "a link is a (busy, latency) pair in the schedule's arrays"),
     ("sim/pipeline.py", 4): (1, "a crossing is (busy, latency, relay offset, relay busy)"),

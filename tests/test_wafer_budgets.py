@@ -7,7 +7,7 @@ import pyaccel as pa
 from pyaccel.errors import ConfigError
 from pyaccel.model.graph import build_graph
 from pyaccel.sim.wafer.cost import Costs, RegionCoster
-from pyaccel.sim.wafer.mesh import line_flows, line_shift, shift_flows
+from pyaccel.sim.wafer.flows import line_flows, line_shift, shift_flows
 
 
 def _shift_flows(h, seg, step, shifts):

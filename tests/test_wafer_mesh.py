@@ -170,7 +170,8 @@ def test_collective_templates_match_a_list_built_with_the_numbers(two_level, bro
 def test_cached_collectives_hand_out_read_only_values():
     # every caller of a cached collective shares its arrays: writing into one must raise rather
     # than change what the next caller (another op, another candidate) is told
-    from pyaccel.sim.wafer.mesh import _allreduce_template, line_flows, line_multicast
+    from pyaccel.sim.wafer.flows import line_flows
+    from pyaccel.sim.wafer.mesh import _allreduce_template, line_multicast
 
     values = [
         line_allreduce(12, 4, 2, 5, 3, 1, 1, True)[1],
@@ -193,7 +194,7 @@ def test_cached_collectives_hand_out_read_only_values():
 def test_flow_arrays_are_the_task_list_of_the_flows():
     # line_flows builds its kernel arrays with NumPy: they must be those Tasks builds flow by
     # flow (both directions, neighbours, a PE to itself, the line's ends)
-    from pyaccel.sim.wafer.mesh import flow_arrays, line_flows
+    from pyaccel.sim.wafer.flows import flow_arrays, line_flows
 
     n = 11
     flows = ((0, 10), (10, 0), (3, 4), (4, 3), (5, 5), (7, 2), (1, 9), (9, 8))

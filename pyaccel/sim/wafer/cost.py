@@ -22,14 +22,8 @@ from ...errors import ConfigError
 from ...model.ops import ACT_BYTES
 from ...place.kinds.wafer_tiles import PeTiles
 from ...units import ceil_div as _ceil
-from .mesh import (
-    ONE_LEVEL_COLOURS,
-    TWO_LEVEL_COLOURS,
-    line_allreduce,
-    line_multicast,
-    line_shift,
-    shift_flows,
-)
+from .flows import line_shift, shift_flows
+from .mesh import ONE_LEVEL_COLOURS, TWO_LEVEL_COLOURS, line_allreduce, line_multicast
 
 ACC_BYTES = 2  # partial sums kept as 16-bit in SRAM (WaferLLM's @fmach accumulates in FP16)
 ARGMAX_PAIR_ELEMS = 2  # a (value, index) pair of 16-bit elements (arg-max reduction)
