@@ -37,16 +37,59 @@ def union_cycles(starts: np.ndarray, durations: np.ndarray) -> int:
 
 
 def union_by(trace, column: str, step: int) -> dict[str, float]:
-    """Seconds of one step covered by events of each value of ``column``."""
+    """Seconds of one step covered by events of each value of ``column`` (values in the order
+    they first appear)."""
     ev = trace.events
     mask = ev["step"] == step
-    keys = ev[column][mask]
-    starts, durs = ev["start"][mask], ev["duration"][mask]
-    out = {}
-    for key in dict.fromkeys(keys.tolist()):
-        sel = keys == key
-        out[str(key)] = union_cycles(starts[sel], durs[sel]) / trace.clock_hz
+    codes, names = _codes(ev[column][mask].tolist())
+    covered = grouped_union_cycles(codes, ev["start"][mask], ev["duration"][mask]).tolist()
+    return {str(name): covered[g] / trace.clock_hz for g, name in enumerate(names)}
+
+
+def _codes(values: list, as_str: bool = False) -> tuple[np.ndarray, list]:
+    """Each value's code (0, 1, ... in order of first appearance) and the values by code;
+    ``as_str``: values that read the same as text share a code, and names are text."""
+    names = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(names)}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    if as_str:
+        text, by_text = [str(v) for v in names], {}
+        merged = np.array([by_text.setdefault(t, len(by_text)) for t in text], dtype=np.int64)
+        codes, names = merged[codes] if len(codes) else codes, list(by_text)
+    return codes, names
+
+
+def grouped_union_cycles(group: np.ndarray, starts: np.ndarray, durations: np.ndarray):
+    """:func:`union_cycles` of every group's events at once: ``group`` holds each event's group
+    id (0 ... n-1); returns the cycles each group covers, indexed by id (int64).
+
+    Events sorted by (group, start), each covers what it adds beyond the running end of
+    the events before it. Groups are kept apart by moving group ``g`` up by ``g`` times the
+    span of all events, so one running maximum serves them all."""
+    group = np.asarray(group, dtype=np.int64)
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    out = np.zeros(n_groups, dtype=np.int64)
+    if not len(group):
+        return out
+    s = np.asarray(starts, dtype=np.int64)
+    e = s + np.asarray(durations, dtype=np.int64)
+    lo = int(min(s.min(), e.min()))
+    span = int(max(s.max(), e.max())) - lo + 1
+    if n_groups * span >= _INT64_SAFE:  # too far apart to shift: one group at a time
+        for g in range(n_groups):
+            sel = group == g
+            out[g] = union_cycles(s[sel], e[sel] - s[sel])
+        return out
+    order = np.lexsort((s, group))
+    shift = group[order] * span - lo
+    s, e = s[order] + shift, e[order] + shift
+    ran = np.maximum.accumulate(e)  # the running end (earlier groups end below this one)
+    before = np.concatenate((s[:1], ran[:-1]))
+    np.add.at(out, group[order], np.maximum(0, e - np.maximum(s, before)))
     return out
+
+
+_INT64_SAFE = 2**62  # shifted cycles stay below this (int64 with room to spare)
 
 
 @dataclass(frozen=True)
@@ -273,22 +316,19 @@ def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
     their resources keep the order they first appear in."""
     ev = trace.events
     mask = ev["step"] == step
-    layers = np.asarray(ev["layer"][mask]).astype(str)
-    res = np.asarray(ev["resource"][mask]).astype(str)
+    layers, layer_names = _codes(ev["layer"][mask].tolist(), as_str=True)
+    res, res_names = _codes(ev["resource"][mask].tolist(), as_str=True)
     if not len(layers):
         return {}
-    starts, durs = ev["start"][mask], ev["duration"][mask]
-    _, li = np.unique(layers, return_inverse=True)
-    _, ri = np.unique(res, return_inverse=True)
-    group = li * (int(ri.max()) + 1) + ri
-    order = np.argsort(group, kind="stable")  # each group's events in their original order
-    cuts = np.flatnonzero(np.diff(group[order])) + 1
+    group = layers * len(res_names) + res
+    covered = grouped_union_cycles(group, ev["start"][mask], ev["duration"][mask]).tolist()
+    first = np.full(len(covered), len(group), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(group), dtype=np.int64))
+    present = int((first < len(group)).sum())  # (layer, resource) pairs with events
     out: dict[str, dict[str, float]] = {}
-    for idx in sorted(np.split(order, cuts), key=lambda g: g[0]):  # by first appearance
-        first = idx[0]
-        out.setdefault(str(layers[first]), {})[str(res[first])] = (
-            union_cycles(starts[idx], durs[idx]) / trace.clock_hz
-        )
+    for g in np.argsort(first, kind="stable")[:present].tolist():
+        layer, r = divmod(g, len(res_names))
+        out.setdefault(layer_names[layer], {})[res_names[r]] = covered[g] / trace.clock_hz
     return out
 
 

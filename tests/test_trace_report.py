@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import pyaccel as pa
-from pyaccel.report import union_cycles
+from pyaccel import report
+from pyaccel.report import grouped_union_cycles, union_cycles
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +22,21 @@ def run70b():
 def test_union_counts_overlap_once():
     assert union_cycles(np.array([0, 5, 20]), np.array([10, 10, 1])) == 16
     assert union_cycles(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grouped_union_is_each_groups_union(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    n, groups = 300, 7
+    group = rng.integers(0, groups, n)
+    group[:groups] = np.arange(groups)  # every id present
+    starts = rng.integers(-50, 1_000, n)
+    durs = rng.integers(-5, 120, n)  # empty and negative durations cover nothing
+    want = [union_cycles(starts[group == g], durs[group == g]) for g in range(groups)]
+    assert grouped_union_cycles(group, starts, durs).tolist() == want
+    assert grouped_union_cycles(np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)).size == 0
+    monkeypatch.setattr(report, "_INT64_SAFE", 1)  # groups too far apart to shift: one by one
+    assert grouped_union_cycles(group, starts, durs).tolist() == want
 
 
 def test_dataframe_has_event_columns_and_seconds(run70b):
@@ -172,3 +188,62 @@ def test_unit_totals_share_a_row_only_between_alike_units():
     assert totals.shape == (3, 3)
     assert totals.busiest().tolist() == [9.5, 5.0, 7.0]
     assert sorted(totals.by_res["m"].tolist()) == [[0.5, 0.5, 4.0], [2.5, 2.5, 6.0], [3, 5, 7]]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        # a partition of the units (a stage's chips): sums per set, copied to its units
+        [((0, 1), {"m": 0.1}), ((2, 3), {"m": 0.2, "c": 0.3}), ((0, 1), {"m": 0.7, "c": 1e-9}),
+         ((2, 3), {"m": 0.05}), ((4,), {"c": 2.0})],
+        # unit 1 in two different sets: one unit at a time
+        [((0, 1), {"m": 0.1}), ((1, 2), {"m": 0.2, "c": 0.3}), ((0, 1), {"c": 0.7})],
+    ],
+)  # fmt: skip
+def test_fixed_totals_are_each_ops_added_in_order(items):
+    from pyaccel.sim.roofline import _add_times, _fixed_totals
+
+    want: dict = {}
+    for units, times in items:
+        _add_times(want, units, times)
+    got = _fixed_totals(items)
+    assert list(got.items()) == list(want.items())  # same keys, order and sums to the bit
+
+
+@pytest.mark.parametrize(
+    "system, model", [("h100", "llama-3.1-8b"), ("wse3", "llama-3.1-8b"),
+                      ("groq-tsp", "llama-3.1-8b"), ("taalas-hc1", "llama-3.1-8b"),
+                      ("h100", "mixtral-8x7b")],
+)  # fmt: skip
+def test_step_bounds_kept_per_op_shape_are_each_ops_own(system, model):
+    # alike layers' ops share one bound (and floor) computation; each op's bound is still the
+    # one op_bound gives it where its own slot places it
+    from dataclasses import fields
+
+    from pyaccel.sim.roofline import StepBounds, _shape_of, op_bound
+
+    cfg, sysm, work = pa.load_model(model), pa.load_system(system, "auto"), pa.Workload()
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    bounds = StepBounds(graph, sysm, plc)
+    slots = {s.layer: s for s in plc.layers}
+    ops = [op for op in graph.ops if op.kind != "attention"]
+    assert len(bounds._memo) < len(ops)  # shared
+    shape = [f.name for f in fields(ops[1]) if f.name not in ("name", "layer")]
+    assert _shape_of(ops[1]) == tuple(getattr(ops[1], f) for f in shape)
+    for op, got in zip(ops, bounds.fixed_ops, strict=True):
+        slot = slots[op.layer]
+        floor = bounds.rates.latency_floor(op, slot)
+        want = op_bound(op, len(slot.units), bounds.rates, graph.hidden, floor, work.batch)
+        assert got == want
+
+
+def test_codes_follow_first_appearance_and_text():
+    from pyaccel.report import _codes
+
+    codes, names = _codes(["b", 3, "b", "a", 3])
+    assert codes.tolist() == [0, 1, 0, 2, 1] and names == ["b", 3, "a"]
+    codes, names = _codes([0, "0", "x", 0], as_str=True)  # 0 and "0" read the same as text
+    assert codes.tolist() == [0, 0, 1, 0] and names == ["0", "x"]
+    codes, names = _codes([], as_str=True)
+    assert codes.tolist() == [] and names == []

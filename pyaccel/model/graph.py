@@ -149,6 +149,8 @@ class DecodeGraph:
             workload = replace(workload, weights=old.weights, expert_weights=experts)
         work = workload.resolved(old.weights)
         ctx = work.context if context is None else context
+        if work == old and ctx == self.context:  # the same step (a batch-1 run's batch-1 graph)
+            return self
         ops = tuple(self._op_for(op, work, ctx) for op in self.ops)
         notes = tuple(n for n in self.assumptions if n != HC1_ASSUMPTION)
         if "hc1" in (work.weights, work.expert_weights):

@@ -115,7 +115,11 @@ def _stage_of(graph, spec, tp: int, units: int, stages: int | None) -> list[int]
     if sizes is None:
         sizes = [sum(graph.resident_bytes(k)) + tp * _buffer_bytes(graph, spec, k) for k in keys]
         graph.placer_memo[key] = sizes
-    return contiguous_partition(sizes, n_stages)
+    # a search asks again for the same split (most widths and stage counts recur)
+    split = graph.placer_memo.setdefault(("lpu_stage_split", *key[1:]), {})
+    if n_stages not in split:
+        split[n_stages] = contiguous_partition(sizes, n_stages)
+    return list(split[n_stages])
 
 
 def fits(graph, spec, tp: int, units: int, stages: int | None = None, ep: bool = False) -> bool:

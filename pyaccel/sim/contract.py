@@ -201,7 +201,10 @@ class BoundRates:
 
     ``host_step_s``: the host's own work every step (see :class:`HostStep`); ``host_serial``:
     the machines wait for all of it after each step (added to the chain), else the host works
-    during the step and is a resource busy ``host_step_s`` a step."""
+    during the step and is a resource busy ``host_step_s`` a step.
+
+    ``floor_place(slot)``: all of a slot that ``latency_s`` reads, as a hashable key (the
+    bound keeps one floor per op shape and key); by default the slot's unit count and region."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -214,18 +217,26 @@ class BoundRates:
     latency_serial: bool = False
     host_step_s: float = 0.0
     host_serial: bool = False
+    floor_place: Callable[[Any], Any] | None = None
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
         :class:`~pyaccel.place.slot.LayerSlot`) places it, e.g. the hops its collective must
         cross, as sorted ``(class, s)`` pairs with positive times (hashable; empty where the
         engine names none). It bounds one op on the dependent chain, not a resource's
-        throughput."""
+        throughput. ``latency_s`` reads of the slot only what :meth:`place_key` gives."""
         if self.latency_s is None:
             return ()
         got = self.latency_s(op, slot)
         parts = got if isinstance(got, dict) else {self.latency_resource: got}
         return tuple(sorted((res, float(t)) for res, t in parts.items() if t > 0))
+
+    def place_key(self, slot):
+        """What of ``slot`` (a layer's :class:`~pyaccel.place.slot.LayerSlot`) an op's floor
+        depends on: ``floor_place(slot)``, by default its unit count and region."""
+        if self.floor_place is not None:
+            return self.floor_place(slot)
+        return len(slot.units), slot.region
 
 
 @dataclass

@@ -12,12 +12,12 @@ which bounds the op on the dependent chain only, never a resource's throughput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from ..model.attention import attention_counts, attention_op
-from ..model.ops import ACT_BYTES
+from ..model.ops import ACT_BYTES, Op
 from ..units import MAX_CYCLES, CycleRangeError
 from ..workload import Workload
 from .contract import BoundRates
@@ -130,12 +130,50 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     return OpBound(op.name, op.layer, n_units, resource, seconds, times, floor)
 
 
+def _shape_of(op) -> tuple:
+    """Every field of ``op`` but its name and layer (the fields an op's bound depends on)."""
+    return tuple(vars(op).values())[_SHAPE_FROM:]
+
+
+# an Op's name and layer are its first fields (a test holds it); its shape, every field after
+_SHAPE_FROM = [f.name for f in fields(Op)].index("layer") + 1
+
+
 def _add_times(acc: dict, units, times: dict, count: int = 1) -> None:
     """Add ``times`` (an op's work terms; its latency floor is a term of the dependent chain
     only, not a throughput a unit's total can be held to) to each unit's totals."""
     for unit in units:
         for res, t in times.items():
             acc[(unit, res)] = acc.get((unit, res), 0.0) + count * t
+
+
+def _fixed_totals(items: list) -> dict:
+    """Each unit's work per resource from ``(units, times)`` of every op in order: what
+    :func:`_add_times` of each gives, with the same keys in the same order and the same sums.
+    When no unit is in two different unit sets (a stage's chips, a wafer), the sums run once
+    per set and are copied to its units: each unit's sum is then its set's, term for term."""
+    owner: dict = {}
+    for units in dict.fromkeys(units for units, _ in items):
+        for u in units:
+            if owner.setdefault(u, units) != units:  # a unit in two sets: one unit at a time
+                acc: dict = {}
+                for us, times in items:
+                    _add_times(acc, us, times)
+                return acc
+    sums: dict = {}
+    inserted = []  # (units, resources first seen on them) in the order _add_times meets them
+    for units, times in items:
+        new = []
+        for res, t in times.items():
+            key = (units, res)
+            if key in sums:
+                sums[key] += t
+            else:
+                sums[key] = 0.0 + t
+                new.append(res)
+        if new:
+            inserted.append((units, new))
+    return {(u, res): sums[units, res] for units, new in inserted for u in units for res in new}
 
 
 def _max_by_resource(per_unit: dict) -> dict[str, float]:
@@ -159,12 +197,12 @@ class StepBounds:
         self.unit_sets = {s.layer: s.units for s in placement.layers}
         self.slots = {s.layer: s for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
+        self._memo: dict = {}  # (op shape, units, place key, floor) -> OpBound (_bound)
         self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
-        self.fixed_totals: dict = {}
-        for op, b in full:
-            _add_times(self.fixed_totals, self.unit_sets[op.layer], b.times)
+        self.fixed_totals = _fixed_totals([(self.unit_sets[op.layer], b.times)
+                                           for op, b in full])  # fmt: skip
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
@@ -178,10 +216,19 @@ class StepBounds:
             self.groups.setdefault(key, []).append(layer)
 
     def _bound(self, op, floor: tuple | None = None) -> OpBound:
-        if floor is None:
-            floor = self.rates.latency_floor(op, self.slots[op.layer])
-        return op_bound(op, self.n_units[op.layer], self.rates, self.graph.hidden, floor,
-                        self.graph.workload.batch)  # fmt: skip
+        """:func:`op_bound` of ``op`` where its layer is placed, kept per op shape and place:
+        the ops of alike layers differ only in their name and layer, and an engine's floor
+        reads only :meth:`BoundRates.place_key` of its slot."""
+        slot = self.slots[op.layer]
+        key = (_shape_of(op), len(slot.units), self.rates.place_key(slot), floor)
+        hit = self._memo.get(key)
+        if hit is None:
+            if floor is None:
+                floor = self.rates.latency_floor(op, slot)
+            hit = self._memo[key] = op_bound(op, len(slot.units), self.rates, self.graph.hidden,
+                                             floor, self.graph.workload.batch)  # fmt: skip
+        return OpBound(op.name, op.layer, hit.n_units, hit.resource, hit.seconds,
+                       dict(hit.times), hit.floor)  # fmt: skip
 
     def at(self, context: int, with_ops: bool = False) -> Roofline:
         """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only

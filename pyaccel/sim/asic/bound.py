@@ -42,7 +42,13 @@ def rates(spec, work) -> BoundRates:
         return FLOPS_PER_MAC * macs * f * max(1, op.m)
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
-                      "chip_link", _drain_floor(spec, work), latency_serial=True)  # fmt: skip
+                      "chip_link", _drain_floor(spec, work), latency_serial=True,
+                      floor_place=_nothing)  # fmt: skip
+
+
+def _nothing(slot) -> None:
+    """What of a slot the drain floor reads: nothing (a block's drain is the op's own)."""
+    return None
 
 
 def _drain_floor(spec, work):

@@ -25,7 +25,12 @@ def rates(spec, work) -> BoundRates:
 
     link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
     return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
-                      _pipeline_floor(spec))  # fmt: skip
+                      _pipeline_floor(spec), floor_place=_chips)  # fmt: skip
+
+
+def _chips(slot) -> int:
+    """What of a slot the pipeline floor reads: its number of chips (TP width)."""
+    return len(slot.units)
 
 
 def _pipeline_floor(spec):
