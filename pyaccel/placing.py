@@ -18,19 +18,15 @@ from .hw.spec import System
 from .place import placer_module
 from .place.placement import Placement
 from .sim.driver import step_cycles
-from .sim.inputs import engine_module
+from .sim.inputs import engine_module, run_graph
 
 
 def place(model, system: System, workload, graph=None) -> Placement:
     """Place ``model`` on ``system`` for ``workload``; ``system.units`` may be ``"auto"`` (the
     fewest units that hold weights, KV cache and buffers in a valid layout). Raises
     :class:`PlacementError` with the unit and bytes short when it cannot fit."""
-    from .model.graph import build_graph
-    from .workload import resolve_workload
-
     if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
-        work = resolve_workload(workload, model, system.spec).workload
-        graph = build_graph(model, work, native_format=system.spec.native_format)
+        graph = run_graph(model, system, workload)
     placer = placer_module(system.kind)
     auto = system.units == "auto"
     if hasattr(placer, "layouts_auto"):  # several layouts may fit: keep the fastest

@@ -172,3 +172,26 @@ def test_attended_spans_in_closed_form_match_the_token_by_token_count(window, ch
     assert [*zip(first.tolist(), last.tolist(), total.tolist(), strict=True)] == [
         (s[0], s[-1], sum(s)) for s in (_spans_by_hand(c, q, window, chunk) for c in contexts)
     ]
+
+
+def test_a_run_shares_the_graph_its_placement_holds(llama8b):
+    # run_graph gives the graph already in use for the same model, resolved workload and
+    # native format (placement, emulation and what-ifs then share its memos); another
+    # workload gets its own, and a graph nobody holds any more is not kept
+    import gc
+    import weakref
+    from dataclasses import replace
+
+    from pyaccel.sim.inputs import run_graph
+
+    sysm, work = pa.load_system("h100", units=1), pa.Workload(context=64, tokens=2)
+    plc = pa.place(llama8b, sysm, work)
+    graph = plc.basis[0]
+    assert run_graph(llama8b, sysm, work) is graph
+    assert run_graph(llama8b, sysm, replace(work, tokens=3)) is not graph
+    assert run_graph(llama8b, sysm, replace(work, tokens=3)) == pa.build_graph(
+        llama8b, replace(work, tokens=3).resolved("bf16"))  # fmt: skip
+    gone = weakref.ref(graph)
+    del plc, graph
+    gc.collect()
+    assert gone() is None

@@ -7,6 +7,7 @@ import pyaccel as pa
 from pyaccel import kernels
 from pyaccel.errors import PlacementError
 from pyaccel.kernels import reference_lpu
+from pyaccel.sim.lpu import engine as lpu_engine
 from pyaccel.sim.lpu.net import Network
 from pyaccel.sim.lpu.program import ChipModel, Program
 from pyaccel.sim.lpu.transfers import Builder, schedule
@@ -434,3 +435,27 @@ def test_stage_plans_kept_with_the_graph_are_the_plans_made_afresh(tmp_path):
         assert other.stage_plans(graph, i)[0] == tuple(
             tuple(canonical(other.chip, tp, st) for st in op_plan(op, graph, tp)) for op in ops
         )
+
+
+@pytest.mark.parametrize("resource", list(lpu_engine.WHAT_IF))
+def test_chips_of_one_plan_key_reduce_every_plan_alike(tmp_path, resource):
+    # stage plans are kept per plan_key (the chip fields canonical reads): a what-if chip
+    # with the same key shares the plans, and they are its own plans made afresh
+    from pyaccel.emulation import what_if_system
+    from pyaccel.model.graph import build_graph
+    from pyaccel.sim.lpu.engine import LpuSim
+    from pyaccel.sim.lpu.plans import canonical, op_plan, plan_key
+
+    model, work = _tiny(tmp_path, layers=3), pa.Workload(context=300, tokens=1)
+    graph = build_graph(model, work)
+    sysm = _system(16)
+    plc = _layout(model, sysm, work, 8)
+    base, other = LpuSim(graph, sysm, plc), LpuSim(graph, what_if_system(sysm, resource), plc)
+    same = plan_key(other.chip) == plan_key(base.chip)
+    assert same == (resource != "lpu_vxm")  # only the VXM's ALUs enter a plan
+    for i, (chips, _) in enumerate(base.stages):
+        plans, ops = other.stage_plans(graph, i)
+        tp = len(chips)
+        assert plans == tuple(tuple(canonical(other.chip, tp, st) for st in op_plan(op, graph, tp))
+                              for op in ops)  # fmt: skip
+        assert (plans[0] is base.stage_plans(graph, i)[0][0]) == same

@@ -20,13 +20,7 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
-from ..contract import (
-    MICRO_BATCHES,
-    PassTiming,
-    RoutedSteps,
-    StepShape,
-    StepsTiming,
-)
+from ..contract import MICRO_BATCHES, PassTiming, RoutedSteps, StepShape, StepsTiming
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
 from .fragments import FragmentPool, compiled_fragment
 from .net import Network, hop_crossing
@@ -38,6 +32,7 @@ from .plans import (
     filled,
     op_plan,
     plan_at,
+    plan_key,
 )
 from .program import TRANSITS_PER_C2C, ChipModel, Program
 from .spans import pass_spans
@@ -189,13 +184,15 @@ class LpuSim:
         chips, layers = self.stages[i]
         ops = [op for key in layers for op in graph.ops_of(key)]
         tp = len(chips)
-        # an op's plan depends on the op, the graph, the chip and the TP width: kept with the
-        # graph (its candidate layouts and what-ifs ask again), by the op's identity (the memo
-        # holds the op, so its id stays its own)
-        memo = graph.placer_memo.setdefault(("lpu.plans", self.chip, tp), {})
+        # an op's plan depends on the op, the graph, the chip's plan_key and the TP width:
+        # kept with the graph (its candidate layouts and what-ifs ask again), by the op's
+        # identity (the memo holds the op, so its id stays its own); a step's graph (events)
+        # holds the run graph's ops but its attention, so their plans are found there first
+        key = ("lpu.plans", plan_key(self.chip), tp)
+        memo, own = graph.placer_memo.setdefault(key, {}), self.graph.placer_memo.get(key, {})
         plans = []
         for op in ops:
-            hit = memo.get(id(op))
+            hit = own.get(id(op)) or memo.get(id(op))
             if hit is None:
                 plan = tuple(canonical(self.chip, tp, st) for st in op_plan(op, graph, tp))
                 hit = memo[id(op)] = (op, plan)

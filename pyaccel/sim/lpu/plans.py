@@ -146,6 +146,13 @@ def canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
     return st
 
 
+def plan_key(chip: ChipModel) -> tuple:
+    """The fields of ``chip`` that :func:`canonical` reads: chips equal in them reduce every
+    plan alike (a what-if that moves only rates or latencies keeps its plans)."""
+    return (chip.block_weights, chip.elems_per_vector, chip.ops_per_elem, chip.alus,
+            chip.vector_bytes)  # fmt: skip
+
+
 def _at_least_one(n):
     """``max(1, n)`` of an int, or of each element of an int64 array."""
     return np.maximum(n, 1) if isinstance(n, np.ndarray) else max(1, n)
