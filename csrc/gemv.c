@@ -20,7 +20,9 @@
  *     the same bits). 8-bit and 6-bit two's complement codes (mode 1) are sign-extended and
  *     converted (exact integers); other 8/6-bit tables are gathered.
  *   - AVX2: two ymm per row (lanes 0-7, 8-15), 4 rows at a time; codes by variable shifts of a
- *     broadcast word (6-bit: a byte shuffle first), the 16-entry table as two 8-entry halves.
+ *     broadcast word (6-bit: a byte shuffle first), a 3-bit code's 8-entry table in one ymm.
+ *     4-bit codes: a ymm holds 4 lanes of two rows (one per 128-bit half); the codes become
+ *     bytes and one byte shuffle per byte of a float looks their values up (byte planes).
  *   - generic C (any CPU, and any layout the SIMD paths do not cover: bits other than
  *     3/4/6/8, blocks that are not a multiple of 16): decode a chunk into a buffer, then the
  *     16-lane loop.
@@ -339,7 +341,7 @@ T512 static void gemv_avx512(const gemv_args *a, int kind, int64_t r0, int64_t r
 #define T256 __attribute__((target("avx2")))
 
 typedef struct {
-    __m256 lo, hi; /* table entries 0-7 and 8-15 */
+    __m256 lo, hi; /* table entries 0-7 and 8-15 (3-bit codes: the low half) */
 } tab256;
 
 /* 8 values of elements j..j+7 (j % 8 == 0) of one row. */
@@ -352,14 +354,6 @@ static inline __attribute__((always_inline)) T256 __m256 dec256(int kind, const 
     case KIND_LUT8:
         return _mm256_i32gather_ps(
             a->lut, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + j))), 4);
-    case KIND_NIB: {
-        uint32_t w;
-        memcpy(&w, row + (j >> 1), 4);
-        __m256i d = _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
-                                      _mm256_set_epi32(28, 24, 20, 16, 12, 8, 4, 0));
-        __m256 lo = _mm256_permutevar8x32_ps(tab.lo, d), hi = _mm256_permutevar8x32_ps(tab.hi, d);
-        return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(d, 28)));
-    }
     case KIND_TRI: { /* 8 codes in 3 bytes at 3 * (j / 8); vpermps reads the low 3 bits */
         int64_t off = (j >> 3) * 3;
         uint32_t w = 0;
@@ -393,7 +387,7 @@ static inline __attribute__((always_inline)) T256 void rows256(const gemv_args *
                                                                const int nr, const int kind,
                                                                tab256 base) {
     const int64_t block = a->block, whole = a->cols - a->cols % LANES;
-    const int table = kind == KIND_NIB || kind == KIND_TRI;
+    const int table = kind == KIND_TRI;
     const int64_t step = block ? block : 512;
     const uint8_t *row[ROWS_AT_ONCE];
     const float *bs[ROWS_AT_ONCE];
@@ -447,14 +441,114 @@ static inline __attribute__((always_inline)) T256 void all_rows256(const gemv_ar
     for (; r < r_end; r++) rows256(a, r, 1, kind, base);
 }
 
+/* 4-bit codes through byte planes: plane p holds byte p of each of the 16 table floats, so one
+ * byte shuffle per plane looks up 16 codes at once and two rounds of unpacks rebuild the floats
+ * in element order (the exact table values, with no variable shift, permute or blend). All of
+ * it stays inside 128-bit lanes, so a ymm carries two rows, one a lane (each row's 16 columns
+ * in its own lane, x broadcast to both): every row's lanes add the same products in the same
+ * order as one row at a time. A block scale multiplies each value, the same rounded product
+ * lut[c] * s as a scaled table. */
+static inline __attribute__((always_inline)) T256 void make_planes(const float *lut, __m256i p[4]) {
+    uint8_t b[4][16];
+    for (int c = 0; c < 16; c++) {
+        uint32_t u;
+        memcpy(&u, lut + c, 4);
+        for (int k = 0; k < 4; k++) b[k][c] = (uint8_t)(u >> (8 * k));
+    }
+    for (int k = 0; k < 4; k++)
+        p[k] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b[k]));
+}
+
+/* The codes of elements j..j+15 (j % 16 == 0) of rows ra (low lane) and rb (high lane), a byte
+ * each in element order: the 8 bytes at j / 2, low nibble first. */
+static inline __attribute__((always_inline)) T256 __m256i codes16x2(const uint8_t *ra,
+                                                                    const uint8_t *rb, int64_t j) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256i q = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(ra + (j >> 1)))),
+        _mm_loadl_epi64((const __m128i *)(rb + (j >> 1))), 1);
+    return _mm256_unpacklo_epi8(_mm256_and_si256(q, low),
+                                _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
+}
+
+/* The table values of 16 codes a lane, four to a vector, in element order. */
+static inline __attribute__((always_inline)) T256 void look16x2(__m256i codes, const __m256i p[4],
+                                                                __m256 v[4]) {
+    __m256i b0 = _mm256_shuffle_epi8(p[0], codes), b1 = _mm256_shuffle_epi8(p[1], codes);
+    __m256i b2 = _mm256_shuffle_epi8(p[2], codes), b3 = _mm256_shuffle_epi8(p[3], codes);
+    __m256i lo01 = _mm256_unpacklo_epi8(b0, b1), hi01 = _mm256_unpackhi_epi8(b0, b1);
+    __m256i lo23 = _mm256_unpacklo_epi8(b2, b3), hi23 = _mm256_unpackhi_epi8(b2, b3);
+    v[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(lo01, lo23));
+    v[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(lo01, lo23));
+    v[2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(hi01, hi23));
+    v[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(hi01, hi23));
+}
+
+/* Rows r0 .. r0 + nr - 1 (nr 1, 2 or 4), two to a ymm (a single row fills both lanes). */
+static inline __attribute__((always_inline)) T256 void rows_nib(const gemv_args *a, int64_t r0,
+                                                                const int nr,
+                                                                const __m256i p[4]) {
+    const int64_t block = a->block, whole = a->cols - a->cols % LANES;
+    const int64_t step = block ? block : 512;
+    const int pairs = (nr + 1) / 2;
+    const uint8_t *row[ROWS_AT_ONCE];
+    const float *bs[ROWS_AT_ONCE];
+    __m256 acc[ROWS_AT_ONCE / 2][4], sc[ROWS_AT_ONCE / 2];
+    for (int k = 0; k < 2 * pairs; k++) {
+        int64_t r = r0 + (k < nr ? k : nr - 1);
+        row[k] = a->packed + r * a->row_bytes;
+        bs[k] = a->bscale + r * a->n_blocks;
+    }
+    for (int h = 0; h < pairs; h++) {
+        for (int i = 0; i < 4; i++) acc[h][i] = _mm256_setzero_ps();
+        sc[h] = _mm256_set1_ps(1.0f);
+    }
+    for (int64_t jb = 0; jb < whole; jb += step) {
+        int64_t end = jb + step < whole ? jb + step : whole;
+        if (block)
+            for (int h = 0; h < pairs; h++)
+                sc[h] = _mm256_setr_m128(_mm_set1_ps(bs[2 * h][jb / block]),
+                                         _mm_set1_ps(bs[2 * h + 1][jb / block]));
+        for (int64_t j = jb; j < end; j += LANES) {
+            __m256 xv[4];
+            for (int i = 0; i < 4; i++)
+                xv[i] = _mm256_broadcast_ps((const __m128 *)(a->x + j + 4 * i));
+            for (int h = 0; h < pairs; h++) {
+                __m256 v[4];
+                look16x2(codes16x2(row[2 * h], row[2 * h + 1], j), p, v);
+                for (int i = 0; i < 4; i++) {
+                    if (block) v[i] = _mm256_mul_ps(v[i], sc[h]);
+                    acc[h][i] = _mm256_add_ps(acc[h][i], _mm256_mul_ps(v[i], xv[i]));
+                }
+            }
+        }
+    }
+    for (int k = 0; k < nr; k++) {
+        float lanes[LANES], both[8];
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_ps(both, acc[k / 2][i]);
+            memcpy(lanes + 4 * i, both + 4 * (k % 2), 4 * sizeof(float));
+        }
+        finish_row(a, r0 + k, lanes, whole);
+    }
+}
+
+T256 static void all_rows_nib(const gemv_args *a, int64_t r, int64_t r_end) {
+    __m256i p[4];
+    make_planes(a->lut, p);
+    for (; r + ROWS_AT_ONCE <= r_end; r += ROWS_AT_ONCE) rows_nib(a, r, ROWS_AT_ONCE, p);
+    for (; r + 2 <= r_end; r += 2) rows_nib(a, r, 2, p);
+    for (; r < r_end; r++) rows_nib(a, r, 1, p);
+}
+
 T256 static void gemv_avx2(const gemv_args *a, int kind, int64_t r0, int64_t r1) {
     float t[16];
-    for (int c = 0; c < 16; c++) t[c] = kind == KIND_TRI ? a->lut[c & 7] : kind == KIND_NIB ? a->lut[c] : 0.0f;
+    for (int c = 0; c < 16; c++) t[c] = kind == KIND_TRI ? a->lut[c & 7] : 0.0f;
     tab256 base = {_mm256_loadu_ps(t), _mm256_loadu_ps(t + 8)};
     switch (kind) {
     case KIND_I8: all_rows256(a, KIND_I8, base, r0, r1); break;
     case KIND_LUT8: all_rows256(a, KIND_LUT8, base, r0, r1); break;
-    case KIND_NIB: all_rows256(a, KIND_NIB, base, r0, r1); break;
+    case KIND_NIB: all_rows_nib(a, r0, r1); break;
     case KIND_TRI: all_rows256(a, KIND_TRI, base, r0, r1); break;
     case KIND_I6: all_rows256(a, KIND_I6, base, r0, r1); break;
     default: all_rows256(a, KIND_LUT6, base, r0, r1); break;
