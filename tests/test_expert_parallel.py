@@ -136,7 +136,38 @@ def test_pinned_ep_that_does_not_fit_is_refused(tmp_path):
                  work)  # fmt: skip
 
 
+def test_gpu_auto_with_pinned_ep_seeks_the_fewest_gpus_an_ep_layout_fits():
+    # one B200 holds mixtral at bf16 split by TP, but an EP layout needs 2+ GPUs: with
+    # expert_layout = ep, --units auto is the fewest GPUs an EP layout holds (it was refused)
+    cfg, work = pa.load_model("mixtral-8x7b"), pa.Workload(batch=16, weights="bf16")
+    assert pa.place(cfg, pa.load_system("b200", units="auto"), work).n_units == 1
+    plc = pa.place(cfg, pa.load_system("b200", units="auto", overrides=["expert_layout=ep"]),
+                   work)  # fmt: skip
+    assert plc.layout.ep == 2 and plc.n_units == 2
+    assert "the fewest b200 GPUs an expert-parallel layout holds it on" in plc.reason
+
+
 # --- LPU: experts whole on the chips of a stage ---------------------------------------------
+
+
+def test_lpu_auto_with_pinned_ep_seeks_the_fewest_chips_an_ep_layout_fits():
+    # --units auto with expert_layout = ep: the chip count is the fewest an expert-parallel
+    # layout holds (it was the fewest a split-expert layout holds, where no EP layout might
+    # fit: a traceback); where a whole expert outgrows one chip, a clear refusal
+    from pyaccel.place import lpu
+
+    cfg = pa.load_model("mixtral-8x7b")
+    work = pa.Workload(batch=16, weights="int8")
+    sysm = pa.load_system("groq-tsp", units="auto", overrides=["expert_layout=ep"])
+    plc = pa.place(cfg, sysm, work)
+    assert plc.layout.ep
+    graph = plc.basis[0]
+    # the next smaller count of whole stages of each width holds no EP layout
+    below = {t * ((plc.n_units - 1) // t) for t in lpu.tp_candidates(sysm.spec)} - {0}
+    assert all(lpu.best_for(graph, sysm.spec, n) is None for n in below)
+    bf16 = pa.Workload(batch=16, weights="bf16")  # an expert of a layer: 352 MB > 231 MB SRAM
+    with pytest.raises(PlacementError, match=r"expert_layout = ep.*352\.32 MB.*230\.69 MB"):
+        pa.place(cfg, sysm, bf16)
 
 
 def test_lpu_expert_plan_by_hand():

@@ -254,8 +254,31 @@ def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
 def layouts_auto(graph, system) -> list[Placement]:
     """The layouts ``--units auto`` times: the TP x PP layout on the fewest GPUs that fit and,
     for a model with routed experts, the EP layout on as many GPUs where it fits
-    (``expert_layout``: ``auto`` both, ``tp`` or ``ep`` one)."""
+    (``expert_layout``: ``auto`` both, ``tp``: the first; ``ep``: the EP layout on the fewest
+    GPUs that hold one)."""
+    if graph.moe_layers and system.spec.params.expert_layout == "ep":
+        return [_ep_auto(graph, system)]
     return _with_experts(graph, system, place_auto(graph, system))
+
+
+def _ep_auto(graph, system) -> Placement:
+    """The EP layout on the fewest GPUs that hold one (2 or more a stage, at most a node's,
+    at most one stage a layer key), or a refusal naming what every GPU must hold."""
+    spec = system.spec
+    need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
+    floor = max(1, -(-need // max(1, _usable(spec))))  # (one GPU has no EP width: skipped)
+    top = int(spec.params.gpus_per_node) * len(graph.layer_keys)
+    for units in range(floor, top + 1):
+        why = (f"{graph.model_name} needs {fmt_bytes(need)} resident; expert_layout = ep: "
+               f"the fewest {spec.name} GPUs an expert-parallel layout holds it on")  # fmt: skip
+        plc = _ep(graph, system, units, why)
+        if plc is not None:
+            return plc
+    raise PlacementError(
+        f"expert_layout = ep: no expert-parallel layout of any number of {spec.name} GPUs "
+        f"holds {graph.model_name} (attention and dense weights are copied to every GPU of a "
+        "stage); --set expert_layout=auto or tp"
+    )
 
 
 def layouts_units(graph, system, units: int) -> list[Placement]:

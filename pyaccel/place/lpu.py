@@ -246,13 +246,23 @@ def _expert_layouts(graph, spec, tp: int) -> tuple[bool, ...]:
 
 def best_for(graph, spec, units: int) -> Placement | None:
     """The widest tensor-parallel layout on ``units`` chips that fits, or None (a capacity
-    answer: the speed search is :func:`layouts_units`)."""
+    answer: the speed search is :func:`layouts_units`). Experts are split over a stage's
+    chips, unless ``expert_layout = ep`` allows only whole experts on chips."""
     for tp in tp_candidates(spec):
         if tp > units:
             continue
-        if fits(graph, spec, tp, units):
-            return build(graph, spec, tp, units)
+        for ep in _capacity_layouts(graph, spec, tp):
+            if fits(graph, spec, tp, units, ep=ep):
+                return build(graph, spec, tp, units, ep=ep)
     return None
+
+
+def _capacity_layouts(graph, spec, tp: int) -> tuple[bool, ...]:
+    """The expert layouts a capacity answer tries on a ``tp``-chip stage: experts split
+    (False), or whole on chips (True) where ``ep`` is pinned (none on one chip)."""
+    if graph.moe_layers and spec.params.expert_layout == "ep":
+        return _expert_layouts(graph, spec, tp)
+    return (False,)
 
 
 def _need(graph) -> int:
@@ -283,6 +293,8 @@ def layouts_auto(graph, system) -> list[Placement]:
     buffers; raises naming the real cause when no chip count fits."""
     spec = system.spec
     plc = fewest(graph, spec)
+    if plc is None and graph.moe_layers and spec.params.expert_layout == "ep":
+        raise _no_expert_layout(graph, spec, "any number of")
     if plc is None:
         raise CapacityError(
             f"{graph.model_name} does not fit on any {spec.name} layout: "
@@ -302,12 +314,24 @@ def layouts_units(graph, system, units: int) -> list[Placement]:
     if found:
         return found
     if graph.moe_layers and system.spec.params.expert_layout == "ep":
-        raise PlacementError(
-            f"expert_layout = ep: no expert-parallel layout of {units} {system.spec.name} chips "
-            f"holds {graph.model_name} (2+ chips a stage, each expert whole on one chip); "
-            "--set expert_layout=auto or tp"
-        )
+        raise _no_expert_layout(graph, system.spec, str(units))
     _refuse(graph, system, units)
+
+
+def _no_expert_layout(graph, spec, chips: str) -> PlacementError:
+    """Why ``expert_layout = ep`` places nothing on ``chips`` chips, with the bytes of the
+    largest whole expert of a layer against one chip's SRAM."""
+    one: dict = {}  # layer -> resident bytes of one of its routed experts (all its matmuls)
+    for op in graph.ops:
+        if op.expert and op.resident_weight_bytes:
+            one[op.layer] = one.get(op.layer, 0) + op.resident_weight_bytes // graph.n_experts
+    expert = max(one.values(), default=0)
+    return PlacementError(
+        f"expert_layout = ep: no expert-parallel layout of {chips} {spec.name} chips holds "
+        f"{graph.model_name} (2+ chips a stage, each expert whole on one chip; one expert of a "
+        f"layer holds {fmt_bytes(expert)}, one chip {fmt_bytes(int(spec.params.sram_bytes))} "
+        "of SRAM); --set expert_layout=auto or tp"
+    )
 
 
 def with_reason(graph, system, plc: Placement, tried) -> Placement:
