@@ -76,6 +76,30 @@ def test_all_to_all_bytes_by_hand_and_the_hot_holder_sets_the_step(tmp_path):
         assert (t.step_cycles >= t.lower_bound_cycles).all()
 
 
+def test_ep_kernels_kept_per_load_are_the_kernels_made_afresh():
+    # a plan keeps each GPU's expert kernels by (op, pairs, experts, stage) and the all-to-alls
+    # by bytes; every step's layer kernels equal those of a plan that never saw a step
+    from pyaccel.sim.gpu.engine import GpuPass
+
+    cfg = pa.load_model("mixtral-8x7b")
+    system = pa.load_system("h100", units=8, overrides=["expert_layout=ep"])
+    work = pa.Workload(batch=16, weights="bf16")
+    plc = pa.place(cfg, system, work)
+    graph = plc.basis[0].with_workload(pa.Workload(batch=2, weights="bf16"))  # a GPU's share
+    warm = GpuPass(graph, system, plc)
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        picks = rng.integers(0, 8, (16, len(graph.moe_layers), 2))
+        for n, layer in enumerate(graph.moe_layers[:4]):
+            stage = warm.kernels[warm._ep_at[layer][0]].stage
+            fresh = GpuPass(graph, system, plc)
+            ops = warm._ep_ops[layer]
+            assert (warm.ep_plan.layer_kernels(warm.cost, n, ops, stage, picks)
+                    == fresh.ep_plan.layer_kernels(fresh.cost, n, fresh._ep_ops[layer], stage,
+                                                   picks))  # fmt: skip
+    assert warm.ep_plan._kernels  # kept
+
+
 def test_place_shows_where_experts_live_and_the_file_keeps_them(tmp_path):
     from typer.testing import CliRunner
 

@@ -46,6 +46,9 @@ class EpPlan:
         self.q = graph.workload.step_tokens
         self.ep, self.hidden, self.n_experts = ep, graph.hidden, graph.n_experts
         self.layers = graph.moe_layers
+        # kernels by what they depend on: (id(op), pairs, experts, stage) of a GPU's expert
+        # kernel, (kind, layer, stage, bytes) of an all-to-all; most steps repeat earlier ones
+        self._kernels: dict = {}
         self.owner = {}
         for slot in placement.layers:
             if slot.layer in self.layers:
@@ -59,18 +62,36 @@ class EpPlan:
         layer = self.layers[i]
         home = homes(split_even(len(picks) // self.q, self.ep), self.q)
         load = expert_load(picks[:, i, :], home, self.owner[layer], self.ep)
-        per_gpu = [[cost.kernel(_on_gpu(ops[kind], load, u, self.n_experts), stage)
+        pairs, experts = load.pairs.tolist(), load.experts.tolist()
+        per_gpu = [[self._expert_kernel(cost, ops[kind], pairs[u], experts[u], stage)
                     for kind in EXPERT_KINDS] for u in range(self.ep)]  # fmt: skip
         slowest = max(range(self.ep), key=lambda u: sum(k.cycles for k in per_gpu[u]))
         moved = load.busiest_link_rows() * ACT_BYTES * self.hidden
-        a2a = [cost.all_to_all(kind, layer, stage, moved) for kind in (DISPATCH, COMBINE)]
+        a2a = [self._all_to_all(cost, kind, layer, stage, moved) for kind in (DISPATCH, COMBINE)]
         return [a2a[0], *per_gpu[slowest], a2a[1]]
 
+    def _expert_kernel(self, cost, op, pairs: int, experts: int, stage: int):
+        """The kernel of expert op ``op`` on a GPU with ``pairs`` (row, expert) pairs over
+        ``experts`` routed experts (kept: the memo holds the op, so its id stays its own)."""
+        key = (id(op), pairs, experts, stage)
+        hit = self._kernels.get(key)
+        if hit is None:
+            kernel = cost.kernel(_on_gpu(op, pairs, experts, self.n_experts), stage)
+            hit = self._kernels[key] = (op, kernel)
+        return hit[1]
 
-def _on_gpu(op, load, u: int, n_experts: int):
-    """``op`` (an expert op of the share graph) as GPU ``u`` runs it: its (row, expert) pairs,
-    and the weights of its routed experts."""
-    pairs = int(load.pairs[u])
+    def _all_to_all(self, cost, kind: str, layer, stage: int, moved: int):
+        """A dispatch or combine moving ``moved`` bytes through the busiest link (kept)."""
+        key = (kind, layer, stage, moved)
+        hit = self._kernels.get(key)
+        if hit is None:
+            hit = self._kernels[key] = cost.all_to_all(kind, layer, stage, moved)
+        return hit
+
+
+def _on_gpu(op, pairs: int, experts: int, n_experts: int):
+    """``op`` (an expert op of the share graph) as a GPU runs it: its ``pairs`` (row, expert)
+    pairs, and the weights of its ``experts`` routed experts."""
     flops, act = (getattr(op, f) // max(1, op.m) * pairs for f in ("flops", "act_bytes"))
-    weights = op.resident_weight_bytes // n_experts * int(load.experts[u])
+    weights = op.resident_weight_bytes // n_experts * experts
     return replace(op, m=pairs, flops=flops, act_bytes=act, weight_bytes=weights, hot_rows=0)
