@@ -235,6 +235,33 @@ def test_lpu_experts_whole_on_chips_and_the_hot_chip_sets_the_step(tmp_path):
         assert (t.step_cycles >= t.lower_bound_cycles).all()
 
 
+def test_lpu_ep_plans_kept_per_picks_are_the_plans_made_afresh():
+    # a stage's routed-expert plans are kept per (op, picks, width); each step's plans equal
+    # those of a simulator that never saw a step
+    from pyaccel.sim.contract import StepShape
+    from pyaccel.sim.lpu.engine import LpuSim
+
+    cfg = pa.load_model("mixtral-8x7b")
+    system = pa.load_system("groq-tsp", units="auto", overrides=["expert_layout=ep"])
+    work = pa.Workload(batch=2, weights="int8")
+    plc = pa.place(cfg, system, work)
+    graph = plc.basis[0]
+    warm = LpuSim(graph, system, plc)
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        picks = rng.integers(0, 8, (2, len(graph.moe_layers), 2))
+        counts = np.zeros((len(graph.moe_layers), 8), dtype=np.int64)
+        for r in range(2):
+            for n in range(len(graph.moe_layers)):
+                np.add.at(counts[n], picks[r, n], 1)
+        step = StepShape(graph, 100, warm.group_key, routed=graph.routed_ops(counts),
+                         picks=picks)  # fmt: skip
+        fresh = LpuSim(graph, system, plc)
+        for i in range(len(warm.stages)):
+            assert warm._routed_plans(step, i) == fresh._routed_plans(step, i)
+    assert any(k[0] == "ep" for k in warm._plans_of)  # kept
+
+
 # --- wafer: every expert a band of its layer's rect ---------------------------------------------
 
 

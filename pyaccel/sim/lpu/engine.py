@@ -161,7 +161,7 @@ class LpuSim:
         # expert parallel (lpu.expert_layout ep): each MoE layer's experts whole on its chips
         self.ep = bool(placement.layout and placement.layout.ep)
         self._moe_index = {layer: n for n, layer in enumerate(graph.moe_layers)}
-        self._plans_of: dict = {}  # routed ops' plans by (name, weight bytes, rows, tp)
+        self._plans_of: dict = {}  # routed ops' plans (EP: by their picks too)
         self._links_in, self._hop_totals = None, []
         self._owner = {s.layer: np.array(s.expert_units, dtype=np.int64) - s.units[0]
                        for s in placement.layers if s.expert_units}  # fmt: skip
@@ -423,15 +423,17 @@ class LpuSim:
         out = []
         for _, name in self._expert_holes[i]:
             op = step.routed[name]
-            if self.ep and step.picks is not None:
+            if self.ep and step.picks is not None:  # kept per picks: steps repeat them
                 picks = step.picks[:, self._moe_index[op.layer], :]
-                plan = busiest_chip_plan(op, self.graph, picks, self._owner[op.layer], tp)
-                out.append(tuple(canonical(self.chip, tp, st) for st in plan))
+                key = ("ep", name, op.m, op.flops, op.n, picks.shape, picks.tobytes(), tp)
+                if key not in self._plans_of:
+                    plan = busiest_chip_plan(op, self.graph, picks, self._owner[op.layer], tp)
+                    self._plans_of[key] = tuple(canonical(self.chip, tp, st) for st in plan)
             else:
                 key = (name, op.weight_bytes, op.m, tp)
                 if key not in self._plans_of:
                     self._plans_of[key] = self._plan(op, tp)
-                out.append(self._plans_of[key])
+            out.append(self._plans_of[key])
         return tuple(out)
 
     def _plan(self, op, tp: int) -> tuple:
