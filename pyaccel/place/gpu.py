@@ -268,9 +268,9 @@ def _ep_auto(graph, system) -> Placement:
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     floor = max(1, -(-need // max(1, _usable(spec))))  # (one GPU has no EP width: skipped)
     top = int(spec.params.gpus_per_node) * len(graph.layer_keys)
+    why = (f"{graph.model_name} needs {fmt_bytes(need)} resident; expert_layout = ep: "
+           f"the fewest {spec.name} GPUs an expert-parallel layout holds it on")  # fmt: skip
     for units in range(floor, top + 1):
-        why = (f"{graph.model_name} needs {fmt_bytes(need)} resident; expert_layout = ep: "
-               f"the fewest {spec.name} GPUs an expert-parallel layout holds it on")  # fmt: skip
         plc = _ep(graph, system, units, why)
         if plc is not None:
             return plc
