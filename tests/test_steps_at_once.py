@@ -12,6 +12,9 @@ from pyaccel.sim.inputs import engine_module
 # Tiny models' GPU steps are shorter than the host's own step, which then sets every step: these
 # cases leave the host out so that the steps differ (the 8B cases keep it)
 QUIET_HOST = {"step_host_s": 0}
+EP = {"expert_layout": "ep"}
+# chips of 0.7 MB of SRAM, at most 2 a group: tiny MoE models need pipeline stages (2 and 4)
+LPU_EP_STAGES = {**EP, "sram_bytes": 700_000, "tp_max_chips": 2}
 CASES = [  # (system, units, model, workload, --set overrides)
     ("h100", 1, "tiny-llama", pa.Workload(context=5, tokens=40), QUIET_HOST),
     ("h100", 2, "tiny-gemma2", pa.Workload(context=3, tokens=60, batch=3), QUIET_HOST),
@@ -61,6 +64,23 @@ CASES = [  # (system, units, model, workload, --set overrides)
         None,
     ),  # fmt: skip
     ("groq-tsp", "auto", "tiny-deepseek-v3", pa.Workload(tokens=50, batch=16), None),
+    # expert parallelism: each step's slowest GPU / busiest chip from its rows' expert ids
+    ("h100", 4, "tiny-mixtral", pa.Workload(context=5, tokens=60, batch=8), {**QUIET_HOST, **EP}),
+    (
+        "h100",
+        8,
+        "tiny-deepseek-v3",
+        pa.Workload(tokens=40, batch=5, step_tokens=2, router="zipf:1.2"),
+        {**QUIET_HOST, **EP},
+    ),
+    (
+        "groq-tsp",
+        "auto",
+        "tiny-mixtral",
+        pa.Workload(context=3, tokens=60, batch=16, router="zipf:1.5"),
+        LPU_EP_STAGES,
+    ),
+    ("groq-tsp", "auto", "tiny-deepseek-v3", pa.Workload(tokens=40, batch=9), LPU_EP_STAGES),
 ]
 
 
@@ -97,14 +117,31 @@ def test_routed_steps_need_their_places_in_the_run():
     assert passes.steps_over(np.arange(4, 7), np.arange(3)) is not None
 
 
-def test_steps_that_launch_eagerly_or_follow_expert_ids_are_timed_one_by_one():
+def test_steps_that_launch_eagerly_are_timed_one_by_one():
     work = pa.Workload(context=4, tokens=3)
-    for name, sysm in (("tiny-llama", _system("h100", 1, {"launch_mode": "eager"})),
-                       ("tiny-mixtral", _system("h100", 8, ["expert_layout=ep"]))):  # fmt: skip
-        model = pa.load_model(name)
-        passes = driver.MicroBatchPasses(engine_module("gpu"), build_graph(model, work), sysm,
-                                         pa.place(model, sysm, work))  # fmt: skip
-        assert passes.steps_over(np.arange(4, 7), np.arange(3)) is None
+    model, sysm = pa.load_model("tiny-llama"), _system("h100", 1, {"launch_mode": "eager"})
+    passes = driver.MicroBatchPasses(engine_module("gpu"), build_graph(model, work), sysm,
+                                     pa.place(model, sysm, work))  # fmt: skip
+    assert passes.steps_over(np.arange(4, 7), np.arange(3)) is None
+
+
+@pytest.mark.parametrize(
+    "system,model,sets",
+    [("h100", "tiny-mixtral", {**QUIET_HOST, **EP}), ("groq-tsp", "tiny-mixtral", LPU_EP_STAGES)],
+)
+def test_expert_ids_drawn_a_chunk_of_steps_at_a_time(monkeypatch, system, model, sets):
+    # the rows' expert ids of a long run are drawn in chunks of steps (a run's would not fit):
+    # chunks of a few steps give every step the cycles it has alone
+    work = pa.Workload(context=3, tokens=40, batch=16, router="zipf:1.2")
+    cfg, sysm = pa.load_model(model), _system(system, "auto", sets)
+    plc = pa.place(cfg, sysm, work)
+    passes = driver.MicroBatchPasses(engine_module(sysm.kind), build_graph(cfg, work), sysm, plc)
+    contexts = work.context + np.arange(work.tokens, dtype=np.int64)
+    one_by_one = [passes.step(int(c), False, i)[0] for i, c in enumerate(contexts)]
+    picks_a_step = 16 * len(passes.models[passes.first].graph.moe_layers) * cfg.top_k
+    monkeypatch.setattr(driver, "CHUNK_PICKS", 7 * picks_a_step)  # chunks of 7 steps
+    assert passes.steps_over(contexts, np.arange(work.tokens)).tolist() == one_by_one
+    assert len(set(one_by_one)) > 1
 
 
 def test_cycles_of_an_array_are_the_scalar_rule_bit_for_bit():

@@ -37,7 +37,6 @@ NOT_TIMING = {
     "SCHEDULE_ROUNDS_PER_MICRO_BATCH": "rounds a simulated pipeline runs to settle (checked)",
     "SCHEDULE_EXTRA_ROUNDS": "rounds a simulated pipeline runs to settle (checked)",
     "AFFINE_CHECK_STEPS": "steps at which a shortcut checks an affine law before using it",
-    "_SHAPE_FROM": "where an op's shape fields start (after its name and layer)",
     "_FRAGMENTS_MAX": "entries of a process-wide cache of compiled LPU op fragments",
     "_SCHEDULES_MAX": "entries of a process-wide cache of LPU transfer schedules",
     "_GEMV_BLOCKS_FIRST": "blocks of the first GEMV arrays an LPU fragment cache makes",

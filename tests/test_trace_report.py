@@ -220,7 +220,8 @@ def test_step_bounds_kept_per_op_shape_are_each_ops_own(system, model):
     # one op_bound gives it where its own slot places it
     from dataclasses import fields
 
-    from pyaccel.sim.roofline import StepBounds, _shape_of, op_bound
+    from pyaccel.model.ops import shape_of
+    from pyaccel.sim.roofline import StepBounds, op_bound
 
     cfg, sysm, work = pa.load_model(model), pa.load_system(system, "auto"), pa.Workload()
     graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
@@ -230,7 +231,7 @@ def test_step_bounds_kept_per_op_shape_are_each_ops_own(system, model):
     ops = [op for op in graph.ops if op.kind != "attention"]
     assert len(bounds._memo) < len(ops)  # shared
     shape = [f.name for f in fields(ops[1]) if f.name not in ("name", "layer")]
-    assert _shape_of(ops[1]) == tuple(getattr(ops[1], f) for f in shape)
+    assert shape_of(ops[1]) == tuple(getattr(ops[1], f) for f in shape)
     for op, got in zip(ops, bounds.fixed_ops, strict=True):
         slot = slots[op.layer]
         floor = bounds.rates.latency_floor(op, slot)

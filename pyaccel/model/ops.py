@@ -3,7 +3,7 @@ byte and FLOP accounting every graph op shares (SPEC §2, §6)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..formats import Format
 
@@ -67,6 +67,16 @@ class Op:
     def mem_bytes(self) -> int:
         """All bytes the op moves to or from memory in one step."""
         return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def shape_of(op: Op) -> tuple:
+    """Every field of ``op`` but its name and layer: all its costs depend on (the ops of alike
+    layers share it)."""
+    return tuple(vars(op).values())[_SHAPE_FROM:]
+
+
+# an Op's name and layer are its first fields (a test holds it); its shape, every field after
+_SHAPE_FROM = [f.name for f in fields(Op)].index("layer") + 1
 
 
 def matmul_op(

@@ -123,6 +123,23 @@ class StepsTiming:
     link_windows: list | None = None
     which: Any = None
 
+    @staticmethod
+    def concat(parts: list) -> StepsTiming:
+        """The timings of consecutive runs of steps as one (``parts`` in step order)."""
+        import numpy as np
+
+        if len(parts) == 1:
+            return parts[0]
+        cycles = np.vstack([p.stage_cycles for p in parts])
+        if parts[0].links is None:
+            return StepsTiming(cycles)
+        links, windows, which = [], [], []
+        for p in parts:
+            which.append(np.asarray(p.which) + len(links))
+            links.extend(p.links)
+            windows.extend(p.link_windows or [None] * len(p.links))
+        return StepsTiming(cycles, links, windows, np.concatenate(which))
+
 
 @dataclass(frozen=True)
 class RoutedSteps:
@@ -131,10 +148,12 @@ class RoutedSteps:
     serves ``hot[t, i]`` token rows and ``distinct[t, i]`` experts have rows, which is all a
     step's routed-expert ops depend on (:meth:`~pyaccel.model.graph.DecodeGraph.routed_ops_of`);
     int64 arrays ``[steps, moe_layers]``. Engines that time a step from the rows' expert ids
-    themselves (expert parallelism) cannot use it and time such steps one by one."""
+    themselves (expert parallelism; their pass model's ``routes_by_rows`` is true) read
+    ``picks``: the expert ids ``[steps, rows, moe_layers, top_k]`` of the micro-batch's rows."""
 
     hot: Any
     distinct: Any
+    picks: Any = None
 
     def op_versions(self, graph) -> Iterator[tuple[int, Any, list, Any]]:
         """For each routed-expert op of ``graph`` (in ``graph.expert_ops`` order): ``(index,

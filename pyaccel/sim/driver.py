@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..routing import counts_of, parse, router_for, summarise
+from ..routing import CHUNK_PICKS, counts_of, parse, router_for, summarise
 from ..trace import EventLog, SpanColumns
 from .contract import (
     MICRO_BATCHES,
@@ -34,6 +34,7 @@ from .contract import (
     PassTiming,
     RoutedSteps,
     StepShape,
+    StepsTiming,
     attention_layout,
     unique_rows,
 )
@@ -121,8 +122,8 @@ class MicroBatchPasses:
         """Cycles of the steps at each of ``contexts`` (no events), all at once, as :meth:`step`
         gives them one by one; ``indices``: the steps' places in the run (which routing each
         draws). None when a pass model cannot time steps so (it has no ``stage_cycles_over``,
-        or its stages hand over on links of their own, or it times routed experts from each
-        row's expert ids) or the steps route experts and ``indices`` is not given."""
+        or its stage_cycles_over says so) or the steps route experts and ``indices`` is not
+        given."""
         if self.router is not None:
             return self._routed_over(contexts, indices)
         per = {}
@@ -136,18 +137,30 @@ class MicroBatchPasses:
     def _routed_over(self, contexts: np.ndarray, indices: np.ndarray | None) -> np.ndarray | None:
         """:meth:`steps_over` for steps that route experts: every step's routing drawn at once
         (:meth:`~pyaccel.routing.Router.summary`), each micro-batch timed over all steps with
-        its own rows' routing (:class:`~pyaccel.sim.contract.RoutedSteps`)."""
+        its own rows' routing (:class:`~pyaccel.sim.contract.RoutedSteps`); for pass models
+        that read the rows' expert ids (``routes_by_rows``: expert parallelism), those ids too,
+        drawn and timed a chunk of steps at a time."""
         if indices is None:
             return None
         spans = self._spans()
         hot, distinct, whole = self.router.summary(indices, spans[-1][1], spans)
-        per = {}
-        for i, size in enumerate(self.sizes):
-            over = getattr(self.models[size], "stage_cycles_over", None)
-            routed = RoutedSteps(hot[:, i], distinct[:, i])
-            per[i] = over(contexts, self.layouts[size], routed) if over else None
-            if per[i] is None:
-                return None
+        by_rows = any(getattr(m, "routes_by_rows", False) for m in self.models.values())
+        # the rows' expert ids, drawn a chunk of steps at a time (a run's may not fit)
+        picks_a_step = spans[-1][1] * hot.shape[2] * self.router.top_k
+        per_chunk = max(1, CHUNK_PICKS // max(1, picks_a_step) if by_rows else len(indices))
+        parts: dict = {i: [] for i in range(len(self.sizes))}
+        for t0 in range(0, len(indices), per_chunk):
+            t1 = min(t0 + per_chunk, len(indices))
+            picks = self.router.choices_over(indices[t0:t1], spans[-1][1]) if by_rows else None
+            for i, (size, (lo, hi)) in enumerate(zip(self.sizes, spans, strict=True)):
+                over = getattr(self.models[size], "stage_cycles_over", None)
+                routed = RoutedSteps(hot[t0:t1, i], distinct[t0:t1, i],
+                                     None if picks is None else picks[:, lo:hi])  # fmt: skip
+                part = over(contexts[t0:t1], self.layouts[size], routed) if over else None
+                if part is None:
+                    return None
+                parts[i].append(part)
+        per = {i: StepsTiming.concat(p) for i, p in parts.items()}
         fewest = whole.min(axis=0)
         self.fewest = fewest if self.fewest is None else np.minimum(self.fewest, fewest)
         return self._cycles_over(per, list(range(len(self.sizes))), 0)

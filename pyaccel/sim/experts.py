@@ -49,6 +49,39 @@ def expert_load(picks: np.ndarray, home: np.ndarray, owner: np.ndarray, n_units:
                       received.astype(np.int64))  # fmt: skip
 
 
+def expert_loads_over(
+    picks: np.ndarray, home: np.ndarray, owner: np.ndarray, n_units: int
+) -> ExpertLoad:
+    """:func:`expert_load` of many steps at once: ``picks[t, r, j]`` the expert ids row ``r``
+    picked at step ``t``; an :class:`ExpertLoad` whose arrays are ``[steps, n_units]``, row
+    ``t`` equal to :func:`expert_load` of ``picks[t]``."""
+    steps, rows, _ = picks.shape
+    own = owner[picks]
+    at = (np.arange(steps, dtype=np.int64) * n_units)[:, None, None]  # step t's units, shifted
+    cells = steps * n_units
+    pairs = np.bincount((own + at).ravel(), minlength=cells).reshape(steps, n_units)
+    routed = np.zeros((steps, len(owner)), dtype=np.int64)  # experts each step routed to
+    routed[np.arange(steps)[:, None], picks.reshape(steps, -1)] = 1
+    holds = np.zeros((len(owner), n_units), dtype=np.int64)
+    holds[np.arange(len(owner)), owner] = 1
+    experts = routed @ holds
+    dest = np.sort(own, axis=-1)
+    first = np.ones(dest.shape, dtype=bool)
+    first[:, :, 1:] = dest[:, :, 1:] != dest[:, :, :-1]
+    remote = first & (dest != home[None, :, None])
+    sent = np.bincount((home[None, :] + at[:, :, 0]).ravel(), weights=remote.sum(axis=-1).ravel(),
+                       minlength=cells).reshape(steps, n_units)  # fmt: skip
+    received = np.bincount((dest + at)[remote], minlength=cells).reshape(steps, n_units)
+    return ExpertLoad(experts, pairs.astype(np.int64), sent.astype(np.int64),
+                      received.astype(np.int64))  # fmt: skip
+
+
+def busiest_link_rows_over(load: ExpertLoad) -> np.ndarray:
+    """:meth:`ExpertLoad.busiest_link_rows` of each step of a :func:`expert_loads_over` load
+    (int64 ``[steps]``)."""
+    return np.maximum(load.sent.max(axis=1, initial=0), load.received.max(axis=1, initial=0))
+
+
 def homes(sequences: list[int], step_tokens: int) -> np.ndarray:
     """The home unit index of every token row of a micro-batch whose sequences are split over
     units as ``sequences`` (contiguous blocks), ``step_tokens`` rows a sequence."""

@@ -12,12 +12,12 @@ which bounds the op on the dependent chain only, never a resource's throughput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..model.attention import attention_counts, attention_op
-from ..model.ops import ACT_BYTES, Op
+from ..model.ops import ACT_BYTES, shape_of
 from ..units import MAX_CYCLES, CycleRangeError
 from ..workload import Workload
 from .contract import BoundRates
@@ -130,15 +130,6 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     return OpBound(op.name, op.layer, n_units, resource, seconds, times, floor)
 
 
-def _shape_of(op) -> tuple:
-    """Every field of ``op`` but its name and layer (the fields an op's bound depends on)."""
-    return tuple(vars(op).values())[_SHAPE_FROM:]
-
-
-# an Op's name and layer are its first fields (a test holds it); its shape, every field after
-_SHAPE_FROM = [f.name for f in fields(Op)].index("layer") + 1
-
-
 def _add_times(acc: dict, units, times: dict, count: int = 1) -> None:
     """Add ``times`` (an op's work terms; its latency floor is a term of the dependent chain
     only, not a throughput a unit's total can be held to) to each unit's totals."""
@@ -220,7 +211,7 @@ class StepBounds:
         the ops of alike layers differ only in their name and layer, and an engine's floor
         reads only :meth:`BoundRates.place_key` of its slot."""
         slot = self.slots[op.layer]
-        key = (_shape_of(op), len(slot.units), self.rates.place_key(slot), floor)
+        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor)
         hit = self._memo.get(key)
         if hit is None:
             if floor is None:

@@ -264,6 +264,7 @@ class GpuPass:
         self.ep_plan = None
         if lay.ep:  # attention data-parallel: graph is the busiest GPU's share (data_parallel)
             self.ep_plan = ep.EpPlan(graph, placement, lay.ep)
+        self.routes_by_rows = self.ep_plan is not None  # stage_cycles_over reads the rows' ids
         work = graph.workload
         self.graph = graph
         self.stage_of = {s.layer: s.region.stage for s in placement.layers}
@@ -340,9 +341,9 @@ class GpuPass:
         gives them, all steps at once; ``layout``: the attention groups
         (:func:`~pyaccel.sim.contract.attention_layout`); ``routed``: each step's routing, whose
         expert kernels add what they cost beyond the graph's own. None with eager launches
-        (each kernel waits on its own launch: :meth:`time` times those) and with expert
-        parallelism (each step's busiest GPU follows its rows' expert ids)."""
-        if self.host or self.ep_plan:
+        (each kernel waits on its own launch: :meth:`time` times those). With expert
+        parallelism each step's slowest GPU follows its rows' expert ids (``routed.picks``)."""
+        if self.host or (self.ep_plan and (routed is None or routed.picks is None)):
             return None
         out = np.tile(np.asarray(self.base_c, dtype=np.int64), (len(contexts), 1))
         for _, layers in layout:
@@ -350,6 +351,14 @@ class GpuPass:
             _, flops, kv_read, kv_write = self.graph.attention_counts(layers[0], contexts)
             kernel = self.cost.cycles_over(op, kv_read + kv_write, flops)
             out[:, self.stage_of[layers[0]]] += kernel * len(layers)
+        if self.ep_plan:
+            for n, layer in enumerate(self.ep_plan.layers):
+                at = self._ep_at[layer]
+                stage = self.kernels[at[0]].stage
+                new = self.ep_plan.layer_cycles_over(self.cost, n, self._ep_ops[layer], stage,
+                                                     routed.picks)  # fmt: skip
+                out[:, stage] += new - sum(self.kernels[i].cycles for i in at)
+            return StepsTiming(out)
         for _, op, versions, which in routed.op_versions(self.graph) if routed else ():
             base = self.kernels[self.expert_at[op.name]]
             extra = [self.cost.kernel(v, base.stage).cycles - base.cycles for v in versions]

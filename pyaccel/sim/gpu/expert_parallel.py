@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...model.ops import ACT_BYTES
+from ...model.ops import ACT_BYTES, shape_of
 from ...place.common import split_even
-from ..experts import expert_load, homes
+from ..experts import busiest_link_rows_over, expert_load, expert_loads_over, homes
 
 DISPATCH, COMBINE = "dispatch", "combine"
 A2A_KINDS = (DISPATCH, COMBINE)
@@ -70,6 +70,25 @@ class EpPlan:
         a2a = [self._all_to_all(cost, kind, layer, stage, moved) for kind in (DISPATCH, COMBINE)]
         return [a2a[0], *per_gpu[slowest], a2a[1]]
 
+    def layer_cycles_over(self, cost, i: int, ops: dict, stage: int, picks) -> np.ndarray:
+        """The five kernels' cycles of MoE layer ``self.layers[i]`` summed, at each step of
+        ``picks`` (``[steps, rows, moe_layers, top_k]``), as :meth:`layer_kernels` gives them
+        one step at a time (int64 ``[steps]``)."""
+        layer = self.layers[i]
+        home = homes(split_even(picks.shape[1] // self.q, self.ep), self.q)
+        load = expert_loads_over(picks[:, :, i, :], home, self.owner[layer], self.ep)
+        # each GPU's three kernels by its (pairs, experts); the slowest GPU's sum counts
+        span = self.n_experts + 1
+        keys, which = np.unique(load.pairs * span + load.experts, return_inverse=True)
+        shapes = [(ops[kind], shape_of(ops[kind])) for kind in EXPERT_KINDS]
+        per_key = [sum(self._expert_cycles(cost, op, shape, p, e) for op, shape in shapes)
+                   for p, e in (divmod(k, span) for k in keys.tolist())]  # fmt: skip
+        slowest = np.asarray(per_key, dtype=np.int64)[which.reshape(load.pairs.shape)].max(axis=1)
+        moved, at = np.unique(busiest_link_rows_over(load), return_inverse=True)
+        a2a = [sum(self._all_to_all(cost, kind, layer, stage, m * ACT_BYTES * self.hidden).cycles
+                   for kind in (DISPATCH, COMBINE)) for m in moved.tolist()]  # fmt: skip
+        return slowest + np.asarray(a2a, dtype=np.int64)[at.ravel()]
+
     def _expert_kernel(self, cost, op, pairs: int, experts: int, stage: int):
         """The kernel of expert op ``op`` on a GPU with ``pairs`` (row, expert) pairs over
         ``experts`` routed experts (kept: the memo holds the op, so its id stays its own)."""
@@ -79,6 +98,17 @@ class EpPlan:
             kernel = cost.kernel(_on_gpu(op, pairs, experts, self.n_experts), stage)
             hit = self._kernels[key] = (op, kernel)
         return hit[1]
+
+    def _expert_cycles(self, cost, op, shape: tuple, pairs: int, experts: int) -> int:
+        """Cycles of :meth:`_expert_kernel`'s kernel, kept per op shape (``shape``, the
+        :func:`~pyaccel.model.ops.shape_of` ``op``): alike layers' expert ops cost alike, and a
+        kernel's cycles do not depend on its stage."""
+        key = ("cycles", shape, pairs, experts)
+        hit = self._kernels.get(key)
+        if hit is None:
+            kernel = cost.kernel(_on_gpu(op, pairs, experts, self.n_experts), 0)
+            hit = self._kernels[key] = kernel.cycles
+        return hit
 
     def _all_to_all(self, cost, kind: str, layer, stage: int, moved: int):
         """A dispatch or combine moving ``moved`` bytes through the busiest link (kept)."""

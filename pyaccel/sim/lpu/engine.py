@@ -22,12 +22,12 @@ from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ...place.kinds.lpu import stage_of
 from ..contract import MICRO_BATCHES, PassTiming, RoutedSteps, StepShape, StepsTiming
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
+from .experts import EpRouting
 from .fragments import FragmentPool, compiled_fragment
 from .net import Network, hop_crossing
 from .plans import (
     attention_plan,
     attention_plans_over,
-    busiest_chip_plan,
     canonical,
     filled,
     op_plan,
@@ -160,11 +160,12 @@ class LpuSim:
         self._last_attn, self._last_cycles = None, ()
         # expert parallel (lpu.expert_layout ep): each MoE layer's experts whole on its chips
         self.ep = bool(placement.layout and placement.layout.ep)
-        self._moe_index = {layer: n for n, layer in enumerate(graph.moe_layers)}
-        self._plans_of: dict = {}  # routed ops' plans (EP: by their picks too)
+        self.routes_by_rows = self.ep  # stage_cycles_over reads the rows' ids (RoutedSteps)
+        self._plans_of: dict = {}  # routed ops' plans (split experts)
         self._links_in, self._hop_totals = None, []
-        self._owner = {s.layer: np.array(s.expert_units, dtype=np.int64) - s.units[0]
-                       for s in placement.layers if s.expert_units}  # fmt: skip
+        owner = {s.layer: np.array(s.expert_units, dtype=np.int64) - s.units[0]
+                 for s in placement.layers if s.expert_units}  # fmt: skip
+        self._ep = EpRouting(graph, self.chip, owner, self._tp_of) if self.ep else None
 
     def _hop(self, i: int):
         """The transfer after stage ``i``: activations to the next stage, or the sampled token
@@ -378,15 +379,16 @@ class LpuSim:
         """Stage cycles, crossings and link windows of the pass at each of ``contexts``, as
         :meth:`time` gives them: a run's steps split into segments of equal attention plans
         (block and vector counts of every group, computed for all steps at once) and equal
-        routing (``routed``: each step's), each segment timed once. None with expert
-        parallelism and routing (each step's busiest chip follows its rows' expert ids)."""
-        if routed is not None and self.ep:
+        routing (``routed``: each step's; with expert parallelism, each MoE layer's busiest
+        chip, from ``routed.picks``), each segment timed once."""
+        if routed is not None and self.ep and routed.picks is None:
             return None
+        busiest = self._ep.busiest_over(routed.picks) if routed is not None and self.ep else None
         plans = attention_plans_over(self.graph, self.chip, contexts, layout)
         cols = [v for plan in plans.values() for st in plan for v in st
                 if isinstance(v, np.ndarray)]  # fmt: skip
         if routed is not None:
-            cols.append(routed.groups()[1])
+            cols.append(routed.groups()[1] if busiest is None else busiest)
         keys = np.column_stack(cols) if cols else np.zeros((len(contexts), 0), np.int64)
         starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
         segments = []  # each segment's program keys, all timed in one call
@@ -396,7 +398,10 @@ class LpuSim:
         for i in starts.tolist():
             attn = {key: plan_at(plan, i) for key, plan in plans.items()}
             per_stage = no_routing
-            if routed is not None:
+            if busiest is not None:
+                per_stage = [self._ep.stage_plans(holes, len(self.stages[s][0]), busiest[i])
+                             for s, holes in enumerate(self._expert_holes)]  # fmt: skip
+            elif routed is not None:
                 step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout,
                                  routed=routed.ops(self.graph, i))  # fmt: skip
                 per_stage = [self._routed_plans(step, s) for s in range(len(self.stages))]
@@ -420,19 +425,14 @@ class LpuSim:
         if not step.routed:
             return ()
         tp = len(self.stages[i][0])
+        if self.ep and step.picks is not None:
+            return self._ep.stage_plans(self._expert_holes[i], tp, self._ep.busiest_at(step.picks))
         out = []
         for _, name in self._expert_holes[i]:
             op = step.routed[name]
-            if self.ep and step.picks is not None:  # kept per picks: steps repeat them
-                picks = step.picks[:, self._moe_index[op.layer], :]
-                key = ("ep", name, op.m, op.flops, op.n, picks.shape, picks.tobytes(), tp)
-                if key not in self._plans_of:
-                    plan = busiest_chip_plan(op, self.graph, picks, self._owner[op.layer], tp)
-                    self._plans_of[key] = tuple(canonical(self.chip, tp, st) for st in plan)
-            else:
-                key = (name, op.weight_bytes, op.m, tp)
-                if key not in self._plans_of:
-                    self._plans_of[key] = self._plan(op, tp)
+            key = (name, op.weight_bytes, op.m, tp)
+            if key not in self._plans_of:
+                self._plans_of[key] = self._plan(op, tp)
             out.append(self._plans_of[key])
         return tuple(out)
 

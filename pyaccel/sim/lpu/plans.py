@@ -13,7 +13,6 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES
 from ...units import largest_share
-from ..experts import expert_load
 from .program import ChipModel
 
 ARGMAX_PAIR_BYTES = 8  # an fp32 maximum and its int32 index (lpu.sampled_token_bytes)
@@ -56,15 +55,6 @@ def op_plan(op, graph, tp: int) -> tuple:
     width = largest_share(op.n, tp, sharded) * m
     per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
     return (("vector", width, per_elem),)
-
-
-def busiest_chip_plan(op, graph, picks, owner, tp: int) -> tuple:
-    """:func:`expert_plan` for the chip of a ``tp``-wide group with the most routed experts
-    (then pairs) when its token rows picked ``picks`` (``[rows, top_k]`` expert ids) and
-    expert ``e`` lives on chip ``owner[e]`` (every chip has every row: no dispatch)."""
-    load = expert_load(picks, np.zeros(len(picks), dtype=np.int64), owner, tp)
-    c = max(range(tp), key=lambda u: (load.experts[u], load.pairs[u]))
-    return expert_plan(op, graph, tp, int(load.experts[c]), int(load.pairs[c]))
 
 
 def expert_plan(op, graph, tp: int, experts: int, pairs: int) -> tuple:

@@ -1,0 +1,73 @@
+"""Expert parallelism on LPU stages (``lpu.expert_layout = ep``): each MoE layer's experts sit
+whole on the chips of its stage's tensor-parallel group, and every token row reaches every chip
+(no dispatch). A step's routed-expert ops take the plans of the group's busiest chip: the one
+with the most routed experts (whose weights it installs), then the most (row, expert) pairs;
+the down projection's all-reduce makes every chip wait for it (:func:`.plans.expert_plan`).
+
+What a step's routing changes is therefore one pair of integers per MoE layer, the busiest
+chip's (experts, pairs): :meth:`EpRouting.busiest_over` gives it for many steps at once, as one
+integer ``experts * span + pairs``, and :meth:`EpRouting.stage_plans` the plans it implies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..experts import expert_loads_over
+from .plans import canonical, expert_plan
+
+
+class EpRouting:
+    """The busiest chip of every expert-parallel MoE layer of ``graph`` and the plans it sets;
+    ``owner[layer]``: the chip (index in its group) holding each expert, ``tp_of[layer]``: the
+    width of the layer's group."""
+
+    def __init__(self, graph, chip, owner: dict, tp_of: dict):
+        self.graph, self.chip, self.owner, self.tp_of = graph, chip, owner, tp_of
+        self.layers = graph.moe_layers
+        # more than any chip's (row, expert) pairs: the key orders by experts, then pairs
+        self.span = graph.workload.rows * graph.top_k + 1
+        self._ops = {op.name: op for op in graph.ops if op.expert}
+        self._index = {layer: n for n, layer in enumerate(self.layers)}
+        self._plans: dict = {}  # (op name, width, key) -> canonical plan
+        self._last: tuple = (None, None)  # the last step's picks and their busiest chips
+
+    def busiest_at(self, picks: np.ndarray) -> np.ndarray:
+        """:meth:`busiest_over` of one step's ``picks`` (``[rows, moe_layers, top_k]``), kept
+        for the last picks asked (a step asks once for each of its stages; the memo holds
+        them, so the object asked about stays the one seen)."""
+        if self._last[0] is not picks:
+            self._last = (picks, self.busiest_over(picks[None])[0])
+        return self._last[1]
+
+    def busiest_over(self, picks: np.ndarray) -> np.ndarray:
+        """Each step's busiest chip per MoE layer, ``experts * span + pairs`` (int64
+        ``[steps, moe_layers]``), from the expert ids ``picks`` ``[steps, rows, moe_layers,
+        top_k]`` of the micro-batch's rows; ties go to either chip (the key is the same)."""
+        steps, rows = picks.shape[:2]
+        if rows * picks.shape[3] >= self.span:
+            raise ValueError(f"{rows} rows of picks: this graph's micro-batch has fewer")
+        out = np.zeros((steps, len(self.layers)), dtype=np.int64)
+        home = np.zeros(rows, dtype=np.int64)  # every chip has every row: nothing is sent
+        for n, layer in enumerate(self.layers):
+            if layer in self.owner:
+                load = expert_loads_over(picks[:, :, n, :], home, self.owner[layer],
+                                         self.tp_of[layer])  # fmt: skip
+                out[:, n] = (load.experts * self.span + load.pairs).max(axis=1)
+        return out
+
+    def stage_plans(self, holes: tuple, tp: int, busiest) -> tuple:
+        """The plans of a stage's routed-expert ops ``holes`` (``(index, op name)``, in the
+        stage's order) on its ``tp`` chips, for one step's ``busiest`` row of
+        :meth:`busiest_over` (kept per op, width and key)."""
+        out = []
+        for _, name in holes:
+            op = self._ops[name]
+            key = (name, tp, int(busiest[self._index[op.layer]]))
+            hit = self._plans.get(key)
+            if hit is None:
+                experts, pairs = divmod(key[2], self.span)
+                plan = expert_plan(op, self.graph, tp, experts, pairs)
+                hit = self._plans[key] = tuple(canonical(self.chip, tp, st) for st in plan)
+            out.append(hit)
+        return tuple(out)
