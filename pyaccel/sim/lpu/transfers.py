@@ -100,7 +100,8 @@ def schedule(tr: Transfers, vector_bytes: int, backend: str | None = None):
     (a link rate set far outside physical ranges), before the kernel's integer times could
     overflow."""
     if len(tr.link):
-        longest = float(np.max(tr.n_bytes / tr.link_bpc[tr.link]))
+        with np.errstate(over="ignore"):  # a rate near 0 gives inf: refused just below
+            longest = float(np.max(tr.n_bytes / tr.link_bpc[tr.link]))
         if not longest < MAX_CYCLES:
             raise CycleRangeError(
                 f"a C2C transfer of up to {int(tr.n_bytes.max()):,} B: a time of {longest:.4g} "
