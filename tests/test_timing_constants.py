@@ -34,6 +34,7 @@ SCANNED = ("sim", "place")
 
 # module-level names whose numbers set no time, and why
 NOT_TIMING = {
+    "KEPT_BUSIEST": "how many micro-batches' busiest chips a process keeps (a cache size)",
     "SCHEDULE_ROUNDS_PER_MICRO_BATCH": "rounds a simulated pipeline runs to settle (checked)",
     "SCHEDULE_EXTRA_ROUNDS": "rounds a simulated pipeline runs to settle (checked)",
     "AFFINE_CHECK_STEPS": "steps at which a shortcut checks an affine law before using it",

@@ -55,16 +55,11 @@ def expert_loads_over(
     """:func:`expert_load` of many steps at once: ``picks[t, r, j]`` the expert ids row ``r``
     picked at step ``t``; an :class:`ExpertLoad` whose arrays are ``[steps, n_units]``, row
     ``t`` equal to :func:`expert_load` of ``picks[t]``."""
-    steps, rows, _ = picks.shape
+    steps = len(picks)
+    experts, pairs = experts_and_pairs_over(picks, owner, n_units)
     own = owner[picks]
     at = (np.arange(steps, dtype=np.int64) * n_units)[:, None, None]  # step t's units, shifted
     cells = steps * n_units
-    pairs = np.bincount((own + at).ravel(), minlength=cells).reshape(steps, n_units)
-    routed = np.zeros((steps, len(owner)), dtype=np.int64)  # experts each step routed to
-    routed[np.arange(steps)[:, None], picks.reshape(steps, -1)] = 1
-    holds = np.zeros((len(owner), n_units), dtype=np.int64)
-    holds[np.arange(len(owner)), owner] = 1
-    experts = routed @ holds
     dest = np.sort(own, axis=-1)
     first = np.ones(dest.shape, dtype=bool)
     first[:, :, 1:] = dest[:, :, 1:] != dest[:, :, :-1]
@@ -72,8 +67,21 @@ def expert_loads_over(
     sent = np.bincount((home[None, :] + at[:, :, 0]).ravel(), weights=remote.sum(axis=-1).ravel(),
                        minlength=cells).reshape(steps, n_units)  # fmt: skip
     received = np.bincount((dest + at)[remote], minlength=cells).reshape(steps, n_units)
-    return ExpertLoad(experts, pairs.astype(np.int64), sent.astype(np.int64),
-                      received.astype(np.int64))  # fmt: skip
+    return ExpertLoad(experts, pairs, sent.astype(np.int64), received.astype(np.int64))
+
+
+def experts_and_pairs_over(picks: np.ndarray, owner: np.ndarray, n_units: int) -> tuple:
+    """``(experts, pairs)`` of :func:`expert_loads_over` alone (int64 ``[steps, n_units]``):
+    what each unit computes, without the all-to-all's traffic."""
+    steps = len(picks)
+    at = (np.arange(steps, dtype=np.int64) * n_units)[:, None, None]  # step t's units, shifted
+    cells = steps * n_units
+    pairs = np.bincount((owner[picks] + at).ravel(), minlength=cells).reshape(steps, n_units)
+    routed = np.zeros((steps, len(owner)), dtype=np.int64)  # experts each step routed to
+    routed[np.arange(steps)[:, None], picks.reshape(steps, -1)] = 1
+    held = (owner[None, :] + at[:, :, 0]).ravel()  # the unit (shifted) holding each expert
+    experts = np.bincount(held, weights=routed.ravel(), minlength=cells).reshape(steps, n_units)
+    return experts.astype(np.int64), pairs.astype(np.int64)
 
 
 def busiest_link_rows_over(load: ExpertLoad) -> np.ndarray:
