@@ -8,7 +8,7 @@ import pytest
 
 from pyaccel import kernels
 from pyaccel.kernels import reference_pipeline
-from pyaccel.sim.pipeline import pipeline_cycles, pipeline_schedule
+from pyaccel.sim.pipeline import one_micro_batch_over, pipeline_cycles, pipeline_schedule
 
 
 def test_one_micro_batch_is_its_pass_with_the_crossings():
@@ -16,6 +16,49 @@ def test_one_micro_batch_is_its_pass_with_the_crossings():
     # back into stage 0 busy 1, latency 5: a token takes 10 + 10 + 20 + 10 + 30 + 6 = 86.
     links = {1: [(1, 5), (4, 6), (4, 6)]}
     assert pipeline_schedule({1: [10, 20, 30]}, links, [1]) == 86
+
+
+def _one_micro_batch_case(rng):
+    """Stage cycles, crossings (half of them relaying on the receiving stage's links) and each
+    stage's windows (sorted, disjoint, within its cycles) of one random pipeline."""
+    n = rng.randint(1, 6)
+    occ = [rng.randint(0, 50) for _ in range(n)]
+    crossings, windows = [], []
+    for s in range(n):
+        busy, lat = rng.randint(0, 60 if rng.random() < 0.2 else 20), rng.randint(0, 20)
+        relay = (rng.randint(0, 10), rng.randint(0, 15)) if rng.random() < 0.5 else ()
+        crossings.append((busy, lat, *relay))
+        wins, at = [], 0
+        for _ in range(rng.randint(0, 3)):
+            a = at + rng.randint(0, 10)
+            b = a + rng.randint(1, 10)
+            if b <= occ[s]:
+                wins.append((a, b))
+                at = b
+        windows.append(tuple(wins))
+    return occ, crossings, windows
+
+
+def test_one_micro_batch_at_many_steps_is_the_simulated_schedule():
+    # one micro-batch never meets a window a stage booked: a round is its stages and crossings
+    rng = random.Random(5)
+    cases = [_one_micro_batch_case(rng) for _ in range(600)]
+    for n in sorted({len(occ) for occ, _, _ in cases}):  # one call per stage count, as a run
+        alike = [c for c in cases if len(c[0]) == n]
+        got, valid = one_micro_batch_over([occ for occ, _, _ in alike],
+                                          [links for _, links, _ in alike],
+                                          np.arange(len(alike)))  # fmt: skip
+        assert valid.mean() > 0.9
+        for (occ, links, windows), interval, ok in zip(alike, got, valid, strict=True):
+            if ok:
+                want = pipeline_schedule({1: occ}, {1: links}, [1], windows_of={1: windows})
+                assert int(interval) == want, (occ, links, windows)
+    # a link still carrying the last round's micro-batch when it comes again: not valid
+    # (two relays of 1 + 1 cycles on links busy 50: a round of 6 cycles, the links 50)
+    links = ((50, 0, 1, 1), (50, 0, 1, 1))
+    got, valid = one_micro_batch_over([[1, 1]], [links], [0])
+    assert not valid[0] and got[0] == 6
+    assert pipeline_schedule({1: [1, 1]}, {1: list(links)}, [1]) == 50
 
 
 def test_a_link_overlaps_the_next_micro_batch_by_hand():

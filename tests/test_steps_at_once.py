@@ -26,6 +26,7 @@ CASES = [  # (system, units, model, workload, --set overrides)
     ("wse3", 1, "llama-3.1-8b", pa.Workload(context=1000, tokens=400), None),
     ("wse3", 1, "tiny-gemma2", pa.Workload(context=3, tokens=200, batch=3), None),
     ("wse3", 6, "llama-3.1-70b", pa.Workload(context=500, tokens=300, batch=6), None),  # links
+    ("wse3", 4, "llama-3.1-70b", pa.Workload(context=500, tokens=300), None),  # one micro-batch
     ("wse2", 1, "tiny-qwen3", pa.Workload(context=7, tokens=90, step_tokens=3), None),
     ("groq-tsp", "auto", "llama-3.1-8b", pa.Workload(context=950, tokens=150), None),
     ("groq-tsp", 16, "tiny-gemma3", pa.Workload(context=1, tokens=300, batch=4), None),

@@ -40,6 +40,7 @@ from .contract import (
 )
 from .pipeline import (
     micro_batch_sizes,
+    one_micro_batch_over,
     one_row_pipeline,
     pipeline_cycles,
     pipeline_cycles_over,
@@ -182,7 +183,13 @@ class MicroBatchPasses:
 
     def _schedules_over(self, per: dict, order: list, first) -> np.ndarray:
         """The simulated schedule's interval of every step of ``per`` (key -> StepsTiming),
-        simulated once per distinct set of stage cycles and links."""
+        simulated once per distinct set of stage cycles and links (with one micro-batch, a
+        round's cycles: :func:`~.pipeline.one_micro_batch_over`)."""
+        if len(per) == 1 and len(order) == 1:
+            one = per[order[0]]
+            cycles, valid = one_micro_batch_over(one.stage_cycles, one.links, one.which)
+            if valid.all():
+                return cycles
         keys = sorted(per)
         rows = np.hstack([np.column_stack([per[s].stage_cycles, per[s].which]) for s in keys])
         distinct, which = unique_rows(rows)

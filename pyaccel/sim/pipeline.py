@@ -108,6 +108,27 @@ def pipeline_schedule(
     return -(-gaps // (span * n))
 
 
+def one_micro_batch_over(occ: np.ndarray, links: Sequence, which) -> tuple:
+    """:func:`pipeline_schedule` of one micro-batch (``sizes`` of one entry, the default
+    rounds) at many steps at once: ``occ[u, s]`` the cycles of stage ``s`` at step ``u``, the
+    crossings into the stages ``links[which[u]]`` (one ``(busy, latency[, relay_offset,
+    relay_busy])`` a stage, as :func:`pipeline_schedule` takes them). Returns ``(interval,
+    valid)``: one interval a step, right where ``valid`` (int64, bool).
+
+    One micro-batch comes round to a stage only after the stage's last work ended, so every
+    window the stage booked (its work's, its last relay's) has ended: a relay takes its links
+    at once, ``relay_offset`` after its link, and ends ``relay_busy`` later. A round is then
+    the stages' cycles plus their crossings, ``L``, as long as no link is still carrying the
+    last round's micro-batch when the next comes (``busy <= L`` on every link; ``valid``)."""
+    occ = np.asarray(occ, dtype=np.int64)
+    fields = np.array([[_four(c) for c in row] for row in links], dtype=np.int64)
+    fields = fields.reshape(len(links), occ.shape[1], -1)[np.asarray(which, dtype=np.int64)]
+    busy, lat, off, relay = np.moveaxis(fields, -1, 0)
+    crossing = np.where(relay > 0, off + relay, busy) + lat
+    loop = occ.sum(axis=1) + crossing.sum(axis=1)
+    return loop, (busy <= loop[:, None]).all(axis=1)
+
+
 def _four(crossing) -> tuple:
     """A crossing as ``(busy, latency, relay_offset, relay_busy)`` (no relay when given as a
     pair)."""
