@@ -81,23 +81,33 @@ def test_numba_cache_dir_set_by_the_user_wins(tmp_path):
     assert path.is_relative_to(tmp_path / "mine"), path
 
 
-@pytest.mark.parametrize("system", ["wse3", "groq-tsp", "taalas-hc1", "h100"])
-def test_a_run_with_the_c_kernels_never_imports_numba(tmp_path, system):
+@pytest.mark.parametrize(
+    "system,model,sets",
+    [
+        ("wse3", "tiny-llama", ""),
+        ("groq-tsp", "tiny-llama", ""),
+        ("taalas-hc1", "tiny-llama", ""),
+        ("h100", "tiny-llama", ""),
+        ("h100", "tiny-mixtral", "expert_layout=ep"),  # each step's routing, at once
+        ("groq-tsp", "tiny-mixtral", "expert_layout=ep"),
+    ],
+)
+def test_a_run_with_the_c_kernels_never_imports_numba(tmp_path, system, model, sets):
     """Every engine's hot loops have C versions: a run pays numba's import (0.5 s) and first
     JIT only when the C module is missing or numba is asked for by name."""
     if not ffi.available:
         pytest.skip("C kernels not built on this machine")
     code = (
         "import sys, pyaccel as pa\n"
-        "cfg = pa.load_model('tiny-llama'); sysm = pa.load_system(sys.argv[1], units='auto',\n"
-        "                                     etch=sys.argv[1] == 'taalas-hc1')\n"
-        "work = pa.Workload(context=16, tokens=3)\n"
+        "cfg = pa.load_model(sys.argv[2]); sysm = pa.load_system(sys.argv[1], units='auto',\n"
+        "    etch=sys.argv[1] == 'taalas-hc1', overrides=[s for s in sys.argv[3:] if s])\n"
+        "work = pa.Workload(context=16, tokens=3, batch=4 if sys.argv[3] else 1)\n"
         "pa.emulate(cfg, sysm, pa.place(cfg, sysm, work), work)\n"
         "print('numba' in sys.modules, 'numpy.ma' in sys.modules)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYACCEL_BACKEND"}
-    out = subprocess.run([sys.executable, "-c", code, system], env=env, capture_output=True,
-                         text=True, check=True).stdout.split()  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, system, model, sets], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert out[-2] == "False", f"a {system} run imported numba"
     # nor numpy.ma (~10 ms), which numpy.unique's first call imports
     assert out[-1] == "False", f"a {system} run imported numpy.ma"

@@ -38,7 +38,8 @@ def expert_load(picks: np.ndarray, home: np.ndarray, owner: np.ndarray, n_units:
     ``e`` (unit indices ``0 .. n_units - 1``)."""
     own = owner[picks]
     pairs = np.bincount(own.ravel(), minlength=n_units)
-    experts = np.bincount(owner[np.unique(picks)], minlength=n_units)
+    routed = np.flatnonzero(np.bincount(picks.ravel(), minlength=len(owner)))  # distinct ids
+    experts = np.bincount(owner[routed], minlength=n_units)
     dest = np.sort(own, axis=1)
     first = np.ones(dest.shape, dtype=bool)
     first[:, 1:] = dest[:, 1:] != dest[:, :-1]
