@@ -56,6 +56,22 @@ def test_with_workload_keeps_the_graphs_formats_when_unset():
                                                  kv="fp8"))  # fmt: skip
 
 
+def test_with_workload_keeps_the_graphs_it_made():
+    # a run's micro-batch graphs are asked for again by its what-ifs: the same object comes
+    # back, until more than KEPT_DERIVED others were made since it was last asked for
+    from pyaccel.model.graph import KEPT_DERIVED
+
+    base = build_graph(load_model("tiny-llama"), BASE)
+    work = pa.Workload(batch=3, context=40)
+    first = base.with_workload(work)
+    assert base.with_workload(pa.Workload(batch=3, context=40)) is first
+    assert base.with_workload(work, 41) is not first and base.with_workload(work, 41).context == 41
+    for b in range(4, 4 + KEPT_DERIVED):
+        base.with_workload(pa.Workload(batch=b))
+    again = base.with_workload(work)
+    assert again is not first and again == first == build_graph(load_model("tiny-llama"), work)
+
+
 def test_no_model_config_is_reachable_from_a_graph():
     for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b"):
         graph = build_graph(load_model(name), BASE)

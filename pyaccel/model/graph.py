@@ -37,6 +37,8 @@ from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, matmul_weight_byte
 BATCH_LINEAR_FIELDS = ("m", "flops", "act_bytes", "kv_read_bytes", "kv_write_bytes",
                        "resident_kv_bytes")  # fmt: skip
 
+# graphs with_workload keeps per graph (a run's micro-batch sizes, prefill chunks)
+KEPT_DERIVED = 16
 GRAPH_ASSUMPTIONS = (
     "graph.activations_bf16: activations move between ops as bf16 (2 B/element)",
     "graph.moe_distinct_experts: the step graph's routed-expert weights read = E*(1-(1-k/E)^B) "
@@ -151,11 +153,18 @@ class DecodeGraph:
         ctx = work.context if context is None else context
         if work == old and ctx == self.context:  # the same step (a batch-1 run's batch-1 graph)
             return self
-        ops = tuple(self._op_for(op, work, ctx) for op in self.ops)
-        notes = tuple(n for n in self.assumptions if n != HC1_ASSUMPTION)
-        if "hc1" in (work.weights, work.expert_weights):
-            notes += (HC1_ASSUMPTION,)
-        return replace(self, workload=work, context=ctx, ops=ops, assumptions=notes)
+        # kept: a run's micro-batch graphs are asked for again by its what-ifs and prefill
+        hit = self._derived.pop((work, ctx), None)  # least recently used first
+        if hit is None:
+            if len(self._derived) >= KEPT_DERIVED:
+                del self._derived[next(iter(self._derived))]
+            ops = tuple(self._op_for(op, work, ctx) for op in self.ops)
+            notes = tuple(n for n in self.assumptions if n != HC1_ASSUMPTION)
+            if "hc1" in (work.weights, work.expert_weights):
+                notes += (HC1_ASSUMPTION,)
+            hit = replace(self, workload=work, context=ctx, ops=ops, assumptions=notes)
+        self._derived[work, ctx] = hit
+        return hit
 
     def _op_for(self, op: Op, work: Workload, context: int) -> Op:
         """``op`` of this graph as :func:`build_graph` makes it for ``work`` at ``context``."""
@@ -228,6 +237,11 @@ class DecodeGraph:
 
     @cached_property
     def _routed_memo(self) -> dict:
+        return {}
+
+    @cached_property
+    def _derived(self) -> dict:
+        """Graphs :meth:`with_workload` made from this one, by (workload, context)."""
         return {}
 
     @cached_property
