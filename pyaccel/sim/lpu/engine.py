@@ -19,7 +19,6 @@ from itertools import chain
 import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
-from ...place.kinds.lpu import stage_of
 from ..contract import MICRO_BATCHES, PassTiming, RoutedSteps, StepShape, StepsTiming
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
 from .experts import EpRouting
@@ -36,6 +35,7 @@ from .plans import (
 )
 from .program import TRANSITS_PER_C2C, ChipModel, Program
 from .spans import pass_spans
+from .stages import n_stages, stages_of  # noqa: F401  (n_stages: the engine's contract)
 
 RESOURCES = ("lpu_mem", "lpu_mxm", "lpu_vxm", "lpu_sxm", "c2c_link", "c2c_latency", "fixed_latency")
 # What-if knobs: the parameters whose rate doubles (or latency halves) for each class. Integer
@@ -106,21 +106,6 @@ ASSUMPTIONS = (
 )
 
 
-# ---------------------------------------------------------------------------------------------
-# stages
-
-
-def stages_of(placement) -> list[tuple[tuple[int, ...], list]]:
-    """(chips, layer keys) of every pipeline stage, in order."""
-    out: dict[int, tuple] = {}
-    for s in placement.layers:
-        st = stage_of(s)
-        if st not in out:
-            out[st] = (tuple(s.units), [])
-        out[st][1].append(s.layer)
-    return [out[k] for k in sorted(out)]
-
-
 class LpuSim:
     """Caches of compiled and scheduled stage programs for one system and graph."""
 
@@ -157,6 +142,10 @@ class LpuSim:
             self._holes.append(holes)
             self._expert_holes.append(tuple((j, op.name) for j, op in enumerate(ops) if op.expert))
             self._tp_of.update(dict.fromkeys(layers, len(chips)))
+        # split experts: a stage's routed plans follow its MoE layers' distinct experts alone
+        moe = {layer: n for n, layer in enumerate(graph.moe_layers)}
+        self._moe_cols = [[moe[k] for k in layers if k in moe] for _, layers in self.stages]
+        self._split_memo: dict = {}  # (stage, its layers' distinct experts) -> routed plans
         self._last_attn, self._last_cycles = None, ()
         # expert parallel (lpu.expert_layout ep): each MoE layer's experts whole on its chips
         self.ep = bool(placement.layout and placement.layout.ep)
@@ -402,9 +391,7 @@ class LpuSim:
                 per_stage = [self._ep.stage_plans(holes, len(self.stages[s][0]), busiest[i])
                              for s, holes in enumerate(self._expert_holes)]  # fmt: skip
             elif routed is not None:
-                step = StepShape(self.graph, int(contexts[i]), self.group_key, layout=layout,
-                                 routed=routed.ops(self.graph, i))  # fmt: skip
-                per_stage = [self._routed_plans(step, s) for s in range(len(self.stages))]
+                per_stage = self._split_plans(routed, i, int(contexts[i]), layout)
             segments.append(self._program_keys(attn, group_of, per_stage))
         self._time_stages(segments)
         rows, links, windows = [], [], []
@@ -418,6 +405,22 @@ class LpuSim:
         stage_c = np.asarray(rows, dtype=np.int64)[which]
         return StepsTiming(stage_c) if links[0] is None else StepsTiming(stage_c, links, windows,
                                                                          which)  # fmt: skip
+
+    def _split_plans(self, routed: RoutedSteps, i: int, context: int, layout) -> list:
+        """Every stage's routed plans at step ``i`` of ``routed`` (experts split over the
+        chips), as :meth:`_routed_plans` makes them: kept per stage and the distinct experts
+        of its MoE layers, the one thing of a step's routing its plans depend on."""
+        row, step, out = routed.distinct[i].tolist(), None, []
+        for s, cols in enumerate(self._moe_cols):
+            key = (s, *(row[c] for c in cols))
+            hit = self._split_memo.get(key)
+            if hit is None:
+                if step is None:
+                    step = StepShape(self.graph, context, self.group_key, layout=layout,
+                                     routed=routed.ops(self.graph, i))  # fmt: skip
+                hit = self._split_memo[key] = self._routed_plans(step, s)
+            out.append(hit)
+        return out
 
     def _routed_plans(self, step: StepShape, i: int) -> tuple:
         """The plans of stage ``i``'s routed-expert ops at ``step`` (empty without routing):
@@ -485,11 +488,6 @@ class LpuSim:
 
 PIPELINE = MICRO_BATCHES
 pass_model = LpuSim
-
-
-def n_stages(placement) -> int:
-    """Pipeline stages a batch is split over."""
-    return len(stages_of(placement))
 
 
 def _windows(links, stages) -> tuple | None:
