@@ -1,5 +1,6 @@
 /* Micro-batch pipeline schedule (see pipeline.h and pyaccel/kernels/reference_pipeline.py). */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "pipeline.h"
 
@@ -46,6 +47,74 @@ static int64_t book_first_fit(int64_t *bs, int64_t *be, int64_t *n, int64_t cap,
     return x + len;
 }
 
+/* The state a round leaves (each stage's and link's free time, booked intervals), kept to see
+ * whether the next round leaves the same state shifted in time. */
+typedef struct {
+    int64_t *stage_free, *link_free, *n_booked, *bs, *be;
+    int have; /* a state is kept: the last round's */
+} snapshot;
+
+/* Whether the state now is the kept one shifted by period cycles. */
+static int shifted(const snapshot *k, const int64_t *stage_free, const int64_t *link_free,
+                   const int64_t *n_booked, const int64_t *bs, const int64_t *be, int64_t cap,
+                   int64_t n_stages, int64_t period)
+{
+    for (int64_t s = 0; s < n_stages; s++) {
+        if (stage_free[s] != k->stage_free[s] + period || link_free[s] != k->link_free[s] + period ||
+            n_booked[s] != k->n_booked[s])
+            return 0;
+        for (int64_t i = 0; i < n_booked[s]; i++)
+            if (bs[s * cap + i] != k->bs[s * cap + i] + period ||
+                be[s * cap + i] != k->be[s * cap + i] + period)
+                return 0;
+    }
+    return 1;
+}
+
+static void keep(snapshot *k, const int64_t *stage_free, const int64_t *link_free,
+                 const int64_t *n_booked, const int64_t *bs, const int64_t *be, int64_t cap,
+                 int64_t n_stages)
+{
+    memcpy(k->stage_free, stage_free, (size_t)n_stages * sizeof(int64_t));
+    memcpy(k->link_free, link_free, (size_t)n_stages * sizeof(int64_t));
+    memcpy(k->n_booked, n_booked, (size_t)n_stages * sizeof(int64_t));
+    for (int64_t s = 0; s < n_stages; s++) {
+        memcpy(k->bs + s * cap, bs + s * cap, (size_t)n_booked[s] * sizeof(int64_t));
+        memcpy(k->be + s * cap, be + s * cap, (size_t)n_booked[s] * sizeof(int64_t));
+    }
+    k->have = 1;
+}
+
+/* After round r: when every micro-batch's finish moved by the same period since round r - 1
+ * and the state is round r - 1's (kept) shifted by it, every later round repeats round r
+ * shifted by the period (the rounds are max-plus in the times: shifting all of them shifts
+ * the result); fill finish so and return 1. Otherwise keep the state when the finishes moved
+ * alike (the next round may close the period). */
+static int settled(snapshot *k, int64_t *finish, const int64_t *stage_free,
+                   const int64_t *link_free, const int64_t *n_booked, const int64_t *bs,
+                   const int64_t *be, int64_t cap, int64_t n_micro, int64_t n_stages, int64_t r,
+                   int64_t rounds)
+{
+    const int64_t *now = finish + r * n_micro, *last = now - n_micro;
+    int64_t period = now[0] - last[0];
+    int alike = 1;
+    for (int64_t m = 1; m < n_micro && alike; m++)
+        alike = now[m] - last[m] == period;
+    if (!alike) {
+        k->have = 0;
+        return 0;
+    }
+    if (k->have &&
+        shifted(k, stage_free, link_free, n_booked, bs, be, cap, n_stages, period)) {
+        for (int64_t rr = r + 1; rr < rounds; rr++)
+            for (int64_t m = 0; m < n_micro; m++)
+                finish[rr * n_micro + m] = finish[(rr - 1) * n_micro + m] + period;
+        return 1;
+    }
+    keep(k, stage_free, link_free, n_booked, bs, be, cap, n_stages);
+    return 0;
+}
+
 int64_t pyaccel_micro_batch_rounds(int64_t *finish, int64_t *stage_free, int64_t *link_free,
                                    int64_t *n_booked, int64_t *bs, int64_t *be, int64_t cap,
                                    const int64_t *occ, const int64_t *busy, const int64_t *lat,
@@ -59,6 +128,16 @@ int64_t pyaccel_micro_batch_rounds(int64_t *finish, int64_t *stage_free, int64_t
         link_free[s] = 0;
         n_booked[s] = 0;
     }
+    int64_t status = 0;
+    snapshot kept = {0};
+    int64_t *mem = malloc((size_t)(3 + 2 * cap) * (size_t)n_stages * sizeof(int64_t));
+    if (!mem)
+        return -2;
+    kept.stage_free = mem;
+    kept.link_free = mem + n_stages;
+    kept.n_booked = mem + 2 * n_stages;
+    kept.bs = mem + 3 * n_stages;
+    kept.be = kept.bs + cap * n_stages;
     for (int64_t r = 0; r < rounds; r++) {
         for (int64_t m = 0; m < n_micro; m++) {
             int64_t t = r > 0 ? finish[(r - 1) * n_micro + m] : 0;
@@ -72,8 +151,10 @@ int64_t pyaccel_micro_batch_rounds(int64_t *finish, int64_t *stage_free, int64_t
                     if (rbusy[k]) {
                         t = book_first_fit(sb, se, n_booked + s, cap, start + roff[k], rbusy[k],
                                            start);
-                        if (t < 0)
-                            return -1;
+                        if (t < 0) {
+                            status = -1;
+                            goto done;
+                        }
                     }
                     t += lat[k];
                 }
@@ -83,8 +164,10 @@ int64_t pyaccel_micro_batch_rounds(int64_t *finish, int64_t *stage_free, int64_t
                 if (win_ptr[k + 1] > win_ptr[k])
                     forget(sb, se, n_booked + s, link_free[s]);
                 for (int64_t j = win_ptr[k]; j < win_ptr[k + 1]; j++) {
-                    if (n_booked[s] >= cap)
-                        return -1;
+                    if (n_booked[s] >= cap) {
+                        status = -1;
+                        goto done;
+                    }
                     sb[n_booked[s]] = start + win_start[j];
                     se[n_booked[s]] = start + win_end[j];
                     n_booked[s] += 1;
@@ -92,6 +175,12 @@ int64_t pyaccel_micro_batch_rounds(int64_t *finish, int64_t *stage_free, int64_t
             }
             finish[r * n_micro + m] = t;
         }
+        /* from the third round on (rounds 1, 2 ... follow one rule; round 0 has no loop back) */
+        if (r >= 2 && settled(&kept, finish, stage_free, link_free, n_booked, bs, be, cap,
+                              n_micro, n_stages, r, rounds))
+            break;
     }
-    return 0;
+done:
+    free(mem);
+    return status;
 }

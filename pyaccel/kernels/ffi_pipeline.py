@@ -33,9 +33,12 @@ def _micro_batch_rounds(occ, busy, lat, rounds, relay=None):
     while True:
         booked = [np.zeros(n_stages * cap, dtype=np.int64) for _ in range(2)]
         outs = [_ptr(a) for a in (finish, *scratch, *booked)]
-        if lib.pyaccel_micro_batch_rounds(*outs, cap, *(_ptr(a) for a in ins), n_micro,
-                                          n_stages, int(rounds)) == 0:  # fmt: skip
+        status = lib.pyaccel_micro_batch_rounds(*outs, cap, *(_ptr(a) for a in ins), n_micro,
+                                                n_stages, int(rounds))  # fmt: skip
+        if status == 0:
             return finish
+        if status != -1:
+            raise MemoryError("micro_batch_rounds: no memory for its scratch")
         cap *= 2
 
 
