@@ -51,8 +51,12 @@ static int64_t book_first_fit(int64_t *bs, int64_t *be, int64_t *n, int64_t cap,
  * whether the next round leaves the same state shifted in time. */
 typedef struct {
     int64_t *stage_free, *link_free, *n_booked, *bs, *be;
-    int have; /* a state is kept: the last round's */
+    int64_t round, k; /* the round it was kept after, compared k rounds later */
+    int have;         /* a state is kept */
 } snapshot;
+
+/* cycles of up to this many rounds are recognised (longer ones run all the rounds asked) */
+#define SETTLE_ROUNDS 8
 
 /* Whether the state now is the kept one shifted by period cycles. */
 static int shifted(const snapshot *k, const int64_t *stage_free, const int64_t *link_free,
@@ -85,33 +89,51 @@ static void keep(snapshot *k, const int64_t *stage_free, const int64_t *link_fre
     k->have = 1;
 }
 
-/* After round r: when every micro-batch's finish moved by the same period since round r - 1
- * and the state is round r - 1's (kept) shifted by it, every later round repeats round r
- * shifted by the period (the rounds are max-plus in the times: shifting all of them shifts
- * the result); fill finish so and return 1. Otherwise keep the state when the finishes moved
- * alike (the next round may close the period). */
-static int settled(snapshot *k, int64_t *finish, const int64_t *stage_free,
+/* Whether every micro-batch's finish moved by the same cycles from round r - k to round r; that
+ * shift in *moved. */
+static int moved_alike(const int64_t *finish, int64_t n_micro, int64_t r, int64_t k,
+                       int64_t *moved)
+{
+    const int64_t *now = finish + r * n_micro, *then = now - k * n_micro;
+    *moved = now[0] - then[0];
+    for (int64_t m = 1; m < n_micro; m++)
+        if (now[m] - then[m] != *moved)
+            return 0;
+    return 1;
+}
+
+/* After round r. The rounds are max-plus in the times (shifting every time shifts the result),
+ * so when the state is the state k rounds before shifted by some cycles (every micro-batch's
+ * finish, every stage's and link's free time, every booked window), every later round is the
+ * round k before it shifted alike: fill finish so and return 1. The state is kept only when
+ * the finishes of round r moved alike from some round r - k (k up to SETTLE_ROUNDS), and
+ * compared k rounds later. */
+static int settled(snapshot *kept, int64_t *finish, const int64_t *stage_free,
                    const int64_t *link_free, const int64_t *n_booked, const int64_t *bs,
                    const int64_t *be, int64_t cap, int64_t n_micro, int64_t n_stages, int64_t r,
                    int64_t rounds)
 {
-    const int64_t *now = finish + r * n_micro, *last = now - n_micro;
-    int64_t period = now[0] - last[0];
-    int alike = 1;
-    for (int64_t m = 1; m < n_micro && alike; m++)
-        alike = now[m] - last[m] == period;
-    if (!alike) {
-        k->have = 0;
+    int64_t moved;
+    if (kept->have && r == kept->round + kept->k) {
+        int64_t k = kept->k;
+        if (moved_alike(finish, n_micro, r, k, &moved) &&
+            shifted(kept, stage_free, link_free, n_booked, bs, be, cap, n_stages, moved)) {
+            for (int64_t rr = r + 1; rr < rounds; rr++)
+                for (int64_t m = 0; m < n_micro; m++)
+                    finish[rr * n_micro + m] = finish[(rr - k) * n_micro + m] + moved;
+            return 1;
+        }
+        kept->have = 0;
+    }
+    if (kept->have)
         return 0;
-    }
-    if (k->have &&
-        shifted(k, stage_free, link_free, n_booked, bs, be, cap, n_stages, period)) {
-        for (int64_t rr = r + 1; rr < rounds; rr++)
-            for (int64_t m = 0; m < n_micro; m++)
-                finish[rr * n_micro + m] = finish[(rr - 1) * n_micro + m] + period;
-        return 1;
-    }
-    keep(k, stage_free, link_free, n_booked, bs, be, cap, n_stages);
+    for (int64_t k = 1; k <= SETTLE_ROUNDS && r - k >= 1; k++)
+        if (moved_alike(finish, n_micro, r, k, &moved)) {
+            keep(kept, stage_free, link_free, n_booked, bs, be, cap, n_stages);
+            kept->round = r;
+            kept->k = k;
+            return 0;
+        }
     return 0;
 }
 
