@@ -145,6 +145,8 @@ class LpuSim:
         # split experts: a stage's routed plans follow its MoE layers' distinct experts alone
         moe = {layer: n for n, layer in enumerate(graph.moe_layers)}
         self._moe_cols = [[moe[k] for k in layers if k in moe] for _, layers in self.stages]
+        at = {op.name: (j, n) for j, (n, op) in enumerate(graph.expert_ops)}
+        self._routed_at = [[(name, at[name]) for _, name in holes] for holes in self._expert_holes]
         self._split_memo: dict = {}  # (stage, its layers' distinct experts) -> routed plans
         self._last_attn, self._last_cycles = None, ()
         # expert parallel (lpu.expert_layout ep): each MoE layer's experts whole on its chips
@@ -410,14 +412,14 @@ class LpuSim:
         """Every stage's routed plans at step ``i`` of ``routed`` (experts split over the
         chips), as :meth:`_routed_plans` makes them: kept per stage and the distinct experts
         of its MoE layers, the one thing of a step's routing its plans depend on."""
-        row, step, out = routed.distinct[i].tolist(), None, []
+        row, out = routed.distinct[i].tolist(), []
         for s, cols in enumerate(self._moe_cols):
             key = (s, *(row[c] for c in cols))
             hit = self._split_memo.get(key)
-            if hit is None:
-                if step is None:
-                    step = StepShape(self.graph, context, self.group_key, layout=layout,
-                                     routed=routed.ops(self.graph, i))  # fmt: skip
+            if hit is None:  # the stage's own routed ops at this step, then their plans
+                ops = {name: self.graph.routed_op(j, int(routed.hot[i, n]), row[n])
+                       for name, (j, n) in self._routed_at[s]}  # fmt: skip
+                step = StepShape(self.graph, context, self.group_key, layout=layout, routed=ops)
                 hit = self._split_memo[key] = self._routed_plans(step, s)
             out.append(hit)
         return out
