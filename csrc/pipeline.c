@@ -48,7 +48,7 @@ static int64_t book_first_fit(int64_t *bs, int64_t *be, int64_t *n, int64_t cap,
 }
 
 /* The state a round leaves (each stage's and link's free time, booked intervals), kept to see
- * whether the next round leaves the same state shifted in time. */
+ * whether the round k later leaves the same state shifted in time. */
 typedef struct {
     int64_t *stage_free, *link_free, *n_booked, *bs, *be;
     int64_t round, k; /* the round it was kept after, compared k rounds later */
