@@ -185,15 +185,16 @@ int64_t pyaccel_micro_batch_rounds(int64_t *finish, int64_t *stage_free, int64_t
                 t = stage_free[s];
                 if (win_ptr[k + 1] > win_ptr[k])
                     forget(sb, se, n_booked + s, link_free[s]);
-                for (int64_t j = win_ptr[k]; j < win_ptr[k + 1]; j++) {
-                    if (n_booked[s] >= cap) {
-                        status = -1;
-                        goto done;
-                    }
-                    sb[n_booked[s]] = start + win_start[j];
-                    se[n_booked[s]] = start + win_end[j];
-                    n_booked[s] += 1;
+                int64_t j0 = win_ptr[k], count = win_ptr[k + 1] - j0, n = n_booked[s];
+                if (n + count > cap) {
+                    status = -1;
+                    goto done;
                 }
+                for (int64_t j = 0; j < count; j++) {
+                    sb[n + j] = start + win_start[j0 + j];
+                    se[n + j] = start + win_end[j0 + j];
+                }
+                n_booked[s] = n + count;
             }
             finish[r * n_micro + m] = t;
         }

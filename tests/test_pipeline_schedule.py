@@ -8,7 +8,12 @@ import pytest
 
 from pyaccel import kernels
 from pyaccel.kernels import reference_pipeline
-from pyaccel.sim.pipeline import one_micro_batch_over, pipeline_cycles, pipeline_schedule
+from pyaccel.sim.pipeline import (
+    coalesced_windows,
+    one_micro_batch_over,
+    pipeline_cycles,
+    pipeline_schedule,
+)
 
 
 def test_one_micro_batch_is_its_pass_with_the_crossings():
@@ -149,3 +154,63 @@ def _shape(model, context):
     from pyaccel.sim.contract import StepShape
 
     return StepShape(model.graph, context, model.group_key)
+
+
+def test_windows_join_across_gaps_no_relay_fits_by_hand():
+    # one micro-batch, two stages of 60 cycles; relays into stage 1 take 5 cycles, so its
+    # windows' 2-cycle gap joins and the 20-cycle gap stays; stage 0 has none entering it
+    occ = np.array([[60, 60]])
+    rbusy = np.array([[0, 5]])
+    ptr = np.array([0, 2, 5])
+    starts, ends = np.array([0, 30, 0, 12, 40]), np.array([10, 35, 10, 20, 50])
+    _, _, got_ptr, got_starts, got_ends = coalesced_windows(occ, (rbusy, rbusy, ptr, starts, ends))
+    assert got_ptr.tolist() == [0, 1, 3]
+    assert list(zip(got_starts.tolist(), got_ends.tolist(), strict=True)) == [
+        (0, 35),  # no relay enters stage 0: its windows are never searched, one is enough
+        (0, 20),
+        (40, 50),
+    ]
+
+
+def test_windows_outside_their_stage_are_left_as_given():
+    occ = np.array([[10]])
+    relay = (np.zeros((1, 1)), np.ones((1, 1)), np.array([0, 2]), np.array([0, 8]),
+             np.array([4, 12]))  # fmt: skip
+    assert coalesced_windows(occ, relay) is relay
+
+
+def _relayed_case(rng, n_micro: int, n_stages: int):
+    """Random stage cycles and crossings whose relays into a stage all take its own length
+    (or none), and windows as an engine makes them: sorted, disjoint and within their stage's
+    cycles, their gaps often just shorter or just longer than the relays into the stage."""
+    occ = rng.integers(50, 400, size=(n_micro, n_stages))
+    busy, lat, roff = (rng.integers(0, 30, size=(n_micro, n_stages)) for _ in range(3))
+    length = rng.integers(1, 20, size=n_stages) * (rng.random(n_stages) < 0.8)
+    rbusy = np.repeat(length[None, :], n_micro, axis=0)
+    ptr, starts, ends = [0], [], []
+    for k in range(n_micro * n_stages):
+        at, near = 0, int(length[k % n_stages]) or 10
+        for _ in range(int(rng.integers(0, 16))):
+            a = at + int(rng.integers(max(near - 2, 0), near + 2))
+            b = a + int(rng.integers(1, 15))
+            if b > occ.reshape(-1)[k]:
+                break
+            starts.append(a)
+            ends.append(b)
+            at = b
+        ptr.append(len(starts))
+    relay = (roff, rbusy, np.array(ptr), np.array(starts, dtype=np.int64),
+             np.array(ends, dtype=np.int64))  # fmt: skip
+    return occ, busy, lat, relay
+
+
+@pytest.mark.parametrize("backend", ["numpy", *kernels.available_backends()])
+@pytest.mark.parametrize("seed", range(40))
+def test_joined_windows_give_the_same_schedule(backend, seed):
+    rng = np.random.default_rng(500 + seed)
+    occ, busy, lat, relay = _relayed_case(rng, int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+    joined = coalesced_windows(occ, relay)
+    assert joined is not relay and len(joined[3]) <= len(relay[3])
+    fn = kernels.get("micro_batch_rounds", backend)
+    want = kernels.get("micro_batch_rounds", "numpy")(occ, busy, lat, 24, relay)
+    np.testing.assert_array_equal(fn(occ, busy, lat, 24, joined), want)
