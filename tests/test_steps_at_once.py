@@ -176,3 +176,26 @@ def test_unique_rows_of_repeating_steps_are_numpys():
         want, inverse = np.unique(rows, axis=0, return_inverse=True)
         assert np.array_equal(got, want) and np.array_equal(which, inverse.ravel())
         assert np.array_equal(got[which], rows)
+
+
+def test_lpu_stage_plans_of_many_steps_are_each_steps():
+    # expert parallel stages: each distinct set of a stage's busiest chips planned once gives
+    # every step the plans it has alone
+    work = pa.Workload(context=3, tokens=4, batch=16, router="zipf:1.2")
+    sets = {**LPU_EP_STAGES, "sram_bytes": 200_000}  # 3 stages of 2 chips
+    cfg, sysm = pa.load_model("tiny-mixtral"), _system("groq-tsp", "auto", sets)
+    passes = driver.MicroBatchPasses(engine_module(sysm.kind), build_graph(cfg, work), sysm,
+                                     pa.place(cfg, sysm, work))  # fmt: skip
+    sim = passes.models[passes.first]
+    ep, holes = sim._ep, sim._expert_holes
+    assert len(holes) > 1 and sum(map(bool, holes)) > 1, "the case has several MoE stages"
+    rng = np.random.default_rng(3)
+    rows = sim.graph.workload.rows
+    picks = rng.integers(0, cfg.n_experts, size=(30, rows, len(ep.layers), cfg.top_k))
+    busiest = ep.busiest_over(picks)
+    widths = [len(chips) for chips, _ in sim.stages]
+    index, plans = ep.stage_plans_over(holes, widths, busiest)
+    assert any(len(p) > 1 for p in plans), "the steps' routing differs"
+    for t in range(len(busiest)):
+        for s, stage_holes in enumerate(holes):
+            assert plans[s][index[t, s]] == ep.stage_plans(stage_holes, widths[s], busiest[t])

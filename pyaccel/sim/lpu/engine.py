@@ -19,7 +19,14 @@ from itertools import chain
 import numpy as np
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
-from ..contract import MICRO_BATCHES, PassTiming, RoutedSteps, StepShape, StepsTiming
+from ..contract import (
+    MICRO_BATCHES,
+    PassTiming,
+    RoutedSteps,
+    StepShape,
+    StepsTiming,
+    unique_rows,
+)
 from .assumptions import ASSUMPTIONS  # noqa: F401  (the engine's named assumptions)
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
 from .experts import EpRouting
@@ -245,11 +252,15 @@ class LpuSim:
         return key_all, keys
 
     def _program_keys(self, attn: dict, group_of: dict, routed: list) -> list[tuple]:
-        """Each stage's program key: its fixed program (:meth:`_shape`), the attention plans
+        """Each stage's program key (:meth:`_program_key`)."""
+        return [self._program_key(i, attn, group_of, routed[i]) for i in range(len(self.stages))]
+
+    def _program_key(self, i: int, attn: dict, group_of: dict, routed: tuple) -> tuple:
+        """Stage ``i``'s program key: its fixed program (:meth:`_shape`), the attention plans
         ``attn`` (by group key, ``group_of`` a layer's) at its attention ops and its
         ``routed`` plans."""
-        return [(self._shape(i), tuple(attn[group_of[layer]] for _, layer in self._holes[i]),
-                 routed[i]) for i in range(len(self.stages))]  # fmt: skip
+        return (self._shape(i), tuple(attn[group_of[layer]] for _, layer in self._holes[i]),
+                routed)  # fmt: skip
 
     def _time_stages(self, key_lists: list) -> None:
         """Schedule every program of ``key_lists`` (lists of program keys) not yet in the
@@ -327,42 +338,75 @@ class LpuSim:
         :meth:`time` gives them: a run's steps split into segments of equal attention plans
         (block and vector counts of every group, computed for all steps at once) and equal
         routing (``routed``: each step's; with expert parallelism, each MoE layer's busiest
-        chip, from ``routed.picks``), each segment timed once."""
+        chip, from ``routed.picks``). A stage's program follows its attention plans and its
+        own routed plans alone, so each stage is timed once per distinct pair of them, and
+        segments alike on every stage share one timing."""
         if routed is not None and self.ep and routed.picks is None:
             return None
         busiest = self._ep.busiest_over(routed.picks) if routed is not None and self.ep else None
         plans = attention_plans_over(self.graph, self.chip, contexts, layout)
-        cols = [v for plan in plans.values() for st in plan for v in st
-                if isinstance(v, np.ndarray)]  # fmt: skip
+        attn_cols = [v for plan in plans.values() for st in plan for v in st
+                     if isinstance(v, np.ndarray)]  # fmt: skip
+        cols = list(attn_cols)
         if routed is not None:
             cols.append(routed.groups()[1] if busiest is None else busiest)
         keys = np.column_stack(cols) if cols else np.zeros((len(contexts), 0), np.int64)
         starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
-        segments = []  # each segment's program keys, all timed in one call
-        hops = [self._hop_total(i) for i in range(len(self.stages))]
+        attn_of = np.zeros(len(starts), dtype=np.int64)
+        if attn_cols:  # each segment's distinct attention plans, and a step that has them
+            attn_of = unique_rows(np.column_stack(attn_cols)[starts])[1]
+        attn_at = np.zeros(attn_of.max() + 1, dtype=np.int64)
+        attn_at[attn_of] = starts
+        attns = [{key: plan_at(plan, i) for key, plan in plans.items()} for i in attn_at]
+        routed_of, routed_plans = self._routed_over(routed, busiest, starts, contexts, layout)
         group_of = {layer: key for key, layers in layout for layer in layers}
-        no_routing = [()] * len(self.stages)
-        for i in starts.tolist():
-            attn = {key: plan_at(plan, i) for key, plan in plans.items()}
-            per_stage = no_routing
-            if busiest is not None:
-                per_stage = [self._ep.stage_plans(holes, len(self.stages[s][0]), busiest[i])
-                             for s, holes in enumerate(self._expert_holes)]  # fmt: skip
-            elif routed is not None:
-                per_stage = self._split_plans(routed, i, int(contexts[i]), layout)
-            segments.append(self._program_keys(attn, group_of, per_stage))
-        self._time_stages(segments)
+        # each stage's program per distinct (attention, routing) pair of its segments
+        pair_of, stage_keys = np.zeros_like(routed_of), []
+        for s, options in enumerate(routed_plans):
+            pairs = attn_of * len(options) + routed_of[:, s]
+            distinct, pair_of[:, s] = np.unique(pairs, return_inverse=True)
+            stage_keys.append(
+                [
+                    self._program_key(s, attns[a], group_of, options[r])
+                    for a, r in (divmod(d, len(options)) for d in distinct.tolist())
+                ]
+            )
+        self._time_stages(stage_keys)
+        timed = [[self._stage_memo[k] for k in ks] for ks in stage_keys]
+        hops = [self._hop_total(i) for i in range(len(self.stages))]
+        combos, combo_of = unique_rows(pair_of)
         rows, links, windows = [], [], []
-        for keys in segments:
-            stages = [self._stage_memo[k] for k in keys]
+        for combo in combos.tolist():
+            stages = [timed[s][p] for s, p in enumerate(combo)]
             own, crossing = self._crossings([c + h for (c, _), h in zip(stages, hops, strict=True)])
             rows.append(own)
             links.append(crossing)
             windows.append(_windows(crossing, stages))
-        which = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(contexts)]))
+        which = combo_of[np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(contexts)]))]
         stage_c = np.asarray(rows, dtype=np.int64)[which]
         return StepsTiming(stage_c) if links[0] is None else StepsTiming(stage_c, links, windows,
                                                                          which)  # fmt: skip
+
+    def _routed_over(self, routed, busiest, starts, contexts, layout) -> tuple:
+        """Each segment's routed plans per stage, as ``(index [segments, stages] into
+        plans[stage], plans)``: from each MoE layer's busiest chip with expert parallelism,
+        else from the experts split over the chips (:meth:`_split_plans`); none without
+        routing."""
+        n = len(self.stages)
+        if routed is None:
+            return np.zeros((len(starts), n), dtype=np.int64), [[()]] * n
+        if busiest is not None:
+            widths = [len(chips) for chips, _ in self.stages]
+            return self._ep.stage_plans_over(self._expert_holes, widths, busiest[starts])
+        index = np.zeros((len(starts), n), dtype=np.int64)
+        plans, seen = [[] for _ in range(n)], [{} for _ in range(n)]
+        for row, i in enumerate(starts.tolist()):
+            for s, got in enumerate(self._split_plans(routed, i, int(contexts[i]), layout)):
+                at = seen[s].setdefault(id(got), len(plans[s]))  # kept by the split memo
+                if at == len(plans[s]):
+                    plans[s].append(got)
+                index[row, s] = at
+        return index, plans
 
     def _split_plans(self, routed: RoutedSteps, i: int, context: int, layout) -> list:
         """Every stage's routed plans at step ``i`` of ``routed`` (experts split over the

@@ -12,6 +12,7 @@ integer ``experts * span + pairs``, and :meth:`EpRouting.stage_plans` the plans 
 from __future__ import annotations
 
 import hashlib
+from itertools import chain
 
 import numpy as np
 
@@ -93,14 +94,48 @@ class EpRouting:
         """The plans of a stage's routed-expert ops ``holes`` (``(index, op name)``, in the
         stage's order) on its ``tp`` chips, for one step's ``busiest`` row of
         :meth:`busiest_over` (kept per op, width and key)."""
-        out = []
-        for _, name in holes:
-            op = self._ops[name]
-            key = (name, tp, int(busiest[self._index[op.layer]]))
-            hit = self._plans.get(key)
-            if hit is None:
-                experts, pairs = divmod(key[2], self.span)
-                plan = expert_plan(op, self.graph, tp, experts, pairs)
-                hit = self._plans[key] = tuple(canonical(self.chip, tp, st) for st in plan)
-            out.append(hit)
-        return tuple(out)
+        return tuple(self._plan(name, tp, int(busiest[self._index[self._ops[name].layer]]))
+                     for _, name in holes)  # fmt: skip
+
+    def _plan(self, name: str, tp: int, key: int) -> tuple:
+        """The canonical plan of routed-expert op ``name`` on one of ``tp`` chips when its
+        layer's busiest chip is ``key`` (``experts * span + pairs``), kept."""
+        hit = self._plans.get((name, tp, key))
+        if hit is None:
+            experts, pairs = divmod(key, self.span)
+            plan = expert_plan(self._ops[name], self.graph, tp, experts, pairs)
+            hit = self._plans[name, tp, key] = tuple(canonical(self.chip, tp, st) for st in plan)
+        return hit
+
+    def stage_plans_over(self, holes_of: list, widths: list, busiest: np.ndarray) -> tuple:
+        """:meth:`stage_plans` of every stage at each row of ``busiest`` (rows of
+        :meth:`busiest_over`), ``holes_of[s]`` and ``widths[s]`` stage ``s``'s routed-expert
+        ops and chips: ``(index, plans)``, ``plans[s]`` the stage's distinct plans and
+        ``index[row, s]`` the row's among them (int64). A stage's plans follow its own MoE
+        layers' busiest chips alone, so each distinct set of those is planned once, as the
+        plans of its layers' ops in turn (each layer's kept per its key)."""
+        index = np.zeros((len(busiest), len(holes_of)), dtype=np.int64)
+        plans = []
+        for s, holes in enumerate(holes_of):
+            layers = list(dict.fromkeys(self._ops[name].layer for _, name in holes))
+            runs = [tuple(name for _, name in holes if self._ops[name].layer == layer)
+                    for layer in layers]  # fmt: skip
+            if not layers:
+                plans.append([()])
+                continue
+            if [name for _, name in holes] != [name for run in runs for name in run]:
+                raise ValueError(f"stage {s}: its routed-expert ops are not layer by layer")
+            cols = [self._index[layer] for layer in layers]
+            distinct, index[:, s] = np.unique(busiest[:, cols], axis=0, return_inverse=True)
+            kept: list[dict] = [{} for _ in layers]
+            out = []
+            for keys in distinct.tolist():
+                parts = []
+                for run, memo, key in zip(runs, kept, keys, strict=True):
+                    hit = memo.get(key)
+                    if hit is None:
+                        hit = memo[key] = tuple(self._plan(name, widths[s], key) for name in run)
+                    parts.append(hit)
+                out.append(tuple(chain.from_iterable(parts)))
+            plans.append(out)
+        return index, plans
