@@ -156,10 +156,12 @@ static void gemv_generic(const gemv_args *a, int64_t r_begin, int64_t r_end) {
             decode_chunk(buf, row, a->row_bytes, j0, n, bits, a->lut, pair, a->mode);
             const float *xs = x + j0;
             if (block && block % LANES == 0) {
-                /* one scale per block: fold it into the dot loop (same operations, one pass) */
-                for (int64_t b0 = 0; b0 < n; b0 += block) {
-                    float s = bs[(j0 + b0) / block];
-                    int64_t end = b0 + block < n ? b0 + block : n;
+                /* one scale per block: fold it into the dot loop (same operations, one pass);
+                 * a block may start before the chunk (CHUNK need not be a multiple of it) */
+                for (int64_t b0 = 0, end; b0 < n; b0 = end) {
+                    int64_t ib = (j0 + b0) / block;
+                    float s = bs[ib];
+                    end = (ib + 1) * block - j0 < n ? (ib + 1) * block - j0 : n;
                     for (int64_t i = b0; i < end; i += LANES)
                         for (int l = 0; l < LANES; l++)
                             acc[l] = acc[l] + (buf[i + l] * s) * xs[i + l];
