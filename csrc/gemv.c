@@ -24,7 +24,8 @@
  *     4-bit codes: a ymm holds 4 lanes of two rows (one per 128-bit half); the codes become
  *     bytes and one byte shuffle per byte of a float looks their values up (byte planes).
  *     Tables whose floats all end in 16 zero bits (int4's integers, e2m1) need two planes,
- *     and a ymm carries 32 columns of two rows (x laid out once per call in their order).
+ *     and a ymm carries 32 columns of two rows (x laid out once per call in their order;
+ *     blocks of 16 or of whole 32s).
  *   - generic C (any CPU, and any layout the SIMD paths do not cover: bits other than
  *     3/4/6/8, blocks that are not a multiple of 16): decode a chunk into a buffer, then the
  *     16-lane loop.
@@ -556,6 +557,7 @@ T256 static void all_rows_nib(const gemv_args *a, int64_t r, int64_t r_end) {
  * accumulators holds 4 of a row's 16 lanes: every lane adds the same products in the same
  * order as in the byte-plane path. */
 #define NIB32 32
+enum { UNSCALED, SCALED_32, SCALED_16 }; /* rows_nib32: no blocks, blocks of 32n, of 16 */
 /* How far ahead of the codes a row pair reads its next codes into L1 (bytes). The hardware
  * prefetcher alone leaves the two row streams short while this path is nearly compute-bound;
  * 512-1024 bytes (16-32 iterations) gave +15-20 % on a DRAM-sized matrix (Zen 1, 2 threads),
@@ -569,9 +571,10 @@ static int nib32_column(int v, int i) {
     return v / 4 + 2 * (word + 8 * (w / 2));
 }
 
-/* Whether a 4-bit call can take the two-plane path (blocks of whole 32s, a tail under 16). */
+/* Whether a 4-bit call can take the two-plane path (blocks of 16 or whole 32s, a tail under
+ * 16). */
 static int nib32_fits(const gemv_args *a) {
-    if ((a->block && a->block % NIB32) || a->cols % NIB32 >= LANES) return 0;
+    if ((a->block && a->block != LANES && a->block % NIB32) || a->cols % NIB32 >= LANES) return 0;
     for (int c = 0; c < 16; c++) {
         uint32_t u;
         memcpy(&u, a->lut + c, 4);
@@ -624,13 +627,15 @@ static inline __attribute__((always_inline)) T256 void rows_nib32(const gemv_arg
     const float *sa = a->bscale + r0 * a->n_blocks, *sb = sa + (nr - 1) * a->n_blocks;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
-    __m256 sc = _mm256_set1_ps(1.0f);
+    __m256 sc[2] = {_mm256_set1_ps(1.0f), _mm256_set1_ps(1.0f)}; /* columns j.., j + 16.. */
     __m256i e[4];
     if (whole > 0) nib32_planes(ra, rb, 0, p2, p3, e);
     for (int64_t j = 0, ib = 0, next_block = 0; j < whole; j += NIB32) {
         if (scaled && j == next_block) { /* ib: block j / block */
-            sc = _mm256_setr_m128(_mm_set1_ps(sa[ib]), _mm_set1_ps(sb[ib]));
-            ib++, next_block += block;
+            sc[0] = _mm256_setr_m128(_mm_set1_ps(sa[ib]), _mm_set1_ps(sb[ib]));
+            if (scaled == SCALED_16) /* the upper 16 columns have the next block's scale */
+                sc[1] = _mm256_setr_m128(_mm_set1_ps(sa[ib + 1]), _mm_set1_ps(sb[ib + 1]));
+            ib += scaled == SCALED_16 ? 2 : 1, next_block += scaled == SCALED_16 ? NIB32 : block;
         }
         const float *xj = a->x32 + 2 * j;
         _mm_prefetch((const char *)(ra + (j >> 1) + NIB32_AHEAD_BYTES), _MM_HINT_T0);
@@ -641,9 +646,10 @@ static inline __attribute__((always_inline)) T256 void rows_nib32(const gemv_arg
         for (int t = 0; t < 4; t++) { /* vectors 2t and 2t + 1 */
             __m256 v0 = _mm256_castsi256_ps(_mm256_slli_epi32(w[t], 16));
             __m256 v1 = _mm256_castsi256_ps(_mm256_and_si256(w[t], upper));
-            if (scaled) {
-                v0 = _mm256_mul_ps(v0, sc);
-                v1 = _mm256_mul_ps(v1, sc);
+            if (scaled) { /* vectors of even t: columns j..j + 15; odd t: j + 16..j + 31 */
+                __m256 s = scaled == SCALED_16 ? sc[t % 2] : sc[0];
+                v0 = _mm256_mul_ps(v0, s);
+                v1 = _mm256_mul_ps(v1, s);
             }
             int k = (t / 2) * 2; /* the lower 16 columns' vectors come first */
             acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(v0, _mm256_loadu_ps(xj + 16 * t)));
@@ -672,12 +678,15 @@ T256 static void all_rows_nib32(const gemv_args *a, int64_t r, int64_t r_end) {
     }
     __m256i p2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b[0]));
     __m256i p3 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b[1]));
-    if (a->block) { /* the scale's multiply compiled in or out */
-        for (; r + 2 <= r_end; r += 2) rows_nib32(a, r, 2, p2, p3, 1);
-        for (; r < r_end; r++) rows_nib32(a, r, 1, p2, p3, 1);
+    if (a->block == LANES) { /* the scale's multiply compiled in or out, one or two a 32 */
+        for (; r + 2 <= r_end; r += 2) rows_nib32(a, r, 2, p2, p3, SCALED_16);
+        for (; r < r_end; r++) rows_nib32(a, r, 1, p2, p3, SCALED_16);
+    } else if (a->block) {
+        for (; r + 2 <= r_end; r += 2) rows_nib32(a, r, 2, p2, p3, SCALED_32);
+        for (; r < r_end; r++) rows_nib32(a, r, 1, p2, p3, SCALED_32);
     } else {
-        for (; r + 2 <= r_end; r += 2) rows_nib32(a, r, 2, p2, p3, 0);
-        for (; r < r_end; r++) rows_nib32(a, r, 1, p2, p3, 0);
+        for (; r + 2 <= r_end; r += 2) rows_nib32(a, r, 2, p2, p3, UNSCALED);
+        for (; r < r_end; r++) rows_nib32(a, r, 1, p2, p3, UNSCALED);
     }
 }
 

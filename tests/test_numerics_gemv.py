@@ -144,9 +144,9 @@ def test_gemv_rejects_wrong_shapes_and_formats():
 @pytest.mark.parametrize("backend", kernels.available_backends())
 def test_tables_of_few_significant_bits_match_the_twin(backend):
     """4-bit tables whose floats end in 16 zero bits (int4's integers, e2m1 values, any value
-    of at most 8 significant bits) take the AVX2 two-plane decoder when blocks are whole 32s
-    (48 does not divide the generic path's chunk either): every path gives the twin's bits,
-    whatever the shape, block or sign."""
+    of at most 8 significant bits) take the AVX2 two-plane decoder when blocks are 16 or whole
+    32s (48: the byte-plane one): every path gives the twin's bits, whatever the shape, block
+    or sign."""
     rng = np.random.default_rng(44)
     paths = [(None, 0)] if backend != "c" else C_PATHS
     e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float32)
