@@ -23,9 +23,10 @@
  *     broadcast word (6-bit: a byte shuffle first), a 3-bit code's 8-entry table in one ymm.
  *     4-bit codes: a ymm holds 4 lanes of two rows (one per 128-bit half); the codes become
  *     bytes and one byte shuffle per byte of a float looks their values up (byte planes).
- *     Tables whose floats all end in 16 zero bits (int4's integers, e2m1) need two planes,
- *     and a ymm carries 32 columns of two rows (x laid out once per call in their order;
- *     blocks of 16 or of whole 32s).
+ *     Tables whose floats all end in 16 zero bits (int4's and hc1's integers, e2m1) need two
+ *     planes, and a ymm carries 32 columns of two rows (x laid out once per call in their
+ *     order; blocks of 16 or of whole 32s); 3-bit codes are spread into words by a shuffle
+ *     and two 16-bit multiplies, and one shuffle holds both planes of their 8 entries.
  *   - generic C (any CPU, and any layout the SIMD paths do not cover: bits other than
  *     3/4/6/8, blocks that are not a multiple of 16): decode a chunk into a buffer, then the
  *     16-lane loop.
@@ -571,11 +572,11 @@ static int nib32_column(int v, int i) {
     return v / 4 + 2 * (word + 8 * (w / 2));
 }
 
-/* Whether a 4-bit call can take the two-plane path (blocks of 16 or whole 32s, a tail under
- * 16). */
-static int nib32_fits(const gemv_args *a) {
+/* Whether a call can take a two-plane path: its n_codes table floats all end in 16 zero bits,
+ * blocks of 16 or whole 32s, a tail under 16. */
+static int planes_fit(const gemv_args *a, int n_codes) {
     if ((a->block && a->block != LANES && a->block % NIB32) || a->cols % NIB32 >= LANES) return 0;
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; c < n_codes; c++) {
         uint32_t u;
         memcpy(&u, a->lut + c, 4);
         if (u & 0xFFFFu) return 0;
@@ -583,16 +584,16 @@ static int nib32_fits(const gemv_args *a) {
     return 1;
 }
 
-/* x in the decode's order, each 4 columns twice (one per 128-bit half): 2 floats a column. */
-static float *nib32_x(const gemv_args *a) {
+/* x in a two-plane decoder's order (column(v, i): see nib32_column), each 4 columns twice (one
+ * per 128-bit half): 2 floats a column. */
+static float *planes_x(const gemv_args *a, int (*column)(int, int)) {
     const int64_t whole = a->cols - a->cols % NIB32;
     float *x32 = malloc((size_t)(whole > 0 ? 2 * whole : 1) * sizeof(float));
     if (x32)
         for (int64_t j = 0; j < whole; j += NIB32)
             for (int v = 0; v < 8; v++)
                 for (int i = 0; i < 4; i++)
-                    x32[2 * j + 8 * v + i] = x32[2 * j + 8 * v + 4 + i] =
-                        a->x[j + nib32_column(v, i)];
+                    x32[2 * j + 8 * v + i] = x32[2 * j + 8 * v + 4 + i] = a->x[j + column(v, i)];
     return x32;
 }
 
@@ -690,6 +691,123 @@ T256 static void all_rows_nib32(const gemv_args *a, int64_t r, int64_t r_end) {
     }
 }
 
+/* 3-bit codes through two planes: an 8-entry table whose floats end in 16 zero bits (hc1's
+ * integers -4..3) fits one byte shuffle: entries 0-7 hold plane 2, 8-15 plane 3. 32 codes of
+ * a row are 12 bytes (one 128-bit half per row, as above); a byte shuffle spreads code m of
+ * each 8 (bits 3m..3m+2 of 3 bytes) into a word with its two bytes, a multiply by
+ * 2^(13 - 3m % 8) lifts it to the word's top 3 bits, and a high multiply by 0x0808 brings it
+ * down into both bytes (c * 0x0101), the upper one with bit 3 set: the table's word is then
+ * the value's upper 16 bits, made a float by a shift or a mask as above. */
+
+/* Column (of 32) of float i (of 4) of vector v (of 8): v / 2 the codes' group of 8, v % 2
+ * even or odd words. */
+static int tri32_column(int v, int i) { return 8 * (v / 2) + 2 * i + v % 2; }
+
+/* The 12 code bytes (and 4 more, unused) at byte off of rows ra and rb, one per 128-bit half;
+ * near a row's end a copy, so nothing past the buffer is read. */
+static inline __attribute__((always_inline)) T256 __m256i tri32_bytes(const uint8_t *ra,
+                                                                      const uint8_t *rb,
+                                                                      int64_t off,
+                                                                      int64_t row_bytes) {
+    if (off + 16 <= row_bytes)
+        return _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(ra + off))),
+            _mm_loadu_si128((const __m128i *)(rb + off)), 1);
+    uint8_t b[2][16] = {{0}};
+    memcpy(b[0], ra + off, (size_t)(row_bytes - off));
+    memcpy(b[1], rb + off, (size_t)(row_bytes - off));
+    return _mm256_loadu_si256((const __m256i *)b);
+}
+
+typedef struct {
+    __m256i table, spread[4], lift; /* lift: 2^(13 - 3m % 8) for word m */
+} tri32_consts;
+
+static inline __attribute__((always_inline)) T256 void rows_tri32(const gemv_args *a, int64_t r0,
+                                                                  const int nr,
+                                                                  const tri32_consts *k,
+                                                                  const int scaled) {
+    const int64_t block = a->block, whole = a->cols - a->cols % NIB32;
+    const __m256i upper = _mm256_set1_epi32((int)0xFFFF0000u), top3 = _mm256_set1_epi16(-8192);
+    const __m256i down = _mm256_set1_epi16(0x0808), plane3 = _mm256_set1_epi16(0x0800);
+    const uint8_t *ra = a->packed + r0 * a->row_bytes, *rb = ra + (nr - 1) * a->row_bytes;
+    const float *sa = a->bscale + r0 * a->n_blocks, *sb = sa + (nr - 1) * a->n_blocks;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    __m256 sc[2] = {_mm256_set1_ps(1.0f), _mm256_set1_ps(1.0f)}; /* columns j.., j + 16.. */
+    for (int64_t j = 0, ib = 0, next_block = 0; j < whole; j += NIB32) {
+        if (scaled && j == next_block) { /* ib: block j / block */
+            sc[0] = _mm256_setr_m128(_mm_set1_ps(sa[ib]), _mm_set1_ps(sb[ib]));
+            if (scaled == SCALED_16)
+                sc[1] = _mm256_setr_m128(_mm_set1_ps(sa[ib + 1]), _mm_set1_ps(sb[ib + 1]));
+            ib += scaled == SCALED_16 ? 2 : 1, next_block += scaled == SCALED_16 ? NIB32 : block;
+        }
+        const float *xj = a->x32 + 2 * j;
+        const int64_t off = 3 * (j >> 3);
+        _mm_prefetch((const char *)(ra + off + NIB32_AHEAD_BYTES), _MM_HINT_T0);
+        _mm_prefetch((const char *)(rb + off + NIB32_AHEAD_BYTES), _MM_HINT_T0);
+        __m256i q = tri32_bytes(ra, rb, off, a->row_bytes);
+        for (int g = 0; g < 4; g++) { /* codes 8g..8g + 7: vectors 2g (even) and 2g + 1 */
+            __m256i word = _mm256_shuffle_epi8(q, k->spread[g]);
+            __m256i top = _mm256_and_si256(_mm256_mullo_epi16(word, k->lift), top3);
+            __m256i ix = _mm256_or_si256(_mm256_mulhi_epu16(top, down), plane3);
+            __m256i f = _mm256_shuffle_epi8(k->table, ix);
+            __m256 v0 = _mm256_castsi256_ps(_mm256_slli_epi32(f, 16));
+            __m256 v1 = _mm256_castsi256_ps(_mm256_and_si256(f, upper));
+            if (scaled) { /* groups 0, 1: columns j..j + 15; 2, 3: j + 16..j + 31 */
+                __m256 s = scaled == SCALED_16 ? sc[g / 2] : sc[0];
+                v0 = _mm256_mul_ps(v0, s);
+                v1 = _mm256_mul_ps(v1, s);
+            }
+            int kk = 2 * (g % 2); /* groups 0 and 2 (columns c, c + 16) share a lane */
+            acc[kk] = _mm256_add_ps(acc[kk], _mm256_mul_ps(v0, _mm256_loadu_ps(xj + 16 * g)));
+            acc[kk + 1] = _mm256_add_ps(acc[kk + 1],
+                                        _mm256_mul_ps(v1, _mm256_loadu_ps(xj + 16 * g + 8)));
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        float lanes[LANES], both[8];
+        for (int v = 0; v < 4; v++) { /* accumulator v: vectors v and v + 4 */
+            _mm256_storeu_ps(both, acc[v]);
+            for (int i = 0; i < 4; i++) lanes[tri32_column(v, i)] = both[4 * r + i];
+        }
+        finish_row(a, r0 + r, lanes, whole);
+    }
+}
+
+T256 static void all_rows_tri32(const gemv_args *a, int64_t r, int64_t r_end) {
+    uint8_t table[16], spread[4][32];
+    int16_t lift[16];
+    for (int c = 0; c < 8; c++) {
+        uint32_t u;
+        memcpy(&u, a->lut + c, 4);
+        table[c] = (uint8_t)(u >> 16), table[8 + c] = (uint8_t)(u >> 24);
+    }
+    for (int h = 0; h < 2; h++) /* both 128-bit halves alike */
+        for (int m = 0; m < 8; m++) {
+            for (int g = 0; g < 4; g++) { /* code m of group g: bit 24g + 3m */
+                int byte = 3 * g + 3 * m / 8;
+                spread[g][16 * h + 2 * m] = (uint8_t)byte;
+                spread[g][16 * h + 2 * m + 1] = (uint8_t)(byte + 1);
+            }
+            lift[8 * h + m] = (int16_t)(1 << (13 - 3 * m % 8));
+        }
+    tri32_consts k;
+    k.table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table));
+    for (int g = 0; g < 4; g++) k.spread[g] = _mm256_loadu_si256((const __m256i *)spread[g]);
+    k.lift = _mm256_loadu_si256((const __m256i *)lift);
+    if (a->block == LANES) {
+        for (; r + 2 <= r_end; r += 2) rows_tri32(a, r, 2, &k, SCALED_16);
+        for (; r < r_end; r++) rows_tri32(a, r, 1, &k, SCALED_16);
+    } else if (a->block) {
+        for (; r + 2 <= r_end; r += 2) rows_tri32(a, r, 2, &k, SCALED_32);
+        for (; r < r_end; r++) rows_tri32(a, r, 1, &k, SCALED_32);
+    } else {
+        for (; r + 2 <= r_end; r += 2) rows_tri32(a, r, 2, &k, UNSCALED);
+        for (; r < r_end; r++) rows_tri32(a, r, 1, &k, UNSCALED);
+    }
+}
+
 T256 static void gemv_avx2(const gemv_args *a, int kind, int64_t r0, int64_t r1) {
     float t[16];
     for (int c = 0; c < 16; c++) t[c] = kind == KIND_TRI ? a->lut[c & 7] : 0.0f;
@@ -703,7 +821,12 @@ T256 static void gemv_avx2(const gemv_args *a, int kind, int64_t r0, int64_t r1)
         else
             all_rows_nib(a, r0, r1);
         break;
-    case KIND_TRI: all_rows256(a, KIND_TRI, base, r0, r1); break;
+    case KIND_TRI:
+        if (a->x32)
+            all_rows_tri32(a, r0, r1);
+        else
+            all_rows256(a, KIND_TRI, base, r0, r1);
+        break;
     case KIND_I6: all_rows256(a, KIND_I6, base, r0, r1); break;
     default: all_rows256(a, KIND_LUT6, base, r0, r1); break;
     }
@@ -786,8 +909,10 @@ int64_t pyaccel_gemv_packed_isa(float *out, const uint8_t *packed, int64_t rows,
     if (isa < 0) return -1;
     int kind = isa ? simd_kind(&a) : KIND_NONE;
 #if PYACCEL_X86
-    float *x32 = isa == 1 && kind == KIND_NIB && nib32_fits(&a) ? nib32_x(&a) : NULL;
-    a.x32 = x32; /* NULL (out of memory too): the byte-plane path */
+    float *x32 = NULL; /* NULL (out of memory too): the paths that need no x32 */
+    if (isa == 1 && kind == KIND_NIB && planes_fit(&a, 16)) x32 = planes_x(&a, nib32_column);
+    if (isa == 1 && kind == KIND_TRI && planes_fit(&a, 8)) x32 = planes_x(&a, tri32_column);
+    a.x32 = x32;
 #endif
     if (threads <= 0) threads = auto_threads(&a);
     if (threads > MAX_THREADS) threads = MAX_THREADS;

@@ -141,21 +141,24 @@ def test_gemv_rejects_wrong_shapes_and_formats():
         gemv(encode(w, "bf16"), x)
 
 
+@pytest.mark.parametrize("bits", [4, 3])
 @pytest.mark.parametrize("backend", kernels.available_backends())
-def test_tables_of_few_significant_bits_match_the_twin(backend):
-    """4-bit tables whose floats end in 16 zero bits (int4's integers, e2m1 values, any value
-    of at most 8 significant bits) take the AVX2 two-plane decoder when blocks are 16 or whole
-    32s (48: the byte-plane one): every path gives the twin's bits, whatever the shape, block
-    or sign."""
+def test_tables_of_few_significant_bits_match_the_twin(backend, bits):
+    """4- and 3-bit tables whose floats end in 16 zero bits (int4's and hc1's integers, e2m1
+    values, any value of at most 8 significant bits) take the AVX2 two-plane decoders when
+    blocks are 16 or whole 32s (48: the byte-plane / permute ones): every path gives the twin's
+    bits, whatever the shape, block or sign, up to a row's last byte."""
     rng = np.random.default_rng(44)
     paths = [(None, 0)] if backend != "c" else C_PATHS
     e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float32)
     eight_bits = rng.integers(-255, 256, 16) * 2.0 ** rng.integers(-20, 20, 16)
-    tables = [np.arange(-8, 8, dtype=np.float32), np.concatenate([e2m1, -e2m1]),
-              eight_bits.astype(np.float32)]  # fmt: skip
+    half = 1 << (bits - 1)
+    tables = [np.arange(-half, half, dtype=np.float32),
+              np.concatenate([e2m1[:half], -e2m1[:half]]),
+              eight_bits[: 2 * half].astype(np.float32)]  # fmt: skip
     for lut in tables:
         for rows, cols in ((1, 32), (3, 40), (4, 48), (5, 64), (7, 95), (6, 1100), (3, 1056)):
-            packed = rng.integers(0, 256, (rows, -(-cols // 2)), dtype=np.uint8)
+            packed = rng.integers(0, 256, (rows, -(-cols * bits // 8)), dtype=np.uint8)
             x = rng.standard_normal(cols).astype(np.float32)
             rscale = rng.standard_normal(rows).astype(np.float32)
             for block in (0, 16, 32, 48, 64):
@@ -164,7 +167,7 @@ def test_tables_of_few_significant_bits_match_the_twin(backend):
                     if block
                     else None
                 )
-                args = (packed, 4, lut, bs, block, rscale, 0, x)
+                args = (packed, bits, lut, bs, block, rscale, 0, x)
                 want = reference_gemv.gemv_packed(*args)
                 fn = kernels.get("gemv_packed", backend)
                 for isa, threads in paths:
