@@ -572,6 +572,9 @@ static int nib32_column(int v, int i) {
     return v / 4 + 2 * (word + 8 * (w / 2));
 }
 
+/* nib32_column of accumulator k's first vector, (k / 2) * 4 + k % 2 (the other is 2 later). */
+static int nib32_acc_column(int k, int i) { return nib32_column((k / 2) * 4 + k % 2, i); }
+
 /* Whether a call can take a two-plane path: its n_codes table floats all end in 16 zero bits,
  * blocks of 16 or whole 32s, a tail under 16. */
 static int planes_fit(const gemv_args *a, int n_codes) {
@@ -595,6 +598,42 @@ static float *planes_x(const gemv_args *a, int (*column)(int, int)) {
                 for (int i = 0; i < 4; i++)
                     x32[2 * j + 8 * v + i] = x32[2 * j + 8 * v + 4 + i] = a->x[j + column(v, i)];
     return x32;
+}
+
+/* The block scales of rows sa and sb (one per 128-bit half) for the 32 columns at j, when j
+ * starts a block (scaled: SCALED_32 or SCALED_16; sc[1] for columns j + 16.. of blocks of 16);
+ * *ib is the next block and *next_block its first column. */
+static inline __attribute__((always_inline)) T256 void planes_scales(const gemv_args *a,
+                                                                     const float *sa,
+                                                                     const float *sb, int64_t j,
+                                                                     int64_t *ib,
+                                                                     int64_t *next_block,
+                                                                     __m256 sc[2],
+                                                                     const int scaled) {
+    if (!scaled || j != *next_block) return;
+    sc[0] = _mm256_setr_m128(_mm_set1_ps(sa[*ib]), _mm_set1_ps(sb[*ib]));
+    if (scaled == SCALED_16) /* the upper 16 columns have the next block's scale */
+        sc[1] = _mm256_setr_m128(_mm_set1_ps(sa[*ib + 1]), _mm_set1_ps(sb[*ib + 1]));
+    *ib += scaled == SCALED_16 ? 2 : 1;
+    *next_block += scaled == SCALED_16 ? NIB32 : a->block;
+}
+
+/* Each of rows r0.. (nr of them, one per 128-bit half) from the four accumulators of a
+ * two-plane path, accumulator k holding vectors k and k + 4 (or + 2, by column's order):
+ * lanes by column(k, i) % 16, then the row's tail and lane sum (finish_row). */
+static inline __attribute__((always_inline)) T256 void planes_finish(const gemv_args *a,
+                                                                     int64_t r0, int nr,
+                                                                     const __m256 acc[4],
+                                                                     int (*column)(int, int)) {
+    const int64_t whole = a->cols - a->cols % NIB32;
+    for (int r = 0; r < nr; r++) {
+        float lanes[LANES], both[8];
+        for (int k = 0; k < 4; k++) {
+            _mm256_storeu_ps(both, acc[k]);
+            for (int i = 0; i < 4; i++) lanes[column(k, i) % LANES] = both[4 * r + i];
+        }
+        finish_row(a, r0 + r, lanes, whole);
+    }
 }
 
 /* The table's planes 2 and 3 for the 32 codes at column j of rows ra and rb (one per 128-bit
@@ -622,7 +661,7 @@ static inline __attribute__((always_inline)) T256 void rows_nib32(const gemv_arg
                                                                   const int nr, const __m256i p2,
                                                                   const __m256i p3,
                                                                   const int scaled) {
-    const int64_t block = a->block, whole = a->cols - a->cols % NIB32;
+    const int64_t whole = a->cols - a->cols % NIB32;
     const __m256i upper = _mm256_set1_epi32((int)0xFFFF0000u);
     const uint8_t *ra = a->packed + r0 * a->row_bytes, *rb = ra + (nr - 1) * a->row_bytes;
     const float *sa = a->bscale + r0 * a->n_blocks, *sb = sa + (nr - 1) * a->n_blocks;
@@ -632,12 +671,7 @@ static inline __attribute__((always_inline)) T256 void rows_nib32(const gemv_arg
     __m256i e[4];
     if (whole > 0) nib32_planes(ra, rb, 0, p2, p3, e);
     for (int64_t j = 0, ib = 0, next_block = 0; j < whole; j += NIB32) {
-        if (scaled && j == next_block) { /* ib: block j / block */
-            sc[0] = _mm256_setr_m128(_mm_set1_ps(sa[ib]), _mm_set1_ps(sb[ib]));
-            if (scaled == SCALED_16) /* the upper 16 columns have the next block's scale */
-                sc[1] = _mm256_setr_m128(_mm_set1_ps(sa[ib + 1]), _mm_set1_ps(sb[ib + 1]));
-            ib += scaled == SCALED_16 ? 2 : 1, next_block += scaled == SCALED_16 ? NIB32 : block;
-        }
+        planes_scales(a, sa, sb, j, &ib, &next_block, sc, scaled);
         const float *xj = a->x32 + 2 * j;
         _mm_prefetch((const char *)(ra + (j >> 1) + NIB32_AHEAD_BYTES), _MM_HINT_T0);
         _mm_prefetch((const char *)(rb + (j >> 1) + NIB32_AHEAD_BYTES), _MM_HINT_T0);
@@ -658,15 +692,7 @@ static inline __attribute__((always_inline)) T256 void rows_nib32(const gemv_arg
                                        _mm256_mul_ps(v1, _mm256_loadu_ps(xj + 16 * t + 8)));
         }
     }
-    for (int r = 0; r < nr; r++) {
-        float lanes[LANES], both[8];
-        for (int k = 0; k < 4; k++) { /* accumulator k: vectors (k / 2) * 4 + k % 2 (+ 2) */
-            _mm256_storeu_ps(both, acc[k]);
-            for (int i = 0; i < 4; i++)
-                lanes[nib32_column((k / 2) * 4 + k % 2, i) % LANES] = both[4 * r + i];
-        }
-        finish_row(a, r0 + r, lanes, whole);
-    }
+    planes_finish(a, r0, nr, acc, nib32_acc_column);
 }
 
 T256 static void all_rows_nib32(const gemv_args *a, int64_t r, int64_t r_end) {
@@ -727,7 +753,7 @@ static inline __attribute__((always_inline)) T256 void rows_tri32(const gemv_arg
                                                                   const int nr,
                                                                   const tri32_consts *k,
                                                                   const int scaled) {
-    const int64_t block = a->block, whole = a->cols - a->cols % NIB32;
+    const int64_t whole = a->cols - a->cols % NIB32;
     const __m256i upper = _mm256_set1_epi32((int)0xFFFF0000u), top3 = _mm256_set1_epi16(-8192);
     const __m256i down = _mm256_set1_epi16(0x0808), plane3 = _mm256_set1_epi16(0x0800);
     const uint8_t *ra = a->packed + r0 * a->row_bytes, *rb = ra + (nr - 1) * a->row_bytes;
@@ -736,12 +762,7 @@ static inline __attribute__((always_inline)) T256 void rows_tri32(const gemv_arg
                      _mm256_setzero_ps()};
     __m256 sc[2] = {_mm256_set1_ps(1.0f), _mm256_set1_ps(1.0f)}; /* columns j.., j + 16.. */
     for (int64_t j = 0, ib = 0, next_block = 0; j < whole; j += NIB32) {
-        if (scaled && j == next_block) { /* ib: block j / block */
-            sc[0] = _mm256_setr_m128(_mm_set1_ps(sa[ib]), _mm_set1_ps(sb[ib]));
-            if (scaled == SCALED_16)
-                sc[1] = _mm256_setr_m128(_mm_set1_ps(sa[ib + 1]), _mm_set1_ps(sb[ib + 1]));
-            ib += scaled == SCALED_16 ? 2 : 1, next_block += scaled == SCALED_16 ? NIB32 : block;
-        }
+        planes_scales(a, sa, sb, j, &ib, &next_block, sc, scaled);
         const float *xj = a->x32 + 2 * j;
         const int64_t off = 3 * (j >> 3);
         _mm_prefetch((const char *)(ra + off + NIB32_AHEAD_BYTES), _MM_HINT_T0);
@@ -765,14 +786,7 @@ static inline __attribute__((always_inline)) T256 void rows_tri32(const gemv_arg
                                         _mm256_mul_ps(v1, _mm256_loadu_ps(xj + 16 * g + 8)));
         }
     }
-    for (int r = 0; r < nr; r++) {
-        float lanes[LANES], both[8];
-        for (int v = 0; v < 4; v++) { /* accumulator v: vectors v and v + 4 */
-            _mm256_storeu_ps(both, acc[v]);
-            for (int i = 0; i < 4; i++) lanes[tri32_column(v, i)] = both[4 * r + i];
-        }
-        finish_row(a, r0 + r, lanes, whole);
-    }
+    planes_finish(a, r0, nr, acc, tri32_column); /* accumulator k: vectors k and k + 4 */
 }
 
 T256 static void all_rows_tri32(const gemv_args *a, int64_t r, int64_t r_end) {
