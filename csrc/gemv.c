@@ -69,7 +69,7 @@ typedef struct {
     int64_t mode;
     const float *x;
     int64_t cols;
-    const float *x32; /* x in the two-plane nibble path's order (NULL when it does not run) */
+    const float *x32; /* x in a two-plane path's order (NULL when neither runs) */
 } gemv_args;
 
 static inline uint32_t code_at(const uint8_t *row, int64_t row_bytes, int64_t j, int64_t bits) {
@@ -558,7 +558,7 @@ T256 static void all_rows_nib(const gemv_args *a, int64_t r, int64_t r_end) {
  * accumulators holds 4 of a row's 16 lanes: every lane adds the same products in the same
  * order as in the byte-plane path. */
 #define NIB32 32
-enum { UNSCALED, SCALED_32, SCALED_16 }; /* rows_nib32: no blocks, blocks of 32n, of 16 */
+enum { UNSCALED, SCALED_32, SCALED_16 }; /* two-plane rows: no blocks, blocks of 32n, of 16 */
 /* How far ahead of the codes a row pair reads its next codes into L1 (bytes). The hardware
  * prefetcher alone leaves the two row streams short while this path is nearly compute-bound;
  * 512-1024 bytes (16-32 iterations) gave +15-20 % on a DRAM-sized matrix (Zen 1, 2 threads),
