@@ -14,10 +14,12 @@ CSRC = Path(__file__).parent  # relative ("csrc") when setup.py runs this file
 
 
 def source_hash(folder: Path = CSRC) -> str:
-    """sha256 (first 16 hex digits) of every csrc/*.c and *.h, to detect a stale build."""
+    """sha256 (first 16 hex digits) of every .c and .h under csrc/ (private headers in its
+    subfolders too), each with its path inside csrc/, to detect a stale build. Twin of
+    pyaccel/kernels/ffi.py's check, which must hash the same way."""
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.[ch]")):
-        digest.update(path.name.encode())
+    for path in sorted(folder.rglob("*.[ch]")):
+        digest.update(path.relative_to(folder).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -26,10 +28,10 @@ def make_builder(
     folder: Path = CSRC, module: str = "pyaccel._ckernels", macros: tuple = (), optional=True
 ) -> FFI:
     """An FFI builder of every folder/*.c, with every folder/*.h as cdef fragment (no macros, no
-    includes; together they are the module's API). ``macros``: extra (name, value) defines,
-    e.g. ("PYACCEL_NO_X86", None) for the portable build that the tests compile. ``optional``:
-    a failed compile only warns (setuptools' optional extension), so pyaccel installs without
-    the C module."""
+    includes; together they are the module's API; headers in subfolders are private to the C
+    files). ``macros``: extra (name, value) defines, e.g. ("PYACCEL_NO_X86", None) for the
+    portable build that the tests compile. ``optional``: a failed compile only warns
+    (setuptools' optional extension), so pyaccel installs without the C module."""
     headers = sorted(folder.glob("*.h"))
     builder = FFI()
     builder.cdef("\n".join(h.read_text() for h in headers))

@@ -31,9 +31,9 @@ def is_stale() -> bool:
         return False
     import hashlib
 
-    digest = hashlib.sha256()
-    for path in sorted(csrc.glob("*.[ch]")):
-        digest.update(path.name.encode())
+    digest = hashlib.sha256()  # as csrc/build_ffi.py's source_hash: every .c and .h under csrc/
+    for path in sorted(csrc.rglob("*.[ch]")):
+        digest.update(path.relative_to(csrc).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16] != built_hash()
 
