@@ -18,7 +18,6 @@ from itertools import chain
 
 import numpy as np
 
-from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
 from ..contract import (
     MICRO_BATCHES,
     PassTiming,
@@ -31,7 +30,8 @@ from .assumptions import ASSUMPTIONS  # noqa: F401  (the engine's named assumpti
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
 from .experts import EpRouting
 from .fragments import FragmentPool, compiled_fragment
-from .net import Network, hop_crossing
+from .hops import StageHops
+from .net import Network
 from .plans import (
     attention_plan,
     attention_plans_over,
@@ -41,7 +41,7 @@ from .plans import (
     plan_at,
     plan_key,
 )
-from .program import TRANSITS_PER_C2C, ChipModel, Program
+from .program import ChipModel, Program
 from .spans import pass_spans
 from .stages import n_stages, stages_of  # noqa: F401  (n_stages: the engine's contract)
 
@@ -91,7 +91,8 @@ class LpuSim:
         self._shape_list: list[tuple] = []  # (a stage of the shape, its ops' fixed step ids)
         self._step_memo: dict = {}  # (tp, plan, first) -> its steps' pool ids
         self._frags_by_plan: dict = {}  # (tp, id(plan), first) -> (plan, its fragment)
-        self.hops = [self._hop(i) for i in range(len(self.stages))]
+        self._hops = StageHops(graph, self.net, self.chip, self.stages, self.node_size)
+        self.hops = self._hops.hops  # the transfer after each stage (spans.py reads them)
         # The fast per-step path (time() without events): every plan but attention's is fixed,
         # so each stage keeps its fixed plans with a hole per attention op, and a step only
         # re-plans one attention op per group the driver gives and looks the stage's cycles up.
@@ -116,23 +117,9 @@ class LpuSim:
         self.ep = bool(placement.layout and placement.layout.ep)
         self.routes_by_rows = self.ep  # stage_cycles_over reads the rows' ids (RoutedSteps)
         self._plans_of: dict = {}  # routed ops' plans (split experts)
-        self._links_in, self._hop_totals = None, []
         owner = {s.layer: np.array(s.expert_units, dtype=np.int64) - s.units[0]
                  for s in placement.layers if s.expert_units}  # fmt: skip
         self._ep = EpRouting(graph, self.chip, owner, self._tp_of) if self.ep else None
-
-    def _hop(self, i: int):
-        """The transfer after stage ``i``: activations to the next stage, or the sampled token
-        back to the first stage (none when one stage holds everything)."""
-        n = len(self.stages)
-        if n == 1:
-            return None
-        nxt = (i + 1) % n
-        a, b = self.stages[i][0], self.stages[nxt][0]
-        same = a[0] // self.node_size == b[0] // self.node_size
-        rows = self.graph.workload.rows  # a verify step carries step_tokens rows a sequence
-        n_bytes = ACT_BYTES * rows * self.graph.hidden if nxt else TOKEN_ID_BYTES * rows
-        return self.net.stage_hop(len(a), len(b), n_bytes, same)
 
     def stage_plans(self, graph, i: int) -> tuple[tuple, list]:
         """(plans, ops) of stage ``i`` in ``graph`` (the step's context)."""
@@ -178,33 +165,8 @@ class LpuSim:
         self._frags_by_plan[tp, id(steps), first] = (steps, hit)
         return hit
 
-    def _hop_total(self, i: int) -> int:
-        """Cycles of the hop after stage ``i``: it leaves through the C2C ports at the chip
-        edge and lands on the next stage's VXM (stream transit at both ends)."""
-        hop = self.hops[i]
-        return hop.cycles + TRANSITS_PER_C2C * self.chip.transit if hop else 0
-
     def _stage_total(self, i: int, sch) -> int:
-        return sch.cycles + self._hop_total(i)
-
-    def _crossings(self, totals) -> tuple[tuple[int, ...], tuple | None]:
-        """(each stage's own cycles, the crossing into each stage) from stage totals that
-        include the hop after each (lpu.stage_link_pipeline); no links (the closed form) when
-        one stage holds everything."""
-        n = len(self.stages)
-        if n == 1:
-            return tuple(totals), None
-        if self._links_in is None:  # the hops are fixed: their crossings once for the run
-            out = [self._crossing(i) for i in range(n)]
-            self._links_in = tuple(out[-1:] + out[:-1])  # into stage s: the hop after s - 1
-            self._hop_totals = [self._hop_total(i) for i in range(n)]
-        own = tuple(t - h for t, h in zip(totals, self._hop_totals, strict=True))
-        return own, self._links_in
-
-    def _crossing(self, i: int) -> tuple[int, int, int, int]:
-        """The crossing of the hop after stage ``i`` (:func:`~.net.hop_crossing`)."""
-        return hop_crossing(self.hops[i], len(self.stages[i][0]), self.chip.transit,
-                            self._hop_total(i))  # fmt: skip
+        return sch.cycles + self._hops.total(i)
 
     def group_key(self, layer: int) -> int:
         """A layer's attention plan depends on its stage's TP width."""
@@ -225,7 +187,7 @@ class LpuSim:
             self._time_stages([keys])
             self._last_attn = key_all
             got = (self._stage_memo[k] for k in keys)
-            self._last_cycles = tuple((c + self._hop_total(i), w) for i, (c, w) in enumerate(got))
+            self._last_cycles = tuple((c + self._hops.total(i), w) for i, (c, w) in enumerate(got))
         return self._last_cycles
 
     def _stage_keys(self, step: StepShape) -> tuple:
@@ -373,12 +335,13 @@ class LpuSim:
             )
         self._time_stages(stage_keys)
         timed = [[self._stage_memo[k] for k in ks] for ks in stage_keys]
-        hops = [self._hop_total(i) for i in range(len(self.stages))]
+        hops = [self._hops.total(i) for i in range(len(self.stages))]
         combos, combo_of = unique_rows(pair_of)
         rows, links, windows = [], [], []
         for combo in combos.tolist():
             stages = [timed[s][p] for s, p in enumerate(combo)]
-            own, crossing = self._crossings([c + h for (c, _), h in zip(stages, hops, strict=True)])
+            totals = [c + h for (c, _), h in zip(stages, hops, strict=True)]
+            own, crossing = self._hops.crossings(totals)
             rows.append(own)
             links.append(crossing)
             windows.append(_windows(crossing, stages))
@@ -464,7 +427,7 @@ class LpuSim:
         each chip sends over each C2C link slot."""
         if not events:
             stages = self._stages_at(step)
-            own, links = self._crossings([total for total, _ in stages])
+            own, links = self._hops.crossings([total for total, _ in stages])
             return PassTiming(own, links=links, link_windows=_windows(links, stages))
         at = {layer: op for layer, op, _ in step.attention()}
         ops = tuple(at.get(op.layer, op) if op.kind == "attention" else step.op(op)
@@ -473,7 +436,7 @@ class LpuSim:
                                             step)  # fmt: skip
         spans, sent, links = pass_spans(self, scheds, stage_c)
         arrays = {"c2c_bytes_sent_per_chip": sent, "c2c_bytes_per_chip_link": links}
-        own, links_in = self._crossings(stage_c)
+        own, links_in = self._hops.crossings(stage_c)
         windows = _windows(links_in, [(c, sch.link_windows()) for c, (sch, _) in
                                       zip(stage_c, scheds, strict=True)])  # fmt: skip
         return PassTiming(own, spans, arrays, links=links_in, link_windows=windows)
