@@ -439,7 +439,7 @@ def _print_compare(records) -> None:
 
 def _print_validate(rows) -> None:
     """``validate`` rows as a table (emulated, published, ratio, bottleneck), then one line per
-    row emulated at a CLI default or not run."""
+    row emulated at a CLI default or as its published workload, or not run."""
     t = _table(
         "emulated vs published decode speed",
         ("system", "model", ">emulated", ">published", ">ratio", "~bottleneck"),
@@ -453,7 +453,7 @@ def _print_validate(rows) -> None:
                   r.bottleneck or "-")  # fmt: skip
     out.print(t)
     for r in rows:
-        for d in r.defaults:
+        for d in r.notes:
             out.print(f"{r.system} {r.model}: emulated at {d}", markup=False, highlight=False)
         if r.error is not None:
             out.print(f"{r.system} {r.model}: not run: {r.error}", markup=False, highlight=False)

@@ -6,6 +6,9 @@ one; a copy ships as package data). Extra columns (date, source, quality, notes)
 along and ignored. A row's published speed may be a range (``14357-17000``): it is judged
 against the end nearer the emulated speed. A batch or context that does not start with an
 integer (``unknown (served under load)``) is emulated at the CLI default, and the row says so.
+A context that names the published workload, ``N in / M out``, is emulated as that workload:
+M decode steps from context N, judged by their mean speed (the speed a user of that workload
+sees, the context growing to N + M); other rows emulate :data:`VALIDATE_TOKENS` steps.
 """
 
 from __future__ import annotations
@@ -21,16 +24,20 @@ from .errors import ConfigError, PyaccelError
 from .workload import Workload
 
 COLUMNS = ("system", "model", "weights", "units", "batch", "context", "tokens_per_s_per_user")
-# emulated decode steps per row: enough for the context to grow, few enough to stay fast
+# emulated decode steps per row without a published output length: enough for the context to
+# grow, few enough to stay fast
 VALIDATE_TOKENS = 16
 DEFAULTS = {"batch": Workload.batch, "context": Workload.context}
 _RANGE = re.compile(r"^\s*([0-9.eE+]+)\s*(?:-|–|to)\s*([0-9.eE+]+)\s*$")
+_IN_OUT = re.compile(r"^\s*(\d+)\s*in\s*/\s*(\d+)\s*out\s*$")
 
 
 @dataclass(frozen=True)
 class PublishedRow:
-    """One row of a published-speed table, parsed: the case to emulate and the published
-    tokens/s per user (``low`` == ``high`` unless the table gives a range)."""
+    """One row of a published-speed table, parsed: the case to emulate (``tokens`` decode steps
+    from ``context``) and the published tokens/s per user (``low`` == ``high`` unless the table
+    gives a range). ``notes``: how the fields the table leaves open or spells out as a
+    workload are emulated."""
 
     line: int
     system: str
@@ -41,14 +48,16 @@ class PublishedRow:
     context: int
     low: float
     high: float
-    defaults: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    tokens: int = VALIDATE_TOKENS
 
 
 @dataclass(frozen=True)
 class ValidationRow:
     """One row's outcome. ``published_tok_s`` is the published end nearer the emulated speed;
     ``ratio`` is emulated / published; ``error`` says why a row could not run (then the
-    emulated fields are None). ``defaults`` names the fields emulated at CLI defaults."""
+    emulated fields are None). ``notes``: the row's fields emulated at CLI defaults, and a
+    published workload emulated as such (:class:`PublishedRow`)."""
 
     system: str
     model: str
@@ -57,7 +66,7 @@ class ValidationRow:
     ratio: float | None
     bottleneck: str | None
     error: str | None
-    defaults: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict:
         """The ``validate --json`` entry."""
@@ -98,16 +107,23 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
     units = (raw["units"] or "").strip()
     if units != "auto" and not (units.isdigit() and int(units) >= 1):
         raise bad("units", "a positive integer or 'auto'")
-    values, defaults = {}, []
+    values, notes = {}, []
     for column, default in DEFAULTS.items():
         found = re.match(r"\s*(\d+)", raw[column] or "")
         values[column] = int(found.group(1)) if found else default
         if not found:
-            defaults.append(f"{column} {default} (published: {(raw[column] or '').strip()!r})")
+            notes.append(f"{column} {default} (published: {(raw[column] or '').strip()!r})")
+    tokens, workload = VALIDATE_TOKENS, _IN_OUT.match(raw["context"] or "")
+    if workload:
+        tokens = int(workload.group(2))
+        if tokens < 1:
+            raise bad("context", "'N in / M out' with M >= 1 generated tokens")
+        notes.append(f"context {values['context']} for {tokens} generated tokens, their mean "
+                     f"speed (published: {raw['context'].strip()!r})")  # fmt: skip
     return PublishedRow(line, raw["system"].strip(), raw["model"].strip(),
                         (raw["weights"] or "").strip() or None,
                         int(units) if units != "auto" else "auto", values["batch"],
-                        values["context"], low, high, tuple(defaults))  # fmt: skip
+                        values["context"], low, high, tuple(notes), tokens)  # fmt: skip
 
 
 def _speed(text: str) -> tuple[float, float]:
@@ -123,11 +139,11 @@ def _speed(text: str) -> tuple[float, float]:
 
 
 def validate_row(row: PublishedRow) -> ValidationRow:
-    """Emulate one row (its batch, context and weights; :data:`VALIDATE_TOKENS` steps) and
-    judge it against the nearer end of its published speed."""
+    """Emulate one row (its batch, context, weights and decode steps) and judge its mean speed
+    over those steps against the nearer end of its published speed."""
     from .results import run_and_record
 
-    work_args = dict(batch=row.batch, context=row.context, tokens=VALIDATE_TOKENS)
+    work_args = dict(batch=row.batch, context=row.context, tokens=row.tokens)
     try:
         # decode speed is what is judged: the prompt's prefill is not emulated
         result, rep, _ = run_and_record(row.model, row.system, row.units,
@@ -135,11 +151,11 @@ def validate_row(row: PublishedRow) -> ValidationRow:
                                         prefill=None)  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
-                             row.defaults)  # fmt: skip
+                             row.notes)  # fmt: skip
     emulated = result.trace.tokens_per_s_per_user
     published = min((row.low, row.high), key=lambda p: abs(p - emulated))
     return ValidationRow(row.system, row.model, published, emulated, emulated / published,
-                         rep.bottleneck, None, row.defaults)  # fmt: skip
+                         rep.bottleneck, None, row.notes)  # fmt: skip
 
 
 def validate(path: str | Path | None = None, progress=None) -> list[ValidationRow]:

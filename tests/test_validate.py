@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 import pyaccel as pa
 from pyaccel.cli import app
 from pyaccel.results import run
-from pyaccel.validate import COLUMNS, read_table, shipped_table, validate
+from pyaccel.validate import COLUMNS, VALIDATE_TOKENS, read_table, shipped_table, validate
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "published.csv"
 KEYS = ["system", "model", "published_tok_s", "emulated_tok_s", "ratio", "bottleneck", "error"]
@@ -60,7 +60,22 @@ def test_a_users_table_runs_its_own_rows_and_judges_a_range_by_its_nearer_end(tm
     assert slow.published_tok_s == 1e9 and slow.ratio == slow.emulated_tok_s / 1e9
     alone = run("tiny-llama", "h100", 1, pa.Workload(context=64, tokens=16, weights="bf16"))
     assert fast.emulated_tok_s == alone.trace.tokens_per_s_per_user
-    assert slow.defaults and not fast.defaults
+    assert slow.notes and not fast.notes
+
+
+def test_a_published_workload_is_emulated_whole_and_judged_by_its_mean(tmp_path):
+    path = _table(tmp_path, "wse3,tiny-llama,bf16,1,1,64 in / 40 out,100,x",
+                  "wse3,tiny-llama,bf16,1,1,64,100,x")  # fmt: skip
+    workload, plain = read_table(path.read_text(), "mine")
+    assert (workload.context, workload.tokens) == (64, 40) and plain.tokens == VALIDATE_TOKENS
+    got, short = validate(path)
+    whole = run("tiny-llama", "wse3", 1, pa.Workload(context=64, tokens=40, weights="bf16"))
+    assert got.emulated_tok_s == whole.trace.tokens_per_s_per_user
+    assert short.emulated_tok_s > got.emulated_tok_s  # 16 steps: the context grows less
+    assert got.notes == ("context 64 for 40 generated tokens, their mean speed "
+                         "(published: '64 in / 40 out')",)  # fmt: skip
+    result = invoke("validate", "--published", path)
+    assert "wse3 tiny-llama: emulated at context 64 for 40 generated tokens" in result.stdout
 
 
 def test_text_output_says_which_rows_used_cli_defaults(tmp_path):
@@ -84,6 +99,8 @@ def test_a_row_that_cannot_run_reports_its_error(tmp_path):
          "line 2: column 'tokens_per_s_per_user' must be a positive number or a range"),
         (HEADER + "h100,tiny-llama,bf16,0,1,64,10,x\n",
          "line 2: column 'units' must be a positive integer or 'auto', got '0'"),
+        (HEADER + "h100,tiny-llama,bf16,1,1,64 in / 0 out,10,x\n",
+         "line 2: column 'context' must be 'N in / M out' with M >= 1 generated tokens"),
         (HEADER, "no rows below the header"),
     ],
 )  # fmt: skip
