@@ -40,7 +40,6 @@ from .cli_show import (
     _print_json,
     _print_place,
     _print_run,
-    _print_validate,
     _print_warnings,
     _progress,
     _user_errors,
@@ -48,6 +47,7 @@ from .cli_show import (
     out,
 )
 from .cli_sweep import register as register_sweep
+from .cli_validate import _print_validate
 from .errors import ConfigError
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder
 from .workload import Workload
@@ -404,15 +404,25 @@ def validate_cmd(
             help=f"write emulated against published here ({', '.join(PLOT_SUFFIXES)})",
         ),
     ] = None,  # fmt: skip
+    ranges: Annotated[
+        bool,
+        typer.Option(
+            "--ranges",
+            help="also re-emulate each row with every named assumption that has a sourced "
+            "range (or choices) at each end of it, and say whose range reaches the published "
+            "speed",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Emulate every row of a published-speed table: emulated, published, ratio, bottleneck."""
     from .validate import validate
+    from .validate_ranges import validate_ranges
 
     with _user_errors():
         _check_plot_file(plot)
         with _progress(not as_json) as bar:
-            rows = validate(published, _labelled(bar, "validate"))
+            rows = (validate_ranges if ranges else validate)(published, _labelled(bar, "validate"))
         if plot is not None:
             from .plots import validate_plot
 

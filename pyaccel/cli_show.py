@@ -437,28 +437,6 @@ def _print_compare(records) -> None:
             out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
 
 
-def _print_validate(rows) -> None:
-    """``validate`` rows as a table (emulated, published, ratio, bottleneck), then one line per
-    row emulated at a CLI default or as its published workload, or not run."""
-    t = _table(
-        "emulated vs published decode speed",
-        ("system", "model", ">emulated", ">published", ">ratio", "~bottleneck"),
-        caption="tokens/s per user; ratio: emulated / published (a range is judged against its "
-        "nearer end); bottleneck: the what-if winner",
-    )
-    for r in rows:
-        ok = r.error is None
-        t.add_row(r.system, r.model, _rate(r.emulated_tok_s) if ok else "-",
-                  _rate(r.published_tok_s), f"{r.ratio:.2f}" if ok else "-",
-                  r.bottleneck or "-")  # fmt: skip
-    out.print(t)
-    for r in rows:
-        for d in r.notes:
-            out.print(f"{r.system} {r.model}: emulated at {d}", markup=False, highlight=False)
-        if r.error is not None:
-            out.print(f"{r.system} {r.model}: not run: {r.error}", markup=False, highlight=False)
-
-
 def _print_spec(spec) -> None:
     """A speculative run's rounds under the report of its verification step."""
     table = _new_table(title="speculative decoding (the tables above: one verification step; the "

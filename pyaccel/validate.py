@@ -57,7 +57,10 @@ class ValidationRow:
     """One row's outcome. ``published_tok_s`` is the published end nearer the emulated speed;
     ``ratio`` is emulated / published; ``error`` says why a row could not run (then the
     emulated fields are None). ``notes``: the row's fields emulated at CLI defaults, and a
-    published workload emulated as such (:class:`PublishedRow`)."""
+    published workload emulated as such (:class:`PublishedRow`). ``reach``: with ``--ranges``,
+    the speeds each ranged named assumption spans (:mod:`pyaccel.validate_ranges`: objects with
+    ``reaches(low, high)`` and ``to_dict()``), else None; ``low``/``high``: the published
+    speed's ends."""
 
     system: str
     model: str
@@ -67,11 +70,24 @@ class ValidationRow:
     bottleneck: str | None
     error: str | None
     notes: tuple[str, ...] = field(default=(), compare=False)
+    reach: tuple | None = field(default=None, compare=False)
+    low: float = field(default=0.0, compare=False)
+    high: float = field(default=0.0, compare=False)
+
+    @property
+    def reached_by(self) -> list[str]:
+        """The named assumptions whose sourced range alone spans the published speed."""
+        return [r.param for r in self.reach or () if r.reaches(self.low, self.high)]
 
     def to_dict(self) -> dict:
-        """The ``validate --json`` entry."""
-        return {k: getattr(self, k) for k in ("system", "model", "published_tok_s",
-                "emulated_tok_s", "ratio", "bottleneck", "error")}  # fmt: skip
+        """The ``validate --json`` entry (with ``--ranges``: also ``ranges`` and
+        ``published_within_range_of``)."""
+        out = {k: getattr(self, k) for k in ("system", "model", "published_tok_s",
+               "emulated_tok_s", "ratio", "bottleneck", "error")}  # fmt: skip
+        if self.reach is not None:
+            out["ranges"] = [r.to_dict() for r in self.reach]
+            out["published_within_range_of"] = self.reached_by
+        return out
 
 
 def shipped_table() -> str:
@@ -138,9 +154,10 @@ def _speed(text: str) -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def validate_row(row: PublishedRow) -> ValidationRow:
+def judge(row: PublishedRow) -> tuple[ValidationRow, object | None]:
     """Emulate one row (its batch, context, weights and decode steps) and judge its mean speed
-    over those steps against the nearer end of its published speed."""
+    over those steps against the nearer end of its published speed: the judged row, and the
+    :class:`~pyaccel.results.Run` it came from (None when the row could not run)."""
     from .results import run_and_record
 
     work_args = dict(batch=row.batch, context=row.context, tokens=row.tokens)
@@ -151,25 +168,34 @@ def validate_row(row: PublishedRow) -> ValidationRow:
                                         prefill=None)  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
-                             row.notes)  # fmt: skip
+                             row.notes, low=row.low, high=row.high), None  # fmt: skip
     emulated = result.trace.tokens_per_s_per_user
     published = min((row.low, row.high), key=lambda p: abs(p - emulated))
-    return ValidationRow(row.system, row.model, published, emulated, emulated / published,
-                         rep.bottleneck, None, row.notes)  # fmt: skip
+    judged = ValidationRow(row.system, row.model, published, emulated, emulated / published,
+                           rep.bottleneck, None, row.notes, low=row.low, high=row.high)  # fmt: skip
+    return judged, result
+
+
+def validate_row(row: PublishedRow) -> ValidationRow:
+    """One row emulated and judged (:func:`judge`)."""
+    return judge(row)[0]
+
+
+def load_table(path: str | Path | None = None) -> list[PublishedRow]:
+    """The rows of the published-speed table at ``path`` (default: the shipped one)."""
+    if path is None:
+        return read_table(shipped_table(), "shipped published.csv")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__})") from None
+    return read_table(text, str(path))
 
 
 def validate(path: str | Path | None = None, progress=None) -> list[ValidationRow]:
     """Every row of the published-speed table at ``path`` (default: the shipped one),
     emulated and judged; ``progress(done, total)`` after each row."""
-    if path is None:
-        text, where = shipped_table(), "shipped published.csv"
-    else:
-        where = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__})") from None
-    rows, out = read_table(text, where), []
+    rows, out = load_table(path), []
     for row in rows:
         out.append(validate_row(row))
         if progress:
