@@ -8,7 +8,10 @@ against the end nearer the emulated speed. A batch or context that does not star
 integer (``unknown (served under load)``) is emulated at the CLI default, and the row says so.
 A context that names the published workload, ``N in / M out``, is emulated as that workload:
 M decode steps from context N, judged by their mean speed (the speed a user of that workload
-sees, the context growing to N + M); other rows emulate :data:`VALIDATE_TOKENS` steps.
+sees, the context growing to N + M); other rows emulate :data:`VALIDATE_TOKENS` steps. An
+optional column ``sets`` holds a row's hardware overrides, ``KEY=VALUE`` separated by ``;``
+(as ``--set`` takes them: the configuration a measurement was taken in, e.g. an eager-mode GPU
+run's ``launch_mode=eager``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ VALIDATE_TOKENS = 16
 DEFAULTS = {"batch": Workload.batch, "context": Workload.context}
 _RANGE = re.compile(r"^\s*([0-9.eE+]+)\s*(?:-|–|to)\s*([0-9.eE+]+)\s*$")
 _IN_OUT = re.compile(r"^\s*(\d+)\s*in\s*/\s*(\d+)\s*out\s*$")
+_SET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S+$")
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class PublishedRow:
     """One row of a published-speed table, parsed: the case to emulate (``tokens`` decode steps
     from ``context``) and the published tokens/s per user (``low`` == ``high`` unless the table
     gives a range). ``notes``: how the fields the table leaves open or spells out as a
-    workload are emulated."""
+    workload are emulated; ``sets``: the row's ``--set`` overrides (``KEY=VALUE``)."""
 
     line: int
     system: str
@@ -50,6 +54,7 @@ class PublishedRow:
     high: float
     notes: tuple[str, ...] = ()
     tokens: int = VALIDATE_TOKENS
+    sets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,10 +141,15 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
             raise bad("context", "'N in / M out' with M >= 1 generated tokens")
         notes.append(f"context {values['context']} for {tokens} generated tokens, their mean "
                      f"speed (published: {raw['context'].strip()!r})")  # fmt: skip
+    sets = tuple(s.strip() for s in (raw.get("sets") or "").split(";") if s.strip())
+    if not all(_SET.match(s) for s in sets):
+        raise bad("sets", "KEY=VALUE overrides separated by ';'")
+    if sets:
+        notes.append(f"--set {' --set '.join(sets)} (the table's sets)")
     return PublishedRow(line, raw["system"].strip(), raw["model"].strip(),
                         (raw["weights"] or "").strip() or None,
                         int(units) if units != "auto" else "auto", values["batch"],
-                        values["context"], low, high, tuple(notes), tokens)  # fmt: skip
+                        values["context"], low, high, tuple(notes), tokens, sets)  # fmt: skip
 
 
 def _speed(text: str) -> tuple[float, float]:
@@ -165,7 +175,7 @@ def judge(row: PublishedRow) -> tuple[ValidationRow, object | None]:
         # decode speed is what is judged: the prompt's prefill is not emulated
         result, rep, _ = run_and_record(row.model, row.system, row.units,
                                         Workload(**work_args, weights=row.weights),
-                                        prefill=None)  # fmt: skip
+                                        list(row.sets), prefill=None)  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
                              row.notes, low=row.low, high=row.high), None  # fmt: skip

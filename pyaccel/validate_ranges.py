@@ -71,16 +71,17 @@ def validate_ranges(
 
 
 def row_reach(row, base, progress: Callable[[int, int], None] | None = None) -> list[Reach]:
-    """Each ranged or multiple-choice named assumption of ``row``'s system (``row``: a
-    :class:`~pyaccel.validate.PublishedRow`; ``base``: its case's :class:`~pyaccel.results.Run`),
-    the widest span of speeds first."""
+    """Each ranged or multiple-choice named assumption of ``row``'s system that the row's own
+    ``sets`` leave free (``row``: a :class:`~pyaccel.validate.PublishedRow`; ``base``: its
+    case's :class:`~pyaccel.results.Run`), the widest span of speeds first."""
     from .sensitivity import assumption_sensitivity, choice_alternatives
     from .workload import Workload
 
     spec = base.system.spec
     work = Workload(batch=row.batch, context=row.context, tokens=row.tokens, weights=row.weights)
-    ranged = [name for name in spec.assumptions if name in spec.ranges]
-    case = (row.model, row.system, base.placement.n_units, work)
+    pinned = {s.split("=", 1)[0] for s in row.sets}  # the row's own settings stay as it gives
+    ranged = [name for name in spec.assumptions if name in spec.ranges and name not in pinned]
+    case = (row.model, row.system, base.placement.n_units, work, list(row.sets))
     out = [
         Reach(s.param, s.value, s.low_value, s.high_value, 1.0 / s.base_step_s,
               _speed(s.low_step_s), _speed(s.high_step_s), s.error)
@@ -88,7 +89,8 @@ def row_reach(row, base, progress: Callable[[int, int], None] | None = None) -> 
     ]  # fmt: skip
     by_param: dict[str, list] = {}
     for alt in choice_alternatives(*case, base=base):
-        by_param.setdefault(alt.param, []).append(alt)
+        if alt.param not in pinned:
+            by_param.setdefault(alt.param, []).append(alt)
     for name, alts in by_param.items():
         ran = sorted((a for a in alts if a.step_s is not None), key=lambda a: a.step_s)
         errors = "; ".join(f"{a.choice}: {a.error}" for a in alts if a.error)

@@ -78,6 +78,21 @@ def test_a_published_workload_is_emulated_whole_and_judged_by_its_mean(tmp_path)
     assert "wse3 tiny-llama: emulated at context 64 for 40 generated tokens" in result.stdout
 
 
+def test_a_rows_sets_are_the_configuration_it_was_measured_in(tmp_path):
+    path = tmp_path / "sets.csv"
+    path.write_text(",".join(COLUMNS) + ",sets\n"
+                    "h100,tiny-llama,bf16,1,1,64,100,host_overlap=serial; step_host_s=5e-5\n"
+                    "h100,tiny-llama,bf16,1,1,64,100,\n"
+                    "h100,tiny-llama,bf16,1,1,64,100,no_such_knob=1\n")  # fmt: skip
+    serial, plain, unknown = validate(path)
+    sets = ["host_overlap=serial", "step_host_s=5e-5"]
+    alone = run("tiny-llama", "h100", 1, pa.Workload(context=64, tokens=16, weights="bf16"), sets)
+    assert serial.emulated_tok_s == alone.trace.tokens_per_s_per_user != plain.emulated_tok_s
+    assert serial.notes == ("--set host_overlap=serial --set step_host_s=5e-5 (the table's sets)",)
+    assert not plain.notes
+    assert unknown.emulated_tok_s is None and "no_such_knob" in unknown.error
+
+
 def test_text_output_says_which_rows_used_cli_defaults(tmp_path):
     path = _table(tmp_path, "h100,tiny-llama,bf16,1,unknown (served),64,100,x")
     result = invoke("validate", "--published", path)
@@ -101,6 +116,8 @@ def test_a_row_that_cannot_run_reports_its_error(tmp_path):
          "line 2: column 'units' must be a positive integer or 'auto', got '0'"),
         (HEADER + "h100,tiny-llama,bf16,1,1,64 in / 0 out,10,x\n",
          "line 2: column 'context' must be 'N in / M out' with M >= 1 generated tokens"),
+        (",".join(COLUMNS) + ",sets\nh100,tiny-llama,bf16,1,1,64,10,launch_mode\n",
+         "line 2: column 'sets' must be KEY=VALUE overrides separated by ';'"),
         (HEADER, "no rows below the header"),
     ],
 )  # fmt: skip

@@ -85,6 +85,17 @@ def test_cli_prints_a_table_per_row_and_json_carries_the_ranges(table):
     assert "ranges" not in plain[0]
 
 
+def test_what_a_row_sets_is_not_varied(table, tmp_path):
+    _, at = table
+    path = tmp_path / "pinned.csv"
+    path.write_text(",".join(COLUMNS) + ",sets\n"
+                    "wse3,tiny-llama,bf16,1,1,64,1000,host_transfers_per_step=2\n")  # fmt: skip
+    (row,) = validate_ranges(path)
+    assert row.emulated_tok_s == at[2]
+    assert "host_transfers_per_step" not in {r.param for r in row.reach}
+    assert "clock_hz" in {r.param for r in row.reach}
+
+
 def test_a_row_that_cannot_run_has_no_ranges(tmp_path):
     path = tmp_path / "big.csv"
     path.write_text(HEADER + "h100,llama-3.1-405b,bf16,1,1,64,10,too big for one GPU\n")
