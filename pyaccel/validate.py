@@ -56,16 +56,21 @@ class PublishedRow:
     tokens: int = VALIDATE_TOKENS
     sets: tuple[str, ...] = ()
 
+    def workload(self) -> Workload:
+        """The decode the row is emulated at (its batch, context, weights and steps)."""
+        return Workload(batch=self.batch, context=self.context, tokens=self.tokens,
+                        weights=self.weights)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class ValidationRow:
     """One row's outcome. ``published_tok_s`` is the published end nearer the emulated speed;
     ``ratio`` is emulated / published; ``error`` says why a row could not run (then the
-    emulated fields are None). ``notes``: the row's fields emulated at CLI defaults, and a
-    published workload emulated as such (:class:`PublishedRow`). ``reach``: with ``--ranges``,
-    the speeds each ranged named assumption spans (:mod:`pyaccel.validate_ranges`: objects with
-    ``reaches(low, high)`` and ``to_dict()``), else None; ``low``/``high``: the published
-    speed's ends."""
+    emulated fields are None). ``notes``: the row's fields emulated at CLI defaults, a
+    published workload emulated as such, and the row's sets (:class:`PublishedRow`).
+    ``reach``: with ``--ranges``, the speeds each ranged named assumption spans
+    (:mod:`pyaccel.validate_ranges`: objects with ``reaches(low, high)`` and ``to_dict()``),
+    else None; ``low``/``high``: the published speed's ends."""
 
     system: str
     model: str
@@ -170,11 +175,9 @@ def judge(row: PublishedRow) -> tuple[ValidationRow, object | None]:
     :class:`~pyaccel.results.Run` it came from (None when the row could not run)."""
     from .results import run_and_record
 
-    work_args = dict(batch=row.batch, context=row.context, tokens=row.tokens)
     try:
         # decode speed is what is judged: the prompt's prefill is not emulated
-        result, rep, _ = run_and_record(row.model, row.system, row.units,
-                                        Workload(**work_args, weights=row.weights),
+        result, rep, _ = run_and_record(row.model, row.system, row.units, row.workload(),
                                         list(row.sets), prefill=None)  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),

@@ -75,13 +75,11 @@ def row_reach(row, base, progress: Callable[[int, int], None] | None = None) -> 
     ``sets`` leave free (``row``: a :class:`~pyaccel.validate.PublishedRow`; ``base``: its
     case's :class:`~pyaccel.results.Run`), the widest span of speeds first."""
     from .sensitivity import assumption_sensitivity, choice_alternatives
-    from .workload import Workload
 
     spec = base.system.spec
-    work = Workload(batch=row.batch, context=row.context, tokens=row.tokens, weights=row.weights)
     pinned = {s.split("=", 1)[0] for s in row.sets}  # the row's own settings stay as it gives
     ranged = [name for name in spec.assumptions if name in spec.ranges and name not in pinned]
-    case = (row.model, row.system, base.placement.n_units, work, list(row.sets))
+    case = (row.model, row.system, base.placement.n_units, row.workload(), list(row.sets))
     out = [
         Reach(s.param, s.value, s.low_value, s.high_value, 1.0 / s.base_step_s,
               _speed(s.low_step_s), _speed(s.high_step_s), s.error)
