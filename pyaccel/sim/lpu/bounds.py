@@ -6,9 +6,10 @@ from __future__ import annotations
 from ...units import FLOPS_PER_MAC
 from ..contract import BoundRates
 from .fragments import _COLLECTIVE_STEPS
+from .kinds import TRANSITS_PER_C2C
 from .net import Network
 from .plans import plan_kinds
-from .program import TRANSITS_PER_C2C, ChipModel
+from .program import ChipModel
 
 
 def rates(spec, work) -> BoundRates:

@@ -9,8 +9,9 @@ import numpy as np
 
 from ...kernels import get as get_kernel
 from ..pipeline import Windows
+from .kinds import _EVENT_KINDS, _GEMV_BLOCK
 from .net import Network
-from .program import _EVENT_KINDS, _GEMV_BLOCK, INPUT, ChipModel, Fragment, Program
+from .program import INPUT, ChipModel, Fragment, Program
 from .transfers import merged_columns
 
 # Compiled op fragments, shared by every LpuSim of a process. A fragment is a pure function of

@@ -6,8 +6,8 @@ Times are in chip cycles."""
 from __future__ import annotations
 
 from ...model.ops import ACT_BYTES, TOKEN_ID_BYTES
+from .kinds import TRANSITS_PER_C2C
 from .net import hop_crossing
-from .program import TRANSITS_PER_C2C
 
 
 class StageHops:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...trace import SpanColumns, layer_key
 from ..contract import Span
-from .program import TRANSITS_PER_C2C
+from .kinds import TRANSITS_PER_C2C
 
 
 def pass_spans(sim, scheds, stage_c) -> tuple[SpanColumns, np.ndarray, np.ndarray]:
