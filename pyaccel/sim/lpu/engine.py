@@ -335,7 +335,7 @@ class LpuSim:
             )
         self._time_stages(stage_keys)
         timed = [[self._stage_memo[k] for k in ks] for ks in stage_keys]
-        hops = [self._hops.total(i) for i in range(len(self.stages))]
+        hops = self._hops.totals
         combos, combo_of = unique_rows(pair_of)
         rows, links, windows = [], [], []
         for combo in combos.tolist():

@@ -19,8 +19,10 @@ class StageHops:
         self.rows = graph.workload.rows  # a verify step carries step_tokens rows a sequence
         self.hidden = graph.hidden
         self.hops = [self._hop(i) for i in range(len(stages))]
+        # cycles of each hop: it leaves through the C2C ports at the chip edge and lands on the
+        # next stage's VXM (stream transit at both ends)
+        self.totals = [h.cycles + TRANSITS_PER_C2C * chip.transit if h else 0 for h in self.hops]
         self._links_in: tuple | None = None  # the crossing into each stage, made once a run
-        self._totals = [self.total(i) for i in range(len(stages))]
 
     def _hop(self, i: int):
         """The transfer after stage ``i``: activations to the next stage, or the sampled token
@@ -35,10 +37,8 @@ class StageHops:
         return self.net.stage_hop(len(a), len(b), n_bytes, same)
 
     def total(self, i: int) -> int:
-        """Cycles of the hop after stage ``i``: it leaves through the C2C ports at the chip
-        edge and lands on the next stage's VXM (stream transit at both ends)."""
-        hop = self.hops[i]
-        return hop.cycles + TRANSITS_PER_C2C * self.chip.transit if hop else 0
+        """Cycles of the hop after stage ``i`` (``totals``)."""
+        return self.totals[i]
 
     def crossings(self, totals) -> tuple[tuple[int, ...], tuple | None]:
         """(each stage's own cycles, the crossing into each stage) from stage totals that
@@ -50,7 +50,7 @@ class StageHops:
         if self._links_in is None:  # the hops are fixed: their crossings once for the run
             out = [self._crossing(i) for i in range(n)]
             self._links_in = tuple(out[-1:] + out[:-1])  # into stage s: the hop after s - 1
-        own = tuple(t - h for t, h in zip(totals, self._totals, strict=True))
+        own = tuple(t - h for t, h in zip(totals, self.totals, strict=True))
         return own, self._links_in
 
     def _crossing(self, i: int) -> tuple[int, int, int, int]:
