@@ -223,7 +223,18 @@ class BoundRates:
     during the step and is a resource busy ``host_step_s`` a step.
 
     ``floor_place(slot)``: all of a slot that ``latency_s`` reads, as a hashable key (the
-    bound keeps one floor per op shape and key); by default the slot's unit count and region."""
+    bound keeps one floor per op shape and key); by default the slot's unit count and region.
+
+    ``kv_bytes_per_s(slot, placement)``: where the KV of a layer can be served only by part of
+    its units' memory (an ASIC layer's K/V is striped over its own SRAM banks), that part's
+    peak rate per unit (bytes/s), else None. It bounds an op's KV reads and writes on the
+    dependent chain and in the op's own bound; the units' totals keep ``mem_bytes_per_s``
+    (every layer's part works at once, on other sequences). It may read of the slot only what
+    :meth:`place_key` gives (and the placement, fixed for a bound).
+
+    ``pass_floor_s(graph, placement)``: the least time (s) one sequence's pass waits between
+    its ops, outside any of them, where the placement puts them (an ASIC's die-to-die hops:
+    each hop's link latency and its activations over the link); added to the dependent chain."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -237,6 +248,8 @@ class BoundRates:
     host_step_s: float = 0.0
     host_serial: bool = False
     floor_place: Callable[[Any], Any] | None = None
+    kv_bytes_per_s: Callable[[Any, Any], float | None] | None = None
+    pass_floor_s: Callable[[Any, Any], float] | None = None
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
@@ -249,6 +262,13 @@ class BoundRates:
         got = self.latency_s(op, slot)
         parts = got if isinstance(got, dict) else {self.latency_resource: got}
         return tuple(sorted((res, float(t)) for res, t in parts.items() if t > 0))
+
+    def placed_kv_rate(self, slot, placement) -> float | None:
+        """:attr:`kv_bytes_per_s` of ``slot`` in ``placement`` (bytes/s per unit), None where
+        the engine names none (the pooled ``mem_bytes_per_s`` then bounds KV bytes too)."""
+        if self.kv_bytes_per_s is None:
+            return None
+        return self.kv_bytes_per_s(slot, placement)
 
     def place_key(self, slot):
         """What of ``slot`` (a layer's :class:`~pyaccel.place.slot.LayerSlot`) an op's floor

@@ -7,7 +7,12 @@ split and activations are assumed to stay on chip. Fixed latencies count zero ex
 an engine names for an op where it is placed (``BoundRates.latency_s``: on a wafer, the hops a
 full-line all-reduce must cross; on a GPU, kernel launches and a collective's start-up; on an
 LPU, each instruction's pipeline latency and stream transit; on an ASIC, each block's drain),
-which bounds the op on the dependent chain only, never a resource's throughput.
+which bounds the op on the dependent chain only, never a resource's throughput. Likewise, where
+only part of a unit's memory can serve a layer's KV (``BoundRates.kv_bytes_per_s``: an ASIC
+layer's own SRAM banks), the op's KV bytes over that part bound the op, while the unit's total
+work keeps the pooled rate (its layers' parts serve other sequences at the same time). Waits
+between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages) add to
+the chain.
 """
 
 from __future__ import annotations
@@ -102,14 +107,19 @@ def chain_seconds(work_s, latency_s: float, serial: bool):
 
 
 def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = (),
-             tokens: int | None = None) -> OpBound:  # fmt: skip
+             tokens: int | None = None, kv_rate: float | None = None) -> OpBound:  # fmt: skip
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units (``op.reduces``), the share each unit must receive
     over its link (a row-split matmul's output; the routed experts' combined ``hidden``-wide
     output of the step's ``tokens``, default ``op.m``); and
     the least latency it waits on where it is placed (``floor``: ``(class, s)`` pairs, the
     engine's :meth:`~pyaccel.sim.contract.BoundRates.latency_floor`), added to its largest
-    work term when the engine's floor is serial with the work, else the larger of the two."""
+    work term when the engine's floor is serial with the work, else the larger of the two.
+
+    ``kv_rate``: the peak rate (bytes/s per unit) of the part of memory that serves the op's
+    layer's KV where it is placed (:meth:`~pyaccel.sim.contract.BoundRates.placed_kv_rate`):
+    the op's KV bytes over it are one more work term of the op (class ``mem_resource``), not
+    of ``times``, which the units' totals add up at the pooled rate."""
     times = {
         rates.mem_resource: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
         / (n_units * rates.mem_bytes_per_s)
@@ -123,6 +133,10 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
         times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
     resource = max(times, key=times.get)
     work_s = times[resource]
+    if kv_rate:
+        kv_s = (op.kv_read_bytes + op.kv_write_bytes) / (n_units * kv_rate)
+        if kv_s > work_s:
+            resource, work_s = rates.mem_resource, kv_s
     latency_s = sum(t for _, t in floor)
     if latency_s > work_s:  # named by its largest part
         resource = max(floor, key=lambda part: part[1])[0]
@@ -188,7 +202,9 @@ class StepBounds:
         self.unit_sets = {s.layer: s.units for s in placement.layers}
         self.slots = {s.layer: s for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
-        self._memo: dict = {}  # (op shape, units, place key, floor) -> OpBound (_bound)
+        self.kv_rates = {s.layer: self.rates.placed_kv_rate(s, placement)
+                         for s in placement.layers}  # fmt: skip
+        self._memo: dict = {}  # (op shape, units, place key, floor, kv rate) -> OpBound
         self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
@@ -197,13 +213,16 @@ class StepBounds:
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
-        self.groups: dict = {}  # (window, units, latency floor) -> attention layers
+        if self.rates.pass_floor_s is not None:  # waits between ops (an ASIC's die hops)
+            self.one_fixed += self.rates.pass_floor_s(self.one, placement)
+        self.groups: dict = {}  # (window, units, latency floor, kv rate) -> attention layers
         # an attention op's floor is taken at context 0 for every context (a floor that grows
         # with the context is still a lower bound there, and one floor per group keeps at()
         # and step_seconds() the same sums)
         for layer in range(graph.n_layers):
             floor = self.rates.latency_floor(graph.attention_op(layer, 0), self.slots[layer])
-            key = (graph.attention_group(layer), self.unit_sets[layer], floor)
+            key = (graph.attention_group(layer), self.unit_sets[layer], floor,
+                   self.kv_rates[layer])  # fmt: skip
             self.groups.setdefault(key, []).append(layer)
 
     def _bound(self, op, floor: tuple | None = None) -> OpBound:
@@ -211,13 +230,15 @@ class StepBounds:
         the ops of alike layers differ only in their name and layer, and an engine's floor
         reads only :meth:`BoundRates.place_key` of its slot."""
         slot = self.slots[op.layer]
-        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor)
+        kv_rate = self.kv_rates[op.layer]
+        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor, kv_rate)
         hit = self._memo.get(key)
         if hit is None:
             if floor is None:
                 floor = self.rates.latency_floor(op, slot)
             hit = self._memo[key] = op_bound(op, len(slot.units), self.rates, self.graph.hidden,
-                                             floor, self.graph.workload.batch)  # fmt: skip
+                                             floor, self.graph.workload.batch,
+                                             kv_rate)  # fmt: skip
         return OpBound(op.name, op.layer, hit.n_units, hit.resource, hit.seconds,
                        dict(hit.times), hit.floor)  # fmt: skip
 
@@ -225,7 +246,7 @@ class StepBounds:
         """The roofline of the step whose caches hold ``context`` tokens (per-op bounds only
         when ``with_ops``)."""
         chain, totals, attn_ops = self.one_fixed, dict(self.fixed_totals), []
-        for (_, units, floor), layers in self.groups.items():
+        for (_, units, floor, _), layers in self.groups.items():
             rep = layers[0]
             full = self._bound(self.graph.attention_op(rep, context), floor)
             one = self._bound(self.one.attention_op(rep, context), floor)
@@ -260,7 +281,7 @@ class StepBounds:
         mem_res, comp_res = rates.mem_resource, rates.compute_resource
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
         totals = _UnitTotals(self.fixed_totals, self.unit_sets.values(), ctx.shape)
-        for (_, units, floor), layers in self.groups.items():
+        for (_, units, floor, kv_rate), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
             rate = rates.compute(self.graph.attention_op(rep, int(ctx[0])))
@@ -274,6 +295,8 @@ class StepBounds:
                     totals.add(units, times, len(layers))
                 else:
                     work_s = np.maximum.reduce(list(times.values()))
+                    if kv_rate:  # as op_bound: the layer's own part of memory for its KV
+                        work_s = np.maximum(work_s, (kv_read + kv_write) / (n * kv_rate))
                     latency_s = sum(t for _, t in floor)
                     op_s = chain_seconds(work_s, latency_s, rates.latency_serial)
                     chain += op_s * len(layers)

@@ -1,14 +1,16 @@
-"""The ASIC engine's lower bound: peak ROM, SRAM and link rates, and each block's drain floor."""
+"""The ASIC engine's lower bound: peak ROM, SRAM and link rates, each layer's own KV banks for its
+attention, each block's drain floor, and the chip-link stages a token crosses between ops."""
 
 from __future__ import annotations
 
 import math
 
+from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC
 from ..contract import BoundRates
-from .engine import tree_depth
+from .engine import gather_bytes, kv_banks_of, tree_depth
 
 
 def _c(x: float) -> int:
@@ -20,7 +22,9 @@ def rates(spec, work) -> BoundRates:
     KV SRAM port of a die plus every ROM column read each cycle (lanes bounded by the die's logic
     budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
     a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
-    in one pass (``asic.roofline``); ``link``: the chip link."""
+    in one pass (``asic.roofline``); ``link``: the chip link. A layer's own K/V is striped
+    over its banks only (``asic.kv_banks_per_layer``): its attention's KV bytes are bounded by
+    those banks' ports as well (:func:`_layer_kv_rate`)."""
     from ...formats import get_format
 
     p, f = spec.params, spec.clock_hz
@@ -43,12 +47,60 @@ def rates(spec, work) -> BoundRates:
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
                       "chip_link", _drain_floor(spec, work), latency_serial=True,
-                      floor_place=_nothing)  # fmt: skip
+                      floor_place=_dies, kv_bytes_per_s=_layer_kv_rate(p, f),
+                      pass_floor_s=_link_waits(spec))  # fmt: skip
 
 
-def _nothing(slot) -> None:
-    """What of a slot the drain floor reads: nothing (a block's drain is the op's own)."""
-    return None
+def _link_waits(spec):
+    """``pass_floor_s(graph, placement)``: the chip-link stages one token passes between its
+    ops, as the engine inserts them (s): each pays the link's latency and a pipeline register;
+    a hop between dies (consecutive ops on different dies) also its activations (``hidden`` x
+    2 B) over the link, and a spanning layer's gather after a column-split op (each die
+    receiving the output it lacks) its bytes too. A row-split op's gather and an expert
+    combine carry only the latency here: their bytes are the op's own link term."""
+    p, clock = spec.params, spec.clock_hz
+    wait = p.chip_link_latency_s + _c(p.stage_register_cycles) / clock
+    rate = p.chip_link_bytes_per_s
+
+    def floor(graph, placement) -> float:
+        dies_of = {s.layer: set(s.units) for s in placement.layers}
+        ops, total = graph.ops, 0.0
+        for i, op in enumerate(ops):
+            s = len(dies_of[op.layer])
+            gather = gather_bytes(op, s, graph.hidden)
+            if gather:
+                total += wait + (0.0 if op.reduces else gather / rate)
+            if op.expert and op.reduces and s > 1:  # the combine of the experts' partial sums
+                total += wait
+            if i + 1 < len(ops) and dies_of[ops[i + 1].layer] != dies_of[op.layer]:
+                total += wait + ACT_BYTES * graph.hidden / rate
+        return total
+
+    return floor
+
+
+def _dies(slot) -> tuple:
+    """What of a slot the bound reads: its dies (a layer's KV banks are a share of theirs; the
+    drain floor reads nothing, a block's drain being the op's own)."""
+    return slot.units
+
+
+def _layer_kv_rate(p, clock_hz: float):
+    """``kv_bytes_per_s(slot, placement)``: the ports of the KV SRAM banks a transformer layer
+    has on each of its dies (the engine's :func:`~.engine.kv_banks_of`: a die's banks split
+    evenly over its layers) x bytes a port moves a cycle x the clock (bytes/s per die); None
+    for blocks without KV (embedding, LM head). The banks of a placement are counted once."""
+    banks_in: dict = {}
+
+    def rate(slot, placement) -> float | None:
+        key = id(placement)
+        if key not in banks_in:
+            banks_in.clear()  # one placement per bound: keep only the latest
+            banks_in[key] = (placement, kv_banks_of(placement, p))
+        banks = banks_in[key][1].get(slot.layer, 0)
+        return banks * p.kv_sram_port_bytes * clock_hz if banks else None
+
+    return rate
 
 
 def _drain_floor(spec, work):

@@ -68,7 +68,9 @@ ASSUMPTIONS = (
     "and two users' tokens wait for each other only where their router picked the same expert "
     "(MoE etch only)",
     "asic.roofline: the lower bound credits each GEMV block with serving the step's whole batch "
-    "in one ROM pass (the shared roofline sums one compute resource per unit)",
+    "in one ROM pass (the shared roofline sums one compute resource per unit); it holds each "
+    "layer's attention to its K/V over that layer's own banks, and each token to the latency "
+    "of every chip-link stage it crosses (hops, gathers, combines)",
     "asic.spanning_layers: a layer larger than one die is split over several (GEMVs by output "
     "columns, experts whole, KV heads evenly); each split GEMV's output is all-gathered over "
     "the chip link ((s-1)/s of it into each die, one hop)",
@@ -231,7 +233,7 @@ def tree_depth(op) -> int:
     return math.ceil(math.log2(width)) if width > 1 else 0
 
 
-def _gather_bytes(op, s: int, hidden: int) -> int:
+def gather_bytes(op, s: int, hidden: int) -> int:
     """Bytes (per token) each die of a layer split over ``s`` dies receives after ``op``: the
     (s-1)/s of the op's output it lacks; routed experts stay on their dies until the combine
     of their down projection's partial sums (:func:`.experts.combine_stage`)."""
@@ -282,7 +284,7 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
             stages.append(cost.fused(op, dies))
         if op.expert:  # a block per expert (asic.experts_parallel)
             stages[-1] = replace(stages[-1], routed=True)
-        gather = _gather_bytes(op, len(dies), hidden)
+        gather = gather_bytes(op, len(dies), hidden)
         if gather:
             stages.append(cost.link(f"{op.name}.gather", op.layer, dies, gather))
         if op.expert and op.reduces and len(dies) > 1:
