@@ -11,8 +11,8 @@ which bounds the op on the dependent chain only, never a resource's throughput. 
 only part of a unit's memory can serve a layer's KV (``BoundRates.kv_bytes_per_s``: an ASIC
 layer's own SRAM banks), the op's KV bytes over that part bound the op, while the unit's total
 work keeps the pooled rate (its layers' parts serve other sequences at the same time). Waits
-between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages) add to
-the chain.
+between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages, an LPU's
+hops between pipeline stages) add to the chain.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class StepBounds:
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
-        if self.rates.pass_floor_s is not None:  # waits between ops (an ASIC's die hops)
+        if self.rates.pass_floor_s is not None:  # waits between ops (die or stage hops)
             self.one_fixed += self.rates.pass_floor_s(self.one, placement)
         self.groups: dict = {}  # (window, units, latency floor, kv rate) -> attention layers
         # an attention op's floor is taken at context 0 for every context (a floor that grows

@@ -10,6 +10,7 @@ from .kinds import TRANSITS_PER_C2C
 from .net import Network
 from .plans import plan_kinds
 from .program import ChipModel
+from .stages import n_stages
 
 
 def rates(spec, work) -> BoundRates:
@@ -26,7 +27,22 @@ def rates(spec, work) -> BoundRates:
 
     link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
     return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
-                      _pipeline_floor(spec), floor_place=_chips)  # fmt: skip
+                      _pipeline_floor(spec), floor_place=_chips,
+                      pass_floor_s=_stage_hops(spec))  # fmt: skip
+
+
+def _stage_hops(spec):
+    """``pass_floor_s(graph, placement)``: the hops one token crosses from the first pipeline
+    stage to the last (s), each at least one C2C hop latency and the stream transit to the
+    ports and from them (the engine's :class:`~.hops.StageHops` adds the bytes, the relay to
+    the next stage's other chips and, after the last stage, the sampled token's way back)."""
+    chip = ChipModel.from_params(spec.params)
+    each = Network(spec.params, spec.clock_hz).latency + TRANSITS_PER_C2C * chip.transit
+
+    def floor(graph, placement) -> float:
+        return (n_stages(placement) - 1) * each / spec.clock_hz
+
+    return floor
 
 
 def _chips(slot) -> int:
