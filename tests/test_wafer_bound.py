@@ -6,6 +6,7 @@ import pytest
 
 import pyaccel as pa
 from pyaccel.model.config import preset_names
+from pyaccel.sim.wafer import engine as wafer_engine
 
 from conftest import bound_ratio
 
@@ -68,3 +69,21 @@ def test_each_ops_floor_by_hand():
                                         "mesh_hop": 3 * hop}  # fmt: skip
     assert floor_cycles("act") == {"fixed_latency": issue, "mesh_message": message}
     assert floor_cycles("embed") == {"fixed_latency": issue}
+
+
+def test_the_bound_waits_for_each_wafer_crossing():
+    # llama-3.1-70b on 4 wse3 holds its layers in 4 contiguous blocks, one a wafer: a token
+    # crosses 3 hand-offs, each at least the system I/O's 2 us and 8,192 x 2 B at 150 GB/s
+    work = pa.Workload(context=64, tokens=2)
+    cfg, sysm = pa.load_model("llama-3.1-70b"), pa.load_system("wse3", units=4)
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    p = sysm.spec.params
+    assert (p.system_io_latency_s, p.system_io_bytes_per_s, graph.hidden) == (2e-6, 150e9, 8192)
+    crossings = wafer_engine.rates(sysm.spec, graph.workload).pass_floor_s
+    assert crossings(graph, plc) == pytest.approx(3 * (2e-6 + 8192 * 2 / 150e9), rel=1e-12)
+    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+    one = pa.load_model("llama-3.1-8b")
+    one_wafer = pa.place(one, pa.load_system("wse3", units=1), work)
+    assert crossings(pa.build_graph(one, work), one_wafer) == 0

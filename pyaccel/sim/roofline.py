@@ -12,7 +12,7 @@ only part of a unit's memory can serve a layer's KV (``BoundRates.kv_bytes_per_s
 layer's own SRAM banks), the op's KV bytes over that part bound the op, while the unit's total
 work keeps the pooled rate (its layers' parts serve other sequences at the same time). Waits
 between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages, an LPU's
-hops between pipeline stages) add to the chain.
+hops between pipeline stages, the hand-offs between wafers) add to the chain.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import partial
+from itertools import pairwise
 
 import numpy as np
 
@@ -404,7 +405,8 @@ def n_stages(placement) -> int:
 
 def rates(spec, work) -> BoundRates:
     """Peak rates for the lower bound: the SRAM read bandwidth and FMAC rate of every usable PE
-    of a wafer, and the system I/O for cross-wafer traffic (bandwidth only, by design)."""
+    of a wafer, and the system I/O for cross-wafer traffic (bandwidth only, by design); each
+    op's latency floor, and a token's hand-offs between wafers on the chain."""
     p = spec.params
     pes = int(p.usable_width_pes) * int(p.usable_height_pes)
     mem = pes * float(p.sram_read_bytes_per_cycle) * p.clock_hz
@@ -414,7 +416,19 @@ def rates(spec, work) -> BoundRates:
         return flops if op.op_class in ("matmul", "attention", "router") else 0.0
 
     return BoundRates(mem, "pe_sram", compute, "pe_compute", float(p.system_io_bytes_per_s),
-                      "wafer_io", _latency_floor(p), "mesh_hop")  # fmt: skip
+                      "wafer_io", _latency_floor(p), "mesh_hop",
+                      pass_floor_s=partial(_wafer_crossings, p))  # fmt: skip
+
+
+def _wafer_crossings(p, graph, placement) -> float:
+    """``pass_floor_s``: one token's hand-offs from wafer to wafer between its layers, each at
+    least the system I/O crossing's latency and the token's ``hidden`` x 2 B at the system I/O
+    rate (s); the hops to and from the wafer edges and the sampled token's way back are the
+    engine's (:meth:`WaferPass._handoff`)."""
+    wafer = {s.layer: wafer_of(s) for s in placement.layers}
+    crossings = sum(wafer[a] != wafer[b] for a, b in pairwise(graph.layer_keys))
+    each = p.system_io_latency_s + ACT_BYTES * graph.hidden / p.system_io_bytes_per_s
+    return crossings * each
 
 
 # op classes whose every emulation ends in an all-reduce (with its broadcast) over a whole line
