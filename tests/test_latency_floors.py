@@ -1,7 +1,9 @@
 """The GPU, LPU and ASIC lower bounds count the latencies every op must wait on (kernel launches
 and collective start-ups; pipeline latencies and stream transits; block drains), so they bind
 (a bound without them is x8.9 below the LPU's 8B step and x423 below the GPU's tiny one), and
-they stay bounds: every emulated step is at or above them on every preset x model that fits."""
+they stay bounds: every emulated step is at or above them on every preset x model that fits.
+They also count the waits a token meets crossing between units (GPU stage sends, LPU stage
+hops, ASIC chip-link stages) and an ASIC layer's attention over its own KV banks."""
 
 import math
 
@@ -11,6 +13,7 @@ import pytest
 import pyaccel as pa
 from pyaccel.model.config import preset_names
 from pyaccel.place import asic as asic_place
+from pyaccel.place import gpu as gpu_place
 from pyaccel.place import lpu as lpu_place
 from pyaccel.place.kinds import asic_die as asic_design
 from pyaccel.sim import roofline
@@ -243,3 +246,27 @@ def test_lpu_bound_waits_for_each_stage_hop():
     assert hops(graph, lpu_place.build(graph, sysm.spec, 1, 3, stages=1)) == 0
     tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
     assert 1.0 <= float(np.min(tr.step_cycles / tr.lower_bound_cycles)) < 1.05  # x1.11 without
+
+
+@pytest.mark.parametrize(
+    "tp, pp, want",
+    [  # tiny-llama's stages by hand: a send carries 64 x 2 B
+        (1, 3, 2 * (5.9e-6 + 128 / 450e9)),  # GPUs 0 | 1 | 2: two sends over NVLink
+        (8, 2, 2.5e-6 + 128 / 50e9),  # node 0 | node 1: one over the node network
+        (4, 3, 5.9e-6 + 128 / 450e9 + 2.5e-6 + 128 / 50e9),  # 0-3 | 4-7 (node 0) | 8-11
+    ],
+)
+def test_gpu_bound_waits_for_each_stage_send(tp, pp, want):
+    work = pa.Workload(context=64, tokens=2)
+    cfg = pa.load_model("tiny-llama")
+    sysm = pa.load_system("h100", units=tp * pp, overrides=["step_host_s=0"])
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = gpu_place.build(graph, sysm.spec, tp, pp)
+    p = sysm.spec.params
+    assert (p.nvlink_latency_s, p.nvlink_bytes_per_s) == (5.9e-6, 450e9)
+    assert (p.internode_latency_s, p.internode_bytes_per_s, p.gpus_per_node) == (2.5e-6, 50e9, 8)
+    sends = gpu.rates(sysm.spec, graph.workload).pass_floor_s
+    assert sends(graph, plc) == pytest.approx(want, rel=1e-12)
+    assert sends(graph, gpu_place.build(graph, sysm.spec, tp, 1)) == 0
+    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    assert 1.0 <= float(np.min(tr.step_cycles / tr.lower_bound_cycles)) < 1.05

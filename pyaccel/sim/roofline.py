@@ -3,7 +3,8 @@ beats its dependent chain of op bounds or any one resource's total work at its p
 
 The bound is computed from the graph, the placement and the spec's *peak* rates only, so it is
 independent of how an engine schedules: an op on ``n`` units is credited with a perfect ``1/n``
-split and activations are assumed to stay on chip. Fixed latencies count zero except the floor
+split and activations are assumed to stay on chip but where the placement makes them cross
+between units (the pass floor below). Fixed latencies count zero except the floor
 an engine names for an op where it is placed (``BoundRates.latency_s``: on a wafer, the hops a
 full-line all-reduce must cross; on a GPU, kernel launches and a collective's start-up; on an
 LPU, each instruction's pipeline latency and stream transit; on an ASIC, each block's drain),
@@ -12,7 +13,8 @@ only part of a unit's memory can serve a layer's KV (``BoundRates.kv_bytes_per_s
 layer's own SRAM banks), the op's KV bytes over that part bound the op, while the unit's total
 work keeps the pooled rate (its layers' parts serve other sequences at the same time). Waits
 between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages, an LPU's
-hops between pipeline stages, the hand-offs between wafers) add to the chain.
+hops between pipeline stages, the hand-offs between wafers, a GPU's stage sends) add to the
+chain.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ overlaps the step or follows it (:func:`host_step`).
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import partial
+from itertools import pairwise
 
 import numpy as np
 
@@ -181,8 +183,25 @@ def rates(spec, work) -> BoundRates:
 
     return BoundRates(p.hbm_peak_bytes_per_s, "hbm", compute, "tensor_core",
                       p.nvlink_bytes_per_s, "nvlink", _launch_floor(p), latency_serial=True,
-                      host_step_s=p.step_host_s,
-                      host_serial=p.host_overlap == "serial")  # fmt: skip
+                      host_step_s=p.step_host_s, host_serial=p.host_overlap == "serial",
+                      pass_floor_s=partial(_stage_sends, p))  # fmt: skip
+
+
+def _stage_sends(p, graph, placement) -> float:
+    """``pass_floor_s``: one token's activations (``hidden`` x 2 B) from each pipeline stage to
+    the next, over NVLink inside a node or the node network between nodes as the engine's
+    transfers go: the link's latency and the bytes at its peak rate (s)."""
+    stage = {s.layer: s.region.stage for s in placement.layers}
+    tp, per_node = placement.layout.tp, int(p.gpus_per_node)
+    n_bytes, total = ACT_BYTES * graph.hidden, 0.0
+    for a, b in pairwise(graph.layer_keys):
+        if stage[a] == stage[b]:
+            continue
+        if (stage[a] * tp) // per_node != ((stage[a] + 1) * tp) // per_node:
+            total += p.internode_latency_s + n_bytes / p.internode_bytes_per_s
+        else:
+            total += p.nvlink_latency_s + n_bytes / p.nvlink_bytes_per_s
+    return total
 
 
 def _launch_floor(p):
@@ -191,7 +210,8 @@ def _launch_floor(p):
     residual add, fused into the next norm (gpu.fusion); with TP > 1 the residual brings the
     all-reduce of the block's row-split output (a launch and the NVLink start-up, ``sync``) and
     the LM head the all-gather of its logits. A kernel's launch precedes its body on the rank,
-    so the floor is serial with the op's work (stage transfers are not graph ops: none here)."""
+    so the floor is serial with the op's work (stage transfers are not graph ops: the pass
+    floor, :func:`_stage_sends`, counts them)."""
 
     def latency_s(op, slot) -> dict:
         tp = len(slot.region.tp_ranks) if slot.region is not None else 1
