@@ -225,8 +225,9 @@ def test_asic_bound_waits_for_each_chip_link_stage():
     assert waits(graph, plc) == pytest.approx(want, rel=1e-12)
     stages, _ = asic.build_stages(graph, sysm.spec, plc)  # the engine's link stages alike
     assert sum(st.resource == "chip_link" for st in stages) == 2 + 4
-    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    tr = pa.emulate(cfg, sysm, plc, work)
     assert 1.0 <= float(np.min(tr.step_cycles / tr.lower_bound_cycles)) < 1.05
+    _assert_crossings_bounded(tr, "chip_link", want)
     one_die = pa.place(cfg, pa.load_system("taalas-hc1", units=1, etch=True), work)
     assert waits(graph, one_die) == 0
 
@@ -244,8 +245,9 @@ def test_lpu_bound_waits_for_each_stage_hop():
     hops = lpu_bounds.rates(sysm.spec, graph.workload).pass_floor_s
     assert hops(graph, plc) == pytest.approx(2 * (540 + 2 * 64) / 9e8, rel=1e-12)
     assert hops(graph, lpu_place.build(graph, sysm.spec, 1, 3, stages=1)) == 0
-    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    tr = pa.emulate(cfg, sysm, plc, work)
     assert 1.0 <= float(np.min(tr.step_cycles / tr.lower_bound_cycles)) < 1.05  # x1.11 without
+    _assert_crossings_bounded(tr, "stage_hop", 2 * (540 + 2 * 64) / 9e8)
 
 
 @pytest.mark.parametrize(
@@ -268,5 +270,15 @@ def test_gpu_bound_waits_for_each_stage_send(tp, pp, want):
     sends = gpu.rates(sysm.spec, graph.workload).pass_floor_s
     assert sends(graph, plc) == pytest.approx(want, rel=1e-12)
     assert sends(graph, gpu_place.build(graph, sysm.spec, tp, 1)) == 0
-    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    tr = pa.emulate(cfg, sysm, plc, work)
     assert 1.0 <= float(np.min(tr.step_cycles / tr.lower_bound_cycles)) < 1.05
+    _assert_crossings_bounded(tr, "send", want)
+
+
+def _assert_crossings_bounded(trace, kind: str, want_s: float) -> None:
+    """The report's row of the engine's crossing events has the pass floor as its bound (in
+    whole cycles), and the emulated crossings are at or above it."""
+    rep = pa.Report.from_trace(trace, what_if=False)
+    row = next(r for r in rep.by_kind if r.kind == kind)
+    assert row.bound_s == pytest.approx(want_s, abs=1.0 / trace.clock_hz)
+    assert row.ratio >= 1.0

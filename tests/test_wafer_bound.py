@@ -81,9 +81,14 @@ def test_the_bound_waits_for_each_wafer_crossing():
     p = sysm.spec.params
     assert (p.system_io_latency_s, p.system_io_bytes_per_s, graph.hidden) == (2e-6, 150e9, 8192)
     crossings = wafer_engine.rates(sysm.spec, graph.workload).pass_floor_s
-    assert crossings(graph, plc) == pytest.approx(3 * (2e-6 + 8192 * 2 / 150e9), rel=1e-12)
-    tr = pa.emulate(cfg, sysm, plc, work, event_steps=())
+    want = 3 * (2e-6 + 8192 * 2 / 150e9)
+    assert crossings(graph, plc) == pytest.approx(want, rel=1e-12)
+    tr = pa.emulate(cfg, sysm, plc, work)
     assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+    # the report's hand-off row is bounded by them (in whole cycles) and stays above them
+    row = next(r for r in pa.Report.from_trace(tr, what_if=False).by_kind if r.kind == "handoff")
+    assert row.bound_s == pytest.approx(want, abs=1.0 / tr.clock_hz)
+    assert row.ratio >= 1.0
     one = pa.load_model("llama-3.1-8b")
     one_wafer = pa.place(one, pa.load_system("wse3", units=1), work)
     assert crossings(pa.build_graph(one, work), one_wafer) == 0

@@ -234,7 +234,9 @@ class BoundRates:
 
     ``pass_floor_s(graph, placement)``: the least time (s) one sequence's pass waits between
     its ops, outside any of them, where the placement puts them (an ASIC's die-to-die hops:
-    each hop's link latency and its activations over the link); added to the dependent chain."""
+    each hop's link latency and its activations over the link); added to the dependent chain,
+    and the bound of the events of kind ``pass_kind`` (the engine's crossings) in reports, named
+    by ``pass_resource`` (the class most of the wait is: the links' latency)."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -250,6 +252,8 @@ class BoundRates:
     floor_place: Callable[[Any], Any] | None = None
     kv_bytes_per_s: Callable[[Any, Any], float | None] | None = None
     pass_floor_s: Callable[[Any, Any], float] | None = None
+    pass_kind: str = "crossing"
+    pass_resource: str = "fixed_latency"
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's

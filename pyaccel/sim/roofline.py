@@ -215,8 +215,10 @@ class StepBounds:
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
-        if self.rates.pass_floor_s is not None:  # waits between ops (die or stage hops)
-            self.one_fixed += self.rates.pass_floor_s(self.one, placement)
+        self.pass_s = 0.0  # waits between ops (die or stage hops), one sequence's
+        if self.rates.pass_floor_s is not None:
+            self.pass_s = self.rates.pass_floor_s(self.one, placement)
+        self.one_fixed += self.pass_s
         self.groups: dict = {}  # (window, units, latency floor, kv rate) -> attention layers
         # an attention op's floor is taken at context 0 for every context (a floor that grows
         # with the context is still a lower bound there, and one floor per group keeps at()
@@ -258,8 +260,17 @@ class StepBounds:
                 attn_ops += [replace(full, op=f"L{i}.attention", layer=i) for i in layers]
         by_res = _max_by_resource(totals)
         chain, by_res = self._with_host(chain, by_res)
-        ops = tuple(self.fixed_ops + attn_ops) if with_ops else ()
+        ops = tuple(self.fixed_ops + attn_ops + self._pass_ops()) if with_ops else ()
         return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
+
+    def _pass_ops(self) -> list[OpBound]:
+        """The waits between ops as one bound named ``pass.<kind>`` (the kind of the engine's
+        crossing events, so a report's row of that kind has a bound): one sequence's, which
+        the crossings of a pass of any batch take at least."""
+        if not self.pass_s:
+            return []
+        r = self.rates
+        return [OpBound(f"pass.{r.pass_kind}", "pass", 1, r.pass_resource, self.pass_s, {})]
 
     def _with_host(self, chain, by_res: dict):
         """The host's per-step work: after the step on the chain when the machines wait for it,

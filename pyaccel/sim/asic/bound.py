@@ -48,7 +48,7 @@ def rates(spec, work) -> BoundRates:
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
                       "chip_link", _drain_floor(spec, work), latency_serial=True,
                       floor_place=_dies, kv_bytes_per_s=_layer_kv_rate(p, f),
-                      pass_floor_s=_link_waits(spec))  # fmt: skip
+                      pass_floor_s=_link_waits(spec), pass_kind="chip_link")  # fmt: skip
 
 
 def _link_waits(spec):

@@ -184,7 +184,8 @@ def rates(spec, work) -> BoundRates:
     return BoundRates(p.hbm_peak_bytes_per_s, "hbm", compute, "tensor_core",
                       p.nvlink_bytes_per_s, "nvlink", _launch_floor(p), latency_serial=True,
                       host_step_s=p.step_host_s, host_serial=p.host_overlap == "serial",
-                      pass_floor_s=partial(_stage_sends, p))  # fmt: skip
+                      pass_floor_s=partial(_stage_sends, p), pass_kind="send",
+                      pass_resource="sync")  # fmt: skip
 
 
 def _stage_sends(p, graph, placement) -> float:

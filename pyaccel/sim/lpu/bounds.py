@@ -28,7 +28,8 @@ def rates(spec, work) -> BoundRates:
     link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
     return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
                       _pipeline_floor(spec), floor_place=_chips,
-                      pass_floor_s=_stage_hops(spec))  # fmt: skip
+                      pass_floor_s=_stage_hops(spec), pass_kind="stage_hop",
+                      pass_resource="c2c_latency")  # fmt: skip
 
 
 def _stage_hops(spec):

@@ -417,7 +417,8 @@ def rates(spec, work) -> BoundRates:
 
     return BoundRates(mem, "pe_sram", compute, "pe_compute", float(p.system_io_bytes_per_s),
                       "wafer_io", _latency_floor(p), "mesh_hop",
-                      pass_floor_s=partial(_wafer_crossings, p))  # fmt: skip
+                      pass_floor_s=partial(_wafer_crossings, p), pass_kind="handoff",
+                      pass_resource="wafer_io_latency")  # fmt: skip
 
 
 def _wafer_crossings(p, graph, placement) -> float:
