@@ -282,3 +282,24 @@ def _assert_crossings_bounded(trace, kind: str, want_s: float) -> None:
     row = next(r for r in rep.by_kind if r.kind == kind)
     assert row.bound_s == pytest.approx(want_s, abs=1.0 / trace.clock_hz)
     assert row.ratio >= 1.0
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_asic_routed_experts_take_one_pass_of_their_blocks(batch):
+    # each routed expert is a block of its own (asic.experts_parallel) and a block's pass
+    # serves its whole batch (asic.roofline): tiny-mixtral's routed gate/up projection takes
+    # one pass of a copy's 64 row reads (1 a cycle at 1 GHz: 64 ns) at batch 1 and 4. Credited
+    # with every expert's block for every routed row, it was bounded at 64 / 4 experts
+    work = pa.Workload(batch=batch, context=64, tokens=2)
+    cfg = pa.load_model("tiny-mixtral")
+    sysm = pa.load_system("taalas-hc1", units="auto", etch=True)
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    op = next(o for o in graph.ops if o.kind == "experts_gate_up_proj")
+    assert asic_design.op_block(op, graph.workload, sysm.spec.params).row_reads == 64
+    assert (sysm.spec.params.rom_rows_per_cycle, sysm.spec.clock_hz) == (1, 1e9)
+    bound = next(b for b in roofline.roofline(graph, sysm, plc, work).ops if b.op == op.name)
+    assert bound.times["rom_read"] == pytest.approx(64e-9, rel=1e-12)
+    assert bound.resource == "rom_read"
+    stages, _ = asic.build_stages(graph, sysm.spec, plc)  # the engine's block: the same pass
+    assert next(st for st in stages if st.name == op.name).occ == 64

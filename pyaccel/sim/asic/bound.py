@@ -8,7 +8,7 @@ import math
 from ...model.ops import ACT_BYTES
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
-from ...units import BITS_PER_BYTE, FLOPS_PER_MAC
+from ...units import BITS_PER_BYTE
 from ..contract import BoundRates
 from .engine import gather_bytes, kv_banks_of, tree_depth
 
@@ -37,13 +37,15 @@ def rates(spec, work) -> BoundRates:
     sram_bw = design.kv_banks(p) * p.kv_sram_port_bytes * f
 
     def compute(op) -> float:
-        one, copies = design.gemv_shape(op)
+        one, _ = design.gemv_shape(op)
         if op.op_class not in design.ROM_CLASSES or not one:
             return 0.0
-        # one copy's weights in its row reads (the block's MACs a cycle), every copy at once
+        # one pass of a copy's block (its row reads) serves the op's whole batch, and every
+        # copy reads at once (experts are blocks of their own): the op's FLOPs in one pass,
+        # however its routed rows spread over the copies (copies x one copy's MACs would
+        # credit each row with every expert's block)
         block = design.op_block(op, work, p)
-        macs = copies * one * p.rom_rows_per_cycle / block.row_reads
-        return FLOPS_PER_MAC * macs * f * max(1, op.m)
+        return op.flops * p.rom_rows_per_cycle * f / block.row_reads
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
                       "chip_link", _drain_floor(spec, work), latency_serial=True,
