@@ -303,3 +303,24 @@ def test_asic_routed_experts_take_one_pass_of_their_blocks(batch):
     assert bound.resource == "rom_read"
     stages, _ = asic.build_stages(graph, sysm.spec, plc)  # the engine's block: the same pass
     assert next(st for st in stages if st.name == op.name).occ == 64
+
+
+def test_asic_mla_attention_waits_for_its_absorbed_weights_pass():
+    # tiny-deepseek-v3's absorbed up-projections (4,096 weights in ROM) take a block of 512
+    # row reads, 1 a cycle at 1 GHz: after its K/V reads the attention waits 512 ns more than
+    # its drain; the engine reads the whole 512-row bitline there
+    work = pa.Workload(context=64, tokens=2)
+    cfg = pa.load_model("tiny-deepseek-v3")
+    sysm = pa.load_system("taalas-hc1", units="auto", etch=True)
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    op = graph.attention_op(0, graph.context)  # the engine's stage below is at this context
+    assert op.params == 4096
+    assert asic_design.op_block(op, graph.workload, sysm.spec.params).row_reads == 512
+    slot = next(s for s in plc.layers if s.layer == 0)
+    floor = dict(asic_bound.rates(sysm.spec, graph.workload).latency_floor(op, slot))
+    assert floor["rom_read"] == pytest.approx(512e-9, rel=1e-12)
+    stages, _ = asic.build_stages(graph, sysm.spec, plc)
+    stage = next(st for st in stages if st.name == "L0.attention")
+    assert round(floor["fixed_latency"] * sysm.spec.clock_hz) == stage.lat
+    assert stage.occ >= 512  # K/V reads, then the bitline's 512 rows

@@ -110,17 +110,26 @@ def _drain_floor(spec, work):
     cycles (s, class ``fixed_latency``): a GEMV's drain, a fused op's or attention's pipeline
     depth and reduction tree, and the pipeline register after each block. A block drains after
     it is busy and the next block starts on the whole output (``asic.op_serial``), so the floor
-    is serial with the op's work (chip-link hops between dies are not graph ops: none here);
-    a GEMV's adder tree is part of its drain."""
+    is serial with the op's work (chip-link hops between dies are not graph ops: the pass
+    floor, :func:`_link_waits`, counts them); a GEMV's adder tree is part of its drain.
+
+    MLA attention (absorbed up-projections in ROM) also waits for one pass of that block's row
+    reads (class ``rom_read``): the value up-projection applies to the attention's output, so
+    it follows the K/V reads (the engine reads the whole bitline, ``rom_rows_per_bitline``; the
+    bound the block's own row reads, never more)."""
     p, clock = spec.params, spec.clock_hz
     reg = _c(p.stage_register_cycles)
 
-    def latency_s(op, slot) -> float:
+    def latency_s(op, slot) -> dict:
         if op.op_class in design.ROM_CLASSES:
             block = design.op_block(op, work, p)
             depth = _c(p.matmul_latency_cycles) + tree_cycles(block.tree_levels if block else 0, p)
         else:
             depth = _c(p.vector_latency_cycles) + tree_cycles(tree_depth(op), p)
-        return (depth + reg) / clock
+        out = {"fixed_latency": (depth + reg) / clock}
+        if op.op_class == "attention" and op.params:
+            reads = design.op_block(op, work, p).row_reads / p.rom_rows_per_cycle
+            out["rom_read"] = min(float(p.rom_rows_per_bitline), reads) / clock
+        return out
 
     return latency_s

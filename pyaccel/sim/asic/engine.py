@@ -69,8 +69,9 @@ ASSUMPTIONS = (
     "(MoE etch only)",
     "asic.roofline: the lower bound credits each GEMV block with serving the step's whole batch "
     "in one ROM pass (the shared roofline sums one compute resource per unit); it holds each "
-    "layer's attention to its K/V over that layer's own banks, and each token to the latency "
-    "of every chip-link stage it crosses (hops, gathers, combines)",
+    "layer's attention to its K/V over that layer's own banks (and, with MLA, one pass of its "
+    "absorbed weights), and each token to the latency of every chip-link stage it crosses "
+    "(hops, gathers, combines)",
     "asic.spanning_layers: a layer larger than one die is split over several (GEMVs by output "
     "columns, experts whole, KV heads evenly); each split GEMV's output is all-gathered over "
     "the chip link ((s-1)/s of it into each die, one hop)",
