@@ -225,6 +225,14 @@ def test_asic_bound_waits_for_each_chip_link_stage():
     assert waits(graph, plc) == pytest.approx(want, rel=1e-12)
     stages, _ = asic.build_stages(graph, sysm.spec, plc)  # the engine's link stages alike
     assert sum(st.resource == "chip_link" for st in stages) == 2 + 4
+    # layer 1's GEMVs split their output channels over 2 dies: each lane keeps its row reads,
+    # so the pass is as long as layer 0's on one die (a perfect 1/2 split would halve it)
+    ops = {b.op: b for b in roofline.roofline(graph, sysm, plc, work).ops}
+    for kind in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+        one, two = ops[f"L0.{kind}"].times["rom_read"], ops[f"L1.{kind}"].times["rom_read"]
+        assert two == one > 0
+        occ = {st.name: st.occ for st in stages}
+        assert occ[f"L1.{kind}"] == occ[f"L0.{kind}"]
     tr = pa.emulate(cfg, sysm, plc, work)
     assert 1.0 <= float(np.min(tr.step_cycles / tr.lower_bound_cycles)) < 1.05
     _assert_crossings_bounded(tr, "chip_link", want)

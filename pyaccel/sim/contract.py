@@ -236,7 +236,11 @@ class BoundRates:
     its ops, outside any of them, where the placement puts them (an ASIC's die-to-die hops:
     each hop's link latency and its activations over the link); added to the dependent chain,
     and the bound of the events of kind ``pass_kind`` (the engine's crossings) in reports, named
-    by ``pass_resource`` (the class most of the wait is: the links' latency)."""
+    by ``pass_resource`` (the class most of the wait is: the links' latency).
+
+    ``compute_splits``: whether an op's compute work divides over its units (False on an
+    ASIC: a GEMV split over dies by output channels keeps each lane's row reads, so its pass
+    does not shorten)."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -253,6 +257,7 @@ class BoundRates:
     kv_bytes_per_s: Callable[[Any, Any], float | None] | None = None
     pass_floor_s: Callable[[Any, Any], float] | None = None
     pass_kind: str = "crossing"
+    compute_splits: bool = True
     pass_resource: str = "fixed_latency"
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:

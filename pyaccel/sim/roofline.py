@@ -128,7 +128,8 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     }
     compute = rates.compute(op)
     if compute:
-        times[rates.compute_resource] = op.flops / (n_units * compute)
+        split = n_units if rates.compute_splits else 1
+        times[rates.compute_resource] = op.flops / (split * compute)
     if n_units > 1 and op.reduces:
         experts = op.split == "experts"
         out = ACT_BYTES * ((tokens or op.m) * hidden if experts else op.m * op.n)
@@ -303,7 +304,7 @@ class StepBounds:
                 _, flops, kv_read, kv_write = attention_counts(att, work, rep, ctx)
                 times = {mem_res: (w + kv_read + kv_write) / (n * rates.mem_bytes_per_s)}
                 if rate:
-                    times[comp_res] = flops / (n * rate)
+                    times[comp_res] = flops / ((n if rates.compute_splits else 1) * rate)
                 if is_full:
                     totals.add(units, times, len(layers))
                 else:

@@ -22,9 +22,10 @@ def rates(spec, work) -> BoundRates:
     KV SRAM port of a die plus every ROM column read each cycle (lanes bounded by the die's logic
     budget, at the format's widest weights + 1 bit for scales); ``compute`` (named ``rom_read``:
     a GEMV's lanes are its ROM columns): a GEMV block's row reads, credited with the whole batch
-    in one pass (``asic.roofline``); ``link``: the chip link. A layer's own K/V is striped
-    over its banks only (``asic.kv_banks_per_layer``): its attention's KV bytes are bounded by
-    those banks' ports as well (:func:`_layer_kv_rate`)."""
+    in one pass (``asic.roofline``), and not shortened when a layer spans dies (its output
+    channels split, each lane keeps its row reads); ``link``: the chip link. A layer's own K/V
+    is striped over its banks only (``asic.kv_banks_per_layer``): its attention's KV bytes are
+    bounded by those banks' ports as well (:func:`_layer_kv_rate`)."""
     from ...formats import get_format
 
     p, f = spec.params, spec.clock_hz
@@ -50,7 +51,8 @@ def rates(spec, work) -> BoundRates:
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
                       "chip_link", _drain_floor(spec, work), latency_serial=True,
                       floor_place=_dies, kv_bytes_per_s=_layer_kv_rate(p, f),
-                      pass_floor_s=_link_waits(spec), pass_kind="chip_link")  # fmt: skip
+                      pass_floor_s=_link_waits(spec), pass_kind="chip_link",
+                      compute_splits=False)  # fmt: skip
 
 
 def _link_waits(spec):
