@@ -1,11 +1,13 @@
 """The wafer bound binds and is still a bound: it counts the hops each full-line all-reduce must
-cross (the farthest PE's data over ``min(w, h) - 1`` hops of its region), and every emulated
-step stays at or above it on every wafer preset x model preset that fits."""
+cross (the farthest PE's data over ``min(w, h) - 1`` hops of its region), an op's bytes over its
+region's PEs and a token's hand-offs between wafers, and every emulated step stays at or above
+it on every wafer preset x model preset that fits."""
 
 import pytest
 
 import pyaccel as pa
 from pyaccel.model.config import preset_names
+from pyaccel.sim import roofline
 from pyaccel.sim.wafer import engine as wafer_engine
 
 from conftest import bound_ratio
@@ -92,3 +94,25 @@ def test_the_bound_waits_for_each_wafer_crossing():
     one = pa.load_model("llama-3.1-8b")
     one_wafer = pa.place(one, pa.load_system("wse3", units=1), work)
     assert crossings(pa.build_graph(one, work), one_wafer) == 0
+
+
+def test_an_ops_bytes_are_read_by_its_regions_pes_only():
+    # layer_regions puts llama-3.1-8b's layer 0 on a 139 x 139 rect of PEs: its gate/up
+    # projection's 4,096 x 28,672 x 2 B are read by those 19,321 PEs at 16 B a cycle at
+    # 850 MHz (0.89 us), not by the whole wafer's (the pooled rate the wafer's total keeps)
+    work = pa.Workload(context=1024, tokens=2)
+    cfg = pa.load_model("llama-3.1-8b")
+    sysm = pa.load_system("wse3", overrides=["placement_strategy=layer_regions"])
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    p = sysm.spec.params
+    assert (p.sram_read_bytes_per_cycle, p.clock_hz) == (16, 850e6)
+    assert plc.slot(0).region.rect[2:] == (139, 139)
+    roof = roofline.roofline(graph, sysm, plc, work)
+    gate_up = next(b for b in roof.ops if b.op == "L0.gate_up_proj")
+    want = 4096 * 28672 * 2 / (139 * 139 * 16 * 850e6)
+    assert gate_up.resource == "pe_sram"
+    assert gate_up.seconds == pytest.approx(want, rel=1e-12)
+    assert gate_up.times["pe_sram"] < want / 40  # the pooled term: the whole wafer's PEs
+    total = sum(b.times.get("pe_sram", 0.0) for b in roof.ops)
+    assert roof.resource_s["pe_sram"] == pytest.approx(total, rel=1e-12)

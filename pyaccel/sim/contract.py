@@ -232,6 +232,10 @@ class BoundRates:
     (every layer's part works at once, on other sequences). It may read of the slot only what
     :meth:`place_key` gives (and the placement, fixed for a bound).
 
+    ``region_bytes_per_s(slot, placement)``: likewise for all of an op's memory bytes
+    (weights and KV), where a layer's weights and KV sit only on part of its units (a wafer
+    layer's region of PEs), else None.
+
     ``pass_floor_s(graph, placement)``: the least time (s) one sequence's pass waits between
     its ops, outside any of them, where the placement puts them (an ASIC's die-to-die hops:
     each hop's link latency and its activations over the link); added to the dependent chain,
@@ -255,6 +259,7 @@ class BoundRates:
     host_serial: bool = False
     floor_place: Callable[[Any], Any] | None = None
     kv_bytes_per_s: Callable[[Any, Any], float | None] | None = None
+    region_bytes_per_s: Callable[[Any, Any], float | None] | None = None
     pass_floor_s: Callable[[Any, Any], float] | None = None
     pass_kind: str = "crossing"
     compute_splits: bool = True
@@ -272,12 +277,13 @@ class BoundRates:
         parts = got if isinstance(got, dict) else {self.latency_resource: got}
         return tuple(sorted((res, float(t)) for res, t in parts.items() if t > 0))
 
-    def placed_kv_rate(self, slot, placement) -> float | None:
-        """:attr:`kv_bytes_per_s` of ``slot`` in ``placement`` (bytes/s per unit), None where
-        the engine names none (the pooled ``mem_bytes_per_s`` then bounds KV bytes too)."""
-        if self.kv_bytes_per_s is None:
-            return None
-        return self.kv_bytes_per_s(slot, placement)
+    def placed_rates(self, slot, placement) -> tuple[float | None, float | None]:
+        """(:attr:`kv_bytes_per_s`, :attr:`region_bytes_per_s`) of ``slot`` in ``placement``
+        (bytes/s per unit), None where the engine names none (the pooled ``mem_bytes_per_s``
+        then bounds those bytes alone)."""
+        kv, region = self.kv_bytes_per_s, self.region_bytes_per_s
+        return (None if kv is None else kv(slot, placement),
+                None if region is None else region(slot, placement))  # fmt: skip
 
     def place_key(self, slot):
         """What of ``slot`` (a layer's :class:`~pyaccel.place.slot.LayerSlot`) an op's floor

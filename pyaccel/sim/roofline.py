@@ -3,14 +3,16 @@ beats its dependent chain of op bounds or any one resource's total work at its p
 
 The bound is computed from the graph, the placement and the spec's *peak* rates only, so it is
 independent of how an engine schedules: an op on ``n`` units is credited with a perfect ``1/n``
-split and activations are assumed to stay on chip but where the placement makes them cross
+split (of its compute too, unless ``BoundRates.compute_splits`` is False: an ASIC's passes) and
+activations are assumed to stay on chip but where the placement makes them cross
 between units (the pass floor below). Fixed latencies count zero except the floor
 an engine names for an op where it is placed (``BoundRates.latency_s``: on a wafer, the hops a
 full-line all-reduce must cross; on a GPU, kernel launches and a collective's start-up; on an
 LPU, each instruction's pipeline latency and stream transit; on an ASIC, each block's drain),
 which bounds the op on the dependent chain only, never a resource's throughput. Likewise, where
-only part of a unit's memory can serve a layer's KV (``BoundRates.kv_bytes_per_s``: an ASIC
-layer's own SRAM banks), the op's KV bytes over that part bound the op, while the unit's total
+only part of a unit's memory can serve a layer's KV or all its bytes (``BoundRates``'s
+``kv_bytes_per_s``: an ASIC layer's own SRAM banks; ``region_bytes_per_s``: a wafer layer's
+region of PEs), the op's bytes over that part bound the op, while the unit's total
 work keeps the pooled rate (its layers' parts serve other sequences at the same time). Waits
 between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages, an LPU's
 hops between pipeline stages, the hand-offs between wafers, a GPU's stage sends) add to the
@@ -108,8 +110,21 @@ def chain_seconds(work_s, latency_s: float, serial: bool):
     return work_s + latency_s if serial else np.maximum(work_s, latency_s)
 
 
+def placed_seconds(weight_bytes, kv_bytes, n_units: int, placed: tuple):
+    """The larger of ``kv_bytes`` over the layer's KV part of memory and all the bytes over its
+    region (``placed``: their rates per unit, or None), on ``n_units`` (s; 0 without either;
+    numbers or arrays)."""
+    kv_rate, region_rate = placed
+    out = 0.0
+    if kv_rate:
+        out = np.maximum(out, kv_bytes / (n_units * kv_rate))
+    if region_rate:
+        out = np.maximum(out, (weight_bytes + kv_bytes) / (n_units * region_rate))
+    return out
+
+
 def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = (),
-             tokens: int | None = None, kv_rate: float | None = None) -> OpBound:  # fmt: skip
+             tokens: int | None = None, placed: tuple = (None, None)) -> OpBound:  # fmt: skip
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units (``op.reduces``), the share each unit must receive
     over its link (a row-split matmul's output; the routed experts' combined ``hidden``-wide
@@ -118,10 +133,11 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     engine's :meth:`~pyaccel.sim.contract.BoundRates.latency_floor`), added to its largest
     work term when the engine's floor is serial with the work, else the larger of the two.
 
-    ``kv_rate``: the peak rate (bytes/s per unit) of the part of memory that serves the op's
-    layer's KV where it is placed (:meth:`~pyaccel.sim.contract.BoundRates.placed_kv_rate`):
-    the op's KV bytes over it are one more work term of the op (class ``mem_resource``), not
-    of ``times``, which the units' totals add up at the pooled rate."""
+    ``placed``: the peak rates (bytes/s per unit, or None) of the parts of memory that serve
+    the op's layer's KV, and all its bytes, where it is placed
+    (:meth:`~pyaccel.sim.contract.BoundRates.placed_rates`): the op's bytes over them are
+    more work terms of the op (class ``mem_resource``), not of ``times``, which the units'
+    totals add up at the pooled rate."""
     times = {
         rates.mem_resource: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
         / (n_units * rates.mem_bytes_per_s)
@@ -136,10 +152,10 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
         times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
     resource = max(times, key=times.get)
     work_s = times[resource]
-    if kv_rate:
-        kv_s = (op.kv_read_bytes + op.kv_write_bytes) / (n_units * kv_rate)
-        if kv_s > work_s:
-            resource, work_s = rates.mem_resource, kv_s
+    placed_s = placed_seconds(op.weight_bytes, op.kv_read_bytes + op.kv_write_bytes, n_units,
+                              placed)  # fmt: skip
+    if placed_s > work_s:
+        resource, work_s = rates.mem_resource, placed_s
     latency_s = sum(t for _, t in floor)
     if latency_s > work_s:  # named by its largest part
         resource = max(floor, key=lambda part: part[1])[0]
@@ -205,9 +221,8 @@ class StepBounds:
         self.unit_sets = {s.layer: s.units for s in placement.layers}
         self.slots = {s.layer: s for s in placement.layers}
         self.n_units = {k: len(v) for k, v in self.unit_sets.items()}
-        self.kv_rates = {s.layer: self.rates.placed_kv_rate(s, placement)
-                         for s in placement.layers}  # fmt: skip
-        self._memo: dict = {}  # (op shape, units, place key, floor, kv rate) -> OpBound
+        self.placed = {s.layer: self.rates.placed_rates(s, placement) for s in placement.layers}
+        self._memo: dict = {}  # (op shape, units, place key, floor, placed) -> OpBound
         self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
@@ -220,14 +235,14 @@ class StepBounds:
         if self.rates.pass_floor_s is not None:
             self.pass_s = self.rates.pass_floor_s(self.one, placement)
         self.one_fixed += self.pass_s
-        self.groups: dict = {}  # (window, units, latency floor, kv rate) -> attention layers
+        self.groups: dict = {}  # (window, units, latency floor, placed) -> attention layers
         # an attention op's floor is taken at context 0 for every context (a floor that grows
         # with the context is still a lower bound there, and one floor per group keeps at()
         # and step_seconds() the same sums)
         for layer in range(graph.n_layers):
             floor = self.rates.latency_floor(graph.attention_op(layer, 0), self.slots[layer])
             key = (graph.attention_group(layer), self.unit_sets[layer], floor,
-                   self.kv_rates[layer])  # fmt: skip
+                   self.placed[layer])  # fmt: skip
             self.groups.setdefault(key, []).append(layer)
 
     def _bound(self, op, floor: tuple | None = None) -> OpBound:
@@ -235,15 +250,15 @@ class StepBounds:
         the ops of alike layers differ only in their name and layer, and an engine's floor
         reads only :meth:`BoundRates.place_key` of its slot."""
         slot = self.slots[op.layer]
-        kv_rate = self.kv_rates[op.layer]
-        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor, kv_rate)
+        placed = self.placed[op.layer]
+        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor, placed)
         hit = self._memo.get(key)
         if hit is None:
             if floor is None:
                 floor = self.rates.latency_floor(op, slot)
             hit = self._memo[key] = op_bound(op, len(slot.units), self.rates, self.graph.hidden,
                                              floor, self.graph.workload.batch,
-                                             kv_rate)  # fmt: skip
+                                             placed)  # fmt: skip
         return OpBound(op.name, op.layer, hit.n_units, hit.resource, hit.seconds,
                        dict(hit.times), hit.floor)  # fmt: skip
 
@@ -295,7 +310,7 @@ class StepBounds:
         mem_res, comp_res = rates.mem_resource, rates.compute_resource
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
         totals = _UnitTotals(self.fixed_totals, self.unit_sets.values(), ctx.shape)
-        for (_, units, floor, kv_rate), layers in self.groups.items():
+        for (_, units, floor, placed), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
             rate = rates.compute(self.graph.attention_op(rep, int(ctx[0])))
@@ -309,8 +324,8 @@ class StepBounds:
                     totals.add(units, times, len(layers))
                 else:
                     work_s = np.maximum.reduce(list(times.values()))
-                    if kv_rate:  # as op_bound: the layer's own part of memory for its KV
-                        work_s = np.maximum(work_s, (kv_read + kv_write) / (n * kv_rate))
+                    # as op_bound: the layer's own part of memory for its KV and bytes
+                    work_s = np.maximum(work_s, placed_seconds(w, kv_read + kv_write, n, placed))
                     latency_s = sum(t for _, t in floor)
                     op_s = chain_seconds(work_s, latency_s, rates.latency_serial)
                     chain += op_s * len(layers)

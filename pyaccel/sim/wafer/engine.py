@@ -406,7 +406,8 @@ def n_stages(placement) -> int:
 def rates(spec, work) -> BoundRates:
     """Peak rates for the lower bound: the SRAM read bandwidth and FMAC rate of every usable PE
     of a wafer, and the system I/O for cross-wafer traffic (bandwidth only, by design); each
-    op's latency floor, and a token's hand-offs between wafers on the chain."""
+    op's latency floor, its bytes at its layer region's SRAM rate, and a token's hand-offs
+    between wafers on the chain."""
     p = spec.params
     pes = int(p.usable_width_pes) * int(p.usable_height_pes)
     mem = pes * float(p.sram_read_bytes_per_cycle) * p.clock_hz
@@ -417,8 +418,18 @@ def rates(spec, work) -> BoundRates:
 
     return BoundRates(mem, "pe_sram", compute, "pe_compute", float(p.system_io_bytes_per_s),
                       "wafer_io", _latency_floor(p), "mesh_hop",
+                      region_bytes_per_s=partial(_region_rate, p),
                       pass_floor_s=partial(_wafer_crossings, p), pass_kind="handoff",
                       pass_resource="wafer_io_latency")  # fmt: skip
+
+
+def _region_rate(p, slot, placement) -> float | None:
+    """``region_bytes_per_s``: a layer's weights and KV sit on its region's PEs only, so its
+    ops read them at those PEs' SRAM rate (bytes/s per wafer); None without a recorded rect."""
+    rect = slot.region.rect if slot.region is not None else None
+    if not rect:
+        return None
+    return rect[2] * rect[3] * float(p.sram_read_bytes_per_cycle) * p.clock_hz
 
 
 def _wafer_crossings(p, graph, placement) -> float:
