@@ -211,7 +211,7 @@ def test_asic_bound_waits_for_each_chip_link_stage():
     # cycle (1 ns at 1 GHz) and 64 x 2 B over 64 GB/s (2 ns); layer 1's four GEMVs each end in a
     # gather (2 us + 1 ns), the column-split ones also sending half their output: qkv
     # 128 x 2 B / 2 and gate_up 320 x 2 B / 2 (o_proj's and down_proj's bytes are their own
-    # link term). Without these waits the bound was x2.7 below a 3-die step
+    # link term). Without these waits, tiny-llama's bound on 3 dies was x2.7 below its step
     work = pa.Workload(context=64, tokens=2)
     cfg = pa.load_model("tiny-llama")
     sysm = pa.load_system("taalas-hc1", units=4, etch=True)
