@@ -332,3 +332,23 @@ def test_asic_mla_attention_waits_for_its_absorbed_weights_pass():
     stage = next(st for st in stages if st.name == "L0.attention")
     assert round(floor["fixed_latency"] * sysm.spec.clock_hz) == stage.lat
     assert stage.occ >= 512  # K/V reads, then the bitline's 512 rows
+
+
+def test_lpu_gemv_waits_for_its_weight_installs():
+    # llama-3.1-8b on groq-tsp (auto: TP 8): a chip's share of gate/up is 4,096 x 28,672 / 8 =
+    # 14,680,064 weights, in 574 blocks of 160 x 160 (fp16 operands on a 320-wide MXM), round-
+    # robin over 4 planes: 144 installs of 10 cycles (160 x 160 x 2 B over 16 streams of 320 B)
+    # one after another on the busiest plane: 1,440 cycles at 900 MHz. The pooled MEM term
+    # (all 88 slices' reads) is x2.8 below it, and the units' totals keep that one
+    work = pa.Workload(context=1024, tokens=2)
+    cfg, sysm = pa.load_model("llama-3.1-8b"), pa.load_system("groq-tsp", units="auto")
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = pa.place(cfg, sysm, work, graph=graph)
+    chip = ChipModel.from_params(sysm.spec.params)
+    assert (len(plc.slot(0).units), chip.planes, chip.block_weights) == (8, 4, 160 * 160)
+    assert (chip.install_cycles, sysm.spec.clock_hz) == (10, 9e8)
+    roof = roofline.roofline(graph, sysm, plc, work)
+    gate_up = next(b for b in roof.ops if b.op == "L0.gate_up_proj")
+    assert gate_up.resource == "lpu_mem"
+    assert gate_up.seconds == pytest.approx(1440 / 9e8, rel=1e-12)
+    assert gate_up.times["lpu_mem"] < gate_up.seconds / 2.5  # the pooled term the totals add

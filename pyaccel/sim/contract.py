@@ -236,6 +236,11 @@ class BoundRates:
     (weights and KV), where a layer's weights and KV sit only on part of its units (a wafer
     layer's region of PEs), else None.
 
+    ``own_work_s(op, slot)``: work (s) an op does on each of its units that the pooled rates do
+    not show, of class ``mem_resource`` (an LPU plane's weight installs: its blocks one after
+    another through the plane's streams); it bounds the op and the chain, not the units'
+    totals (other ops' work may overlap it there).
+
     ``pass_floor_s(graph, placement)``: the least time (s) one sequence's pass waits between
     its ops, outside any of them, where the placement puts them (an ASIC's die-to-die hops:
     each hop's link latency and its activations over the link); added to the dependent chain,
@@ -260,6 +265,7 @@ class BoundRates:
     floor_place: Callable[[Any], Any] | None = None
     kv_bytes_per_s: Callable[[Any, Any], float | None] | None = None
     region_bytes_per_s: Callable[[Any, Any], float | None] | None = None
+    own_work_s: Callable[[Any, Any], float] | None = None
     pass_floor_s: Callable[[Any, Any], float] | None = None
     pass_kind: str = "crossing"
     compute_splits: bool = True
@@ -284,6 +290,11 @@ class BoundRates:
         kv, region = self.kv_bytes_per_s, self.region_bytes_per_s
         return (None if kv is None else kv(slot, placement),
                 None if region is None else region(slot, placement))  # fmt: skip
+
+    def own_seconds(self, op, slot) -> float:
+        """:attr:`own_work_s` of ``op`` where ``slot`` places it (s; 0 where the engine names
+        none)."""
+        return 0.0 if self.own_work_s is None else float(self.own_work_s(op, slot))
 
     def place_key(self, slot):
         """What of ``slot`` (a layer's :class:`~pyaccel.place.slot.LayerSlot`) an op's floor

@@ -124,7 +124,8 @@ def placed_seconds(weight_bytes, kv_bytes, n_units: int, placed: tuple):
 
 
 def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = (),
-             tokens: int | None = None, placed: tuple = (None, None)) -> OpBound:  # fmt: skip
+             tokens: int | None = None, placed: tuple = (None, None),
+             own_s: float = 0.0) -> OpBound:  # fmt: skip
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
     output must be reduced across units (``op.reduces``), the share each unit must receive
     over its link (a row-split matmul's output; the routed experts' combined ``hidden``-wide
@@ -137,7 +138,8 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     the op's layer's KV, and all its bytes, where it is placed
     (:meth:`~pyaccel.sim.contract.BoundRates.placed_rates`): the op's bytes over them are
     more work terms of the op (class ``mem_resource``), not of ``times``, which the units'
-    totals add up at the pooled rate."""
+    totals add up at the pooled rate; so is ``own_s``, the op's work on each unit that the
+    pooled rates do not show (:meth:`~pyaccel.sim.contract.BoundRates.own_seconds`)."""
     times = {
         rates.mem_resource: (op.weight_bytes + op.kv_read_bytes + op.kv_write_bytes)
         / (n_units * rates.mem_bytes_per_s)
@@ -154,6 +156,7 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     work_s = times[resource]
     placed_s = placed_seconds(op.weight_bytes, op.kv_read_bytes + op.kv_write_bytes, n_units,
                               placed)  # fmt: skip
+    placed_s = max(placed_s, own_s)
     if placed_s > work_s:
         resource, work_s = rates.mem_resource, placed_s
     latency_s = sum(t for _, t in floor)
@@ -257,8 +260,8 @@ class StepBounds:
             if floor is None:
                 floor = self.rates.latency_floor(op, slot)
             hit = self._memo[key] = op_bound(op, len(slot.units), self.rates, self.graph.hidden,
-                                             floor, self.graph.workload.batch,
-                                             placed)  # fmt: skip
+                                             floor, self.graph.workload.batch, placed,
+                                             self.rates.own_seconds(op, slot))  # fmt: skip
         return OpBound(op.name, op.layer, hit.n_units, hit.resource, hit.seconds,
                        dict(hit.times), hit.floor)  # fmt: skip
 

@@ -3,12 +3,12 @@ latency floor (the engine module's ``rates``)."""
 
 from __future__ import annotations
 
-from ...units import FLOPS_PER_MAC
+from ...units import FLOPS_PER_MAC, largest_share
 from ..contract import BoundRates
 from .fragments import _COLLECTIVE_STEPS
 from .kinds import TRANSITS_PER_C2C
 from .net import Network
-from .plans import plan_kinds
+from .plans import plan_kinds, read_elems
 from .program import ChipModel
 from .stages import n_stages
 
@@ -28,8 +28,27 @@ def rates(spec, work) -> BoundRates:
     link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
     return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
                       _pipeline_floor(spec), floor_place=_chips,
+                      own_work_s=_weight_installs(spec),
                       pass_floor_s=_stage_hops(spec), pass_kind="stage_hop",
                       pass_resource="c2c_latency")  # fmt: skip
+
+
+def _weight_installs(spec):
+    """``own_work_s(op, slot)``: a GEMV's weight installs on one chip of its ``tp``-wide group
+    (s): its share of the weights in blocks of the MXM's side squared (:func:`.plans.op_plan`,
+    as the engine plans it), round-robin over the planes, each plane installing its blocks one
+    after another (``install_cycles`` each, from ``weight_install_streams``); 0 for other ops."""
+    chip = ChipModel.from_params(spec.params)
+
+    def installs(op, slot) -> float:
+        if op.op_class not in ("matmul", "router"):
+            return 0.0
+        tp = len(slot.units)
+        weights = largest_share(read_elems(op), tp, op.split != "replicate")
+        blocks = max(1, -(-weights // chip.block_weights))
+        return -(-blocks // chip.planes) * chip.install_cycles / spec.clock_hz
+
+    return installs
 
 
 def _stage_hops(spec):
