@@ -268,8 +268,8 @@ class BoundRates:
     own_work_s: Callable[[Any, Any], float] | None = None
     pass_floor_s: Callable[[Any, Any], float] | None = None
     pass_kind: str = "crossing"
-    compute_splits: bool = True
     pass_resource: str = "fixed_latency"
+    compute_splits: bool = True
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
