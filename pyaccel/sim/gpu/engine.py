@@ -118,6 +118,12 @@ def stage_end(kernel_cycles: np.ndarray, host: int) -> int:
     return int((np.arange(1, len(kernel_cycles) + 1, dtype=np.int64) * host + tail).max())
 
 
+def leaves_node(stage: int, tp: int, gpus_per_node: int) -> bool:
+    """Whether the send from pipeline stage ``stage`` (GPUs ``stage * tp`` on) to the next
+    crosses from one node to another (the node network) rather than staying on NVLink."""
+    return (stage * tp) // gpus_per_node != ((stage + 1) * tp) // gpus_per_node
+
+
 def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> list[Kernel]:
     """Kernels of one micro-batch pass, in order, with collectives and stage transfers."""
     out: list[Kernel] = []
@@ -141,7 +147,7 @@ def _kernels_for(graph, cost: GpuCost, stage_of: dict, gpus_per_node: int) -> li
                                        op.kind))  # fmt: skip
         nxt = graph.ops[i + 1] if i + 1 < len(graph.ops) else None
         if nxt is not None and stage_of[nxt.layer] != stage:
-            internode = (stage * tp) // gpus_per_node != ((stage + 1) * tp) // gpus_per_node
+            internode = leaves_node(stage, tp, gpus_per_node)
             out.append(cost.transfer(op.layer, stage, act, internode))
     return out
 
@@ -198,7 +204,7 @@ def _stage_sends(p, graph, placement) -> float:
     for a, b in pairwise(graph.layer_keys):
         if stage[a] == stage[b]:
             continue
-        if (stage[a] * tp) // per_node != ((stage[a] + 1) * tp) // per_node:
+        if leaves_node(stage[a], tp, per_node):
             total += p.internode_latency_s + n_bytes / p.internode_bytes_per_s
         else:
             total += p.nvlink_latency_s + n_bytes / p.nvlink_bytes_per_s

@@ -3,12 +3,12 @@ latency floor (the engine module's ``rates``)."""
 
 from __future__ import annotations
 
-from ...units import FLOPS_PER_MAC, largest_share
+from ...units import FLOPS_PER_MAC
 from ..contract import BoundRates
 from .fragments import _COLLECTIVE_STEPS
 from .kinds import TRANSITS_PER_C2C
 from .net import Network
-from .plans import plan_kinds, read_elems
+from .plans import gemv_share, plan_kinds
 from .program import ChipModel
 from .stages import n_stages
 
@@ -43,9 +43,7 @@ def _weight_installs(spec):
     def installs(op, slot) -> float:
         if op.op_class not in ("matmul", "router"):
             return 0.0
-        tp = len(slot.units)
-        weights = largest_share(read_elems(op), tp, op.split != "replicate")
-        blocks = max(1, -(-weights // chip.block_weights))
+        blocks = max(1, -(-gemv_share(op, len(slot.units)) // chip.block_weights))
         return -(-blocks // chip.planes) * chip.install_cycles / spec.clock_hz
 
     return installs

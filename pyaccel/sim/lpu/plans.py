@@ -31,6 +31,12 @@ def read_elems(op) -> int:
     return op.n * op.k
 
 
+def gemv_share(op, tp: int) -> int:
+    """Weight elements of a matmul or router op on one chip of a ``tp``-wide group: the
+    largest share of its weights read (all of them where the op is replicated)."""
+    return largest_share(read_elems(op), tp, op.split != "replicate")
+
+
 def op_plan(op, graph, tp: int) -> tuple:
     """The instruction patterns of one graph op on one chip of a ``tp``-wide group."""
     m = op.m
@@ -42,7 +48,7 @@ def op_plan(op, graph, tp: int) -> tuple:
         w = largest_share(op.n, tp, sharded) * m
         return (("reduce", w), ("vector", w, "norm"))
     if op.op_class in ("matmul", "router"):
-        steps = [("gemv", largest_share(read_elems(op), tp, sharded), m)]
+        steps = [("gemv", gemv_share(op, tp), m)]
         if tp > 1 and op.reduces:
             out = op.n if op.split == "row" else graph.hidden
             steps.append(("allreduce", ACT_BYTES * _rows(op, graph) * out))
