@@ -26,35 +26,34 @@ def rates(spec, work) -> BoundRates:
         return mxm if op.op_class in ("matmul", "attention", "router") else 0.0
 
     link = float(p.c2c_bytes_per_s) * float(p.c2c_links)
+    chip = ChipModel.from_params(p)
     return BoundRates(mem, "lpu_mem", compute, "lpu_mxm", link, "c2c_link",
                       _pipeline_floor(spec), floor_place=_chips,
-                      own_work_s=_weight_installs(spec),
-                      pass_floor_s=_stage_hops(spec), pass_kind="stage_hop",
+                      own_work_s=_weight_installs(chip, clock),
+                      pass_floor_s=_stage_hops(spec, chip), pass_kind="stage_hop",
                       pass_resource="c2c_latency")  # fmt: skip
 
 
-def _weight_installs(spec):
+def _weight_installs(chip: ChipModel, clock_hz: float):
     """``own_work_s(op, slot)``: a GEMV's weight installs on one chip of its ``tp``-wide group
     (s): its share of the weights in blocks of the MXM's side squared (:func:`.plans.op_plan`,
     as the engine plans it), round-robin over the planes, each plane installing its blocks one
     after another (``install_cycles`` each, from ``weight_install_streams``); 0 for other ops."""
-    chip = ChipModel.from_params(spec.params)
 
     def installs(op, slot) -> float:
         if op.op_class not in ("matmul", "router"):
             return 0.0
         blocks = max(1, -(-gemv_share(op, len(slot.units)) // chip.block_weights))
-        return -(-blocks // chip.planes) * chip.install_cycles / spec.clock_hz
+        return -(-blocks // chip.planes) * chip.install_cycles / clock_hz
 
     return installs
 
 
-def _stage_hops(spec):
+def _stage_hops(spec, chip: ChipModel):
     """``pass_floor_s(graph, placement)``: the hops one token crosses from the first pipeline
     stage to the last (s), each at least one C2C hop latency and the stream transit to the
     ports and from them (the engine's :class:`~.hops.StageHops` adds the bytes, the relay to
     the next stage's other chips and, after the last stage, the sampled token's way back)."""
-    chip = ChipModel.from_params(spec.params)
     each = Network(spec.params, spec.clock_hz).latency + TRANSITS_PER_C2C * chip.transit
 
     def floor(graph, placement) -> float:
