@@ -234,8 +234,10 @@ def test_step_bounds_kept_per_op_shape_are_each_ops_own(system, model):
     assert shape_of(ops[1]) == tuple(getattr(ops[1], f) for f in shape)
     for op, got in zip(ops, bounds.fixed_ops, strict=True):
         slot = slots[op.layer]
-        floor = bounds.rates.latency_floor(op, slot)
-        want = op_bound(op, len(slot.units), bounds.rates, graph.hidden, floor, work.batch)
+        rates = bounds.rates
+        floor = rates.latency_floor(op, slot)
+        want = op_bound(op, len(slot.units), rates, graph.hidden, floor, work.batch,
+                        rates.placed_rates(slot, plc), rates.own_seconds(op, slot))  # fmt: skip
         assert got == want
 
 
