@@ -50,7 +50,7 @@ def rates(spec, work) -> BoundRates:
 
     return BoundRates(rom_bw + sram_bw, "kv_sram", compute, "rom_read", p.chip_link_bytes_per_s,
                       "chip_link", _drain_floor(spec, work), latency_serial=True,
-                      floor_place=_dies, kv_bytes_per_s=_layer_kv_rate(p, f),
+                      floor_place=_nothing, kv_bytes_per_s=_layer_kv_rate(p, f),
                       pass_floor_s=_link_waits(spec), pass_kind="chip_link",
                       compute_splits=False)  # fmt: skip
 
@@ -83,10 +83,10 @@ def _link_waits(spec):
     return floor
 
 
-def _dies(slot) -> tuple:
-    """What of a slot the bound reads: its dies (a layer's KV banks are a share of theirs; the
-    drain floor reads nothing, a block's drain being the op's own)."""
-    return slot.units
+def _nothing(slot) -> None:
+    """What of a slot the drain floor reads: nothing (a block's drain is the op's own; the
+    layer's KV banks reach the bound through ``kv_bytes_per_s``, keyed on their own)."""
+    return None
 
 
 def _layer_kv_rate(p, clock_hz: float):
