@@ -8,7 +8,7 @@ import pytest
 import pyaccel as pa
 from pyaccel.model.config import preset_names
 from pyaccel.sim import roofline
-from pyaccel.sim.wafer import engine as wafer_engine
+from pyaccel.sim.wafer import bound as wafer_bound
 
 from conftest import bound_ratio
 
@@ -51,14 +51,12 @@ def test_each_ops_floor_by_hand():
     all-reduce after one message start cost and carries the far PE's data over 3 hops; an
     elementwise op pays its issue and its task's activation message; the embedding only its
     issue (its multicast can start at once)."""
-    from pyaccel.sim.wafer import engine as wafer
-
     work = pa.Workload(context=64, tokens=2)
     cfg, sysm = pa.load_model("tiny-llama"), pa.load_system("wse3", 1)
     graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
     plc = pa.place(cfg, sysm, work, graph=graph)
     p, clock = sysm.spec.params, sysm.spec.clock_hz
-    rates = wafer.rates(sysm.spec, work)
+    rates = wafer_bound.rates(sysm.spec, work)
     slots = {s.layer: s for s in plc.layers}
 
     def floor_cycles(kind):
@@ -82,7 +80,7 @@ def test_the_bound_waits_for_each_wafer_crossing():
     plc = pa.place(cfg, sysm, work, graph=graph)
     p = sysm.spec.params
     assert (p.system_io_latency_s, p.system_io_bytes_per_s, graph.hidden) == (2e-6, 150e9, 8192)
-    crossings = wafer_engine.rates(sysm.spec, graph.workload).pass_floor_s
+    crossings = wafer_bound.rates(sysm.spec, graph.workload).pass_floor_s
     want = 3 * (2e-6 + 8192 * 2 / 150e9)
     assert crossings(graph, plc) == pytest.approx(want, rel=1e-12)
     tr = pa.emulate(cfg, sysm, plc, work)
