@@ -202,10 +202,17 @@ def test_lpu_expert_plan_by_hand():
     down = next(o for o in g.ops if o.kind == "experts_down_proj")
     one = up.params // g.n_experts  # 2 x 128 x 64 weights of one expert's gate and up
     assert one == 2 * 128 * 64
-    assert expert_plan(up, g, 4, 2, 5) == (("gemv", 2 * one, 5),)
+    # 2 experts on the busiest chip, 5 (row, expert) pairs: each expert's blocks stream its own
+    assert expert_plan(up, g, 4, 2, 5) == (("xgemv", one, (3, 2)),)
     # the down projection's all-reduce sums each row's top-k outputs: 3 rows x 64 x 2 B
     assert expert_plan(down, g, 4, 1, 2)[1] == ("allreduce", 3 * 64 * 2)
     assert op_plan(down, g, 4)[1] == ("allreduce", 3 * 64 * 2)  # split experts: the same sum
+    # split experts: a step whose 8 rows (16 pairs) reach 4 experts, the busiest with 5 pairs;
+    # each expert's half on a chip of 2 streams its own pairs, 5 + 4 + 4 + 3 (not 16 each)
+    g8 = pa.build_graph(pa.load_model("tiny-mixtral"), pa.Workload(batch=8), native_format="bf16")
+    j = next(j for j, (_, op) in enumerate(g8.expert_ops) if op.kind == "experts_gate_up_proj")
+    assert op_plan(g8.routed_op(j, 5, 4), g8, 2) == (("xgemv", one // 2, (5, 4, 4, 3)),)
+    assert op_plan(g8.routed_op(j, 8, 2), g8, 2) == (("xgemv", one // 2, (8, 8)),)
 
 
 def _lpu_run(tmp_path, route, name, layout="ep"):

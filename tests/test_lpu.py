@@ -63,6 +63,35 @@ def test_golden_gemv_install_bound_at_batch_one():
     assert prog.schedule().cycles == 225
 
 
+def test_golden_routed_expert_gemv_feeds_each_block_its_experts_rows():
+    # Same chip, two routed experts of 2 blocks each, serving 3 and 1 (row, expert) pairs:
+    #   install0 [0,20)   compute0 [20,23)     (expert 0: 3 vectors)
+    #   install1 [20,40)  compute1 [40,43)
+    #   install2 [40,60)  compute2 [60,61)     (expert 1: 1 vector; block 0's buffer freed at 23)
+    #   install3 [60,80)  compute3 [80,81)
+    # done 81 + 164 = 245; the MXM computes 2 x 3 + 2 x 1 = 8 cycles, not 4 blocks x 4 pairs.
+    chip = ChipModel.from_params(_system().spec.params)
+    prog = Program(chip)
+    prog.begin_op(0, "experts", "experts")
+    prog.xgemv(2, (3, 1), None)
+    sch = prog.schedule()
+    assert sch.start.tolist()[:8] == [0, 20, 20, 40, 40, 60, 60, 80]
+    mxm = [d for d, r in zip(prog.dur, prog.res, strict=True) if r == prog.r_mxm(0)]
+    assert mxm == [3, 3, 1, 1]
+    assert sch.cycles == 245
+
+
+def test_expert_rows_by_hand():
+    from pyaccel.sim.lpu.plans import expert_rows
+
+    assert expert_rows(10, 3) == (4, 3, 3)  # no busiest known: as even as whole rows allow
+    assert expert_rows(10, 3, hot=5) == (5, 3, 2)  # the busiest, then the rest evenly
+    assert expert_rows(10, 3, hot=3) == (4, 3, 3)  # a busiest below the even share: even
+    assert expert_rows(10, 3, hot=9) == (8, 1, 1)  # the others keep one pair each
+    assert expert_rows(2, 5) == (1, 1)  # no more experts than pairs
+    assert sum(expert_rows(8192, 128, hot=90)) == 8192
+
+
 def test_golden_two_hop_c2c_transfer():
     # 7,000 B from a chip of one node to a chip of the next node over a global port, relayed to a
     # second chip of that node over a local link (cut-through).

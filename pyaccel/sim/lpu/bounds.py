@@ -87,7 +87,7 @@ def _pipeline_floor(spec):
     reduce = 1 + chip.vxm_latency + chip.reduce_rounds * round_trip
     memio = 1 + chip.transit
     collective = hop + TRANSITS_PER_C2C * chip.transit
-    cycles = {"gemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
+    cycles = {"gemv": gemv, "xgemv": gemv, "vector": vector, "reduce": reduce, "memio": memio,
               "allreduce": collective + 1, "allgather": collective,
               "broadcast": collective, "seqreduce": collective + 1}  # fmt: skip
 

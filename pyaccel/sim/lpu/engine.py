@@ -374,13 +374,14 @@ class LpuSim:
     def _split_plans(self, routed: RoutedSteps, i: int, context: int, layout) -> list:
         """Every stage's routed plans at step ``i`` of ``routed`` (experts split over the
         chips), as :meth:`_routed_plans` makes them: kept per stage and the distinct experts
-        of its MoE layers, the one thing of a step's routing its plans depend on."""
-        row, out = routed.distinct[i].tolist(), []
+        and busiest expert's rows of its MoE layers, all of a step's routing its plans
+        depend on."""
+        row, hot, out = routed.distinct[i].tolist(), routed.hot[i].tolist(), []
         for s, cols in enumerate(self._moe_cols):
-            key = (s, *(row[c] for c in cols))
+            key = (s, *(row[c] for c in cols), *(hot[c] for c in cols))
             hit = self._split_memo.get(key)
             if hit is None:  # the stage's own routed ops at this step, then their plans
-                ops = {name: self.graph.routed_op(j, int(routed.hot[i, n]), row[n])
+                ops = {name: self.graph.routed_op(j, hot[n], row[n])
                        for name, (j, n) in self._routed_at[s]}  # fmt: skip
                 step = StepShape(self.graph, context, self.group_key, layout=layout, routed=ops)
                 hit = self._split_memo[key] = self._routed_plans(step, s)
@@ -398,7 +399,7 @@ class LpuSim:
         out = []
         for _, name in self._expert_holes[i]:
             op = step.routed[name]
-            key = (name, op.weight_bytes, op.m, tp)
+            key = (name, op.weight_bytes, op.m, op.hot_rows, tp)
             if key not in self._plans_of:
                 self._plans_of[key] = self._plan(op, tp)
             out.append(self._plans_of[key])

@@ -126,6 +126,8 @@ def _emit(prog: Program, chip: ChipModel, net: Network, tp: int, st: tuple, cur)
     kind = st[0]
     if kind == "gemv":
         return prog.gemv(st[1], st[2], cur)
+    if kind == "xgemv":
+        return prog.xgemv(st[1], st[2], cur)
     if kind == "vector":
         return prog.vector(st[1], cur)
     if kind == "reduce":

@@ -1,9 +1,11 @@
 """What each graph op asks of one LPU chip of a ``tp``-wide group: its plan, the integer
 quantities its instructions depend on (hashable: the engine's cache keys). A plan is a tuple of
-steps: ``("gemv", weights, vectors)``, ``("vector", elements, ALU ops per element or the name
-of a preset count)``, ``("reduce", elements)``, ``("memio", bytes)``, and the collectives
-``("allreduce" | "allgather" | "broadcast", bytes)`` over the group and ``("seqreduce", bytes,
-chips)`` among one KV head's chips (lpu.attention_sequence_split)."""
+steps: ``("gemv", weights, vectors)``, ``("xgemv", weights of one expert, vectors of each routed
+expert)`` (a routed-expert GEMV: each expert's blocks see only its own rows), ``("vector",
+elements, ALU ops per element or the name of a preset count)``, ``("reduce", elements)``,
+``("memio", bytes)``, and the collectives ``("allreduce" | "allgather" | "broadcast", bytes)``
+over the group and ``("seqreduce", bytes, chips)`` among one KV head's chips
+(lpu.attention_sequence_split)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,11 @@ def op_plan(op, graph, tp: int) -> tuple:
         w = largest_share(op.n, tp, sharded) * m
         return (("reduce", w), ("vector", w, "norm"))
     if op.op_class in ("matmul", "router"):
-        steps = [("gemv", gemv_share(op, tp), m)]
+        if op.expert:  # each routed expert split over the group like any sharded weight
+            one = largest_share(op.params // max(1, graph.n_experts), tp, sharded)
+            steps = [("xgemv", one, expert_rows(m, routed_experts(op, graph), op.hot_rows))]
+        else:
+            steps = [("gemv", gemv_share(op, tp), m)]
         if tp > 1 and op.reduces:
             out = op.n if op.split == "row" else graph.hidden
             steps.append(("allreduce", ACT_BYTES * _rows(op, graph) * out))
@@ -72,10 +78,35 @@ def expert_plan(op, graph, tp: int, experts: int, pairs: int) -> tuple:
         per_elem = max(1, -(-op.flops // max(1, op.m * op.n)))
         return (("vector", op.n * pairs, per_elem),)
     one = op.params // graph.n_experts  # weight elements of one expert
-    steps = [("gemv", one * experts, pairs)]
+    steps = [("xgemv", one, expert_rows(pairs, experts))]
     if tp > 1 and op.reduces:
         steps.append(("allreduce", ACT_BYTES * _rows(op, graph) * graph.hidden))
     return tuple(steps)
+
+
+def routed_experts(op, graph) -> int:
+    """Distinct experts a routed-expert op reads this step: its weight bytes over one expert's
+    (:meth:`~pyaccel.model.graph.DecodeGraph.routed_op`; the graph's expected count, rounded,
+    before any routing), at least one and at most one per (row, expert) pair."""
+    one = op.resident_weight_bytes / max(1, graph.n_experts)
+    found = round(op.weight_bytes / one) if one else 1
+    return max(1, min(found, graph.n_experts, op.m))
+
+
+def expert_rows(pairs: int, experts: int, hot: int = 0) -> tuple[int, ...]:
+    """The (row, expert) pairs each of ``experts`` routed experts serves, largest first, as many
+    as ``pairs`` in all and at least one each: the busiest ``hot`` of them (0: not known) and
+    the others as evenly as whole rows allow. A routed expert's weight blocks stream only its
+    own rows through the MXM, so these are each expert's GEMV vectors."""
+    pairs = max(1, pairs)
+    experts = max(1, min(experts, pairs))
+    hot = min(hot, pairs - experts + 1)  # the others serve one pair at least
+    if hot > 0 and experts > 1:
+        q, r = divmod(pairs - hot, experts - 1)
+        if hot >= q + (r > 0):  # the busiest is at least as busy as the rest
+            return (hot, *(q + 1,) * r, *(q,) * (experts - 1 - r))
+    q, r = divmod(pairs, experts)
+    return (*(q + 1,) * r, *(q,) * (experts - r))
 
 
 def _rows(op, graph) -> int:
@@ -129,8 +160,8 @@ def canonical(chip: ChipModel, tp: int, st: tuple) -> tuple:
     that steps whose context differs by less than a block share one compiled program. The
     counts may be int64 arrays (a run's steps at once: :meth:`LpuSim.stage_cycles_over`)."""
     kind = st[0]
-    if kind == "gemv":
-        return ("gemv", _at_least_one(-(-st[1] // chip.block_weights)), st[2])
+    if kind in ("gemv", "xgemv"):
+        return (kind, _at_least_one(-(-st[1] // chip.block_weights)), st[2])
     vecs = _at_least_one(-(-st[1] // chip.elems_per_vector))
     if kind == "vector":
         per = st[2] if isinstance(st[2], int) else dict(chip.ops_per_elem)[st[2]]
@@ -164,8 +195,8 @@ def plan_kinds(op, tp: int, att=None) -> tuple[str, ...]:
     if op.op_class == "norm":
         return ("reduce", "vector")
     if op.op_class in ("matmul", "router"):
-        reduce = tp > 1 and op.reduces
-        return ("gemv", "allreduce") if reduce else ("gemv",)
+        gemv = "xgemv" if op.expert else "gemv"
+        return (gemv, "allreduce") if tp > 1 and op.reduces else (gemv,)
     if op.op_class == "attention":
         mla = ("gemv",) if op.weight_bytes else ()
         split = att is not None and not att.latent and tp // max(1, att.n_kv_heads) > 1

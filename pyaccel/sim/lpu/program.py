@@ -204,10 +204,11 @@ class Program:
         """VXM occupancy of ``ops_per_elem`` chained ALU ops over ``vectors`` vectors."""
         return max(1, _ceil(vectors * max(1, ops_per_elem) / self.chip.alus))
 
-    def gemv(self, blocks: int, m_vectors: int, inp) -> int:
+    def gemv(self, blocks: int, m_vectors, inp) -> int:
         """A weight-stationary matrix-vector product over ``blocks`` weight blocks round-robin
         over the planes, each installed (double-buffered) then fed ``m_vectors`` activation
-        vectors; the result leaves ``mxm_latency`` + transit after the last block."""
+        vectors (one count for all blocks, or an int64 array, one a block); the result leaves
+        ``mxm_latency`` + transit after the last block."""
         c = self.chip
         base, b = len(self.res), np.arange(blocks, dtype=np.int64)
         held = c.weight_buffers * c.planes  # blocks installed before one must be freed
@@ -223,7 +224,9 @@ class Program:
         self._add_many(
             res=np.stack([self.r_install(p), self.r_mxm(p)], 1).ravel(),
             kinds=list(_GEMV_BLOCK) * blocks,
-            dur=(pair * [c.install_cycles, max(1, m_vectors)]).ravel(),
+            dur=np.stack(
+                [pair[:, 0] * c.install_cycles, np.maximum(1, m_vectors) * pair[:, 1]], 1
+            ).ravel(),  # fmt: skip
             lat=np.zeros(per * blocks, dtype=np.int64),
             n_deps=np.stack([keep[:, 0], keep[:, 1:].sum(1)], 1).ravel(),
             dep_idx=deps[keep],
@@ -233,6 +236,13 @@ class Program:
         last = [int(comp[q + c.planes * ((blocks - 1 - q) // c.planes)])
                 for q in range(min(blocks, c.planes))]  # fmt: skip
         return self.add(-1, "delay", 0, c.mxm_latency + c.transit, last)
+
+    def xgemv(self, blocks_per_expert: int, rows: tuple, inp) -> int:
+        """A routed-expert GEMV: ``blocks_per_expert`` blocks of each routed expert, one expert
+        after another, each block fed only the ``rows[e]`` vectors of its expert ``e`` (as
+        :meth:`gemv` otherwise)."""
+        m = np.repeat(np.asarray(rows, dtype=np.int64), blocks_per_expert)
+        return self.gemv(blocks_per_expert * len(rows), m, inp)
 
     def vector(self, cycles: int, inp) -> int:
         """A VXM pass occupying ``cycles`` (see :meth:`vxm_cycles`)."""
