@@ -305,6 +305,8 @@ def _print_report(rep) -> None:
 
 def _print_prefill(pf: dict) -> None:
     """Where the prompt's prefill time goes (:meth:`pyaccel.prefill.Prefill.as_dict`)."""
+    from .report import prefill_note
+
     if not pf:
         return
     ttft = pf["ttft_s"]
@@ -312,11 +314,15 @@ def _print_prefill(pf: dict) -> None:
         title=f"prefill: time to first token {fmt_seconds(ttft)}, {pf['prompt_tokens']:,} "
         f"prompt tokens in {pf['chunks']} chunk(s) of <= {pf['chunk_tokens']:,}"
     )
-    for col in ("resource", "time", "occupancy"):
+    if not pf.get("resource_s"):  # timed only (run): where the time goes is report's
+        out.print(t.title, markup=False, highlight=False)
+        return
+    for col in ("resource", "time", "of TTFT"):
         t.add_column(col)
     for res, sec in pf["resource_s"].items():
         t.add_row(res, fmt_seconds(sec), f"{sec / ttft:.0%}")
     out.print(t)
+    out.print(f"note: {prefill_note(pf)}", markup=False, highlight=False)
 
 
 def _print_place(plc) -> None:

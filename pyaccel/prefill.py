@@ -57,14 +57,17 @@ class Chunk:
 @dataclass(frozen=True)
 class Prefill:
     """A prompt's prefill: its chunks, ``ttft_s`` (s: their steps in turn, or, ``streamed``,
-    their schedule through the stages) and the seconds each resource class is busy over them
-    (overlapping events of one class counted once a chunk)."""
+    their schedule through the stages) and, when its events were kept (``resolved``), the
+    seconds each resource class is busy over them (overlapping events of one class counted
+    once a chunk; streamed chunks overlap one another, so a class's seconds may exceed
+    ``ttft_s``)."""
 
     prompt_tokens: int
     chunk_tokens: int
     chunks: tuple[Chunk, ...]
     ttft_s: float  # time to first token (s)
     streamed: bool = False  # the chunks streamed through the stages (else one after another)
+    resolved: bool = False  # each chunk's events were kept: where the time goes is known
 
     @property
     def resources(self) -> dict:
@@ -81,15 +84,17 @@ class Prefill:
         return next(iter(self.resources), "")
 
     def as_dict(self) -> dict:
-        """Plain data for JSON: ttft, chunking and the resource seconds."""
+        """Plain data for JSON: ttft, chunking and the resource seconds (``None``, with the
+        busiest resource, when the events were not kept: ``run`` times the prefill only,
+        ``report`` says where its time goes)."""
         return {
             "ttft_s": self.ttft_s,
             "prompt_tokens": self.prompt_tokens,
             "chunk_tokens": self.chunk_tokens,
             "chunks": len(self.chunks),
             "streamed": self.streamed,
-            "busiest_resource": self.busiest_resource,
-            "resource_s": self.resources,
+            "busiest_resource": self.busiest_resource if self.resolved else None,
+            "resource_s": self.resources if self.resolved else None,
         }
 
 
@@ -127,9 +132,10 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
     prompt, total = max(1, workload.context), sum(c.seconds for c in out)
     engine = engine_module(system.kind)
     if not getattr(engine.pass_model, "PREFILL_STREAMS", False):
-        return Prefill(prompt, chunk, tuple(out), total)
+        return Prefill(prompt, chunk, tuple(out), total, resolved=events)
     cycles = _streamed_cycles(engine, system, placement, graphs)
-    return Prefill(prompt, chunk, tuple(out), cycles / system.spec.clock_hz, streamed=True)
+    return Prefill(prompt, chunk, tuple(out), cycles / system.spec.clock_hz, streamed=True,
+                   resolved=events)  # fmt: skip
 
 
 def _streamed_cycles(engine, system, placement, graphs) -> int:

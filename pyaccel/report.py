@@ -257,13 +257,24 @@ def _prefill_lines(pf: dict) -> list[str]:
         "",
         f"Prefill: time to first token {fmt_seconds(ttft)} for {pf['prompt_tokens']:,} prompt "
         f"tokens in {pf['chunks']} chunk(s) of <= {pf['chunk_tokens']:,}; busiest "
-        f"**{pf['busiest_resource'] or '-'}**",
+        f"**{pf.get('busiest_resource') or '-'}**",
     ]
-    if pf["resource_s"]:
-        lines += ["", "| prefill resource | time | occupancy |", "|---|---|---|"]
+    if pf.get("resource_s"):
+        lines += ["", "| prefill resource | time | of TTFT |", "|---|---|---|"]
         for res, t in pf["resource_s"].items():
             lines.append(f"| {res} | {fmt_seconds(t)} | {t / ttft:.0%} |")
+        lines += ["", prefill_note(pf)]
     return lines
+
+
+def prefill_note(pf: dict) -> str:
+    """What a prefill resource's share of the time to first token means (``pf``: the
+    :meth:`pyaccel.prefill.Prefill.as_dict` of a prefill whose events were kept)."""
+    if pf.get("streamed") and pf["chunks"] > 1:
+        return ("prefill shares: a class's busy seconds summed over the chunks, over the time "
+                "to first token; the chunks stream through the stages at once, so a share may "
+                "exceed 100 %")  # fmt: skip
+    return "prefill shares: a class's busy seconds over the time to first token"
 
 
 def _jsonable(x: Any):

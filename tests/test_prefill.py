@@ -97,6 +97,21 @@ def test_report_says_where_prefill_time_goes():
     assert "time to first token" in text
 
 
+def test_run_times_the_prefill_and_leaves_where_it_goes_to_report():
+    # run does not keep the prefill's events, so it claims no busy seconds (null, not {})
+    rec = json.loads(_cli("run", "--system", "h100", "--model", "tiny-llama", "--context",
+                          "256", "--tokens", "2", "--json"))  # fmt: skip
+    assert rec["prefill"]["ttft_s"] == rec["ttft_s"] > 0
+    assert rec["prefill"]["resource_s"] is None and rec["prefill"]["busiest_resource"] is None
+    # report keeps them; streamed chunks overlap, so a share of the TTFT may pass 100 %: said
+    args = ["report", "--system", "groq-tsp", "--model", "tiny-llama", "--context", "96",
+            "--tokens", "2", "--set", "prefill_chunk_tokens=32"]  # fmt: skip
+    pf = json.loads(_cli(*args, "--json"))["prefill"]
+    assert pf["streamed"] and pf["chunks"] == 3 and pf["resource_s"]
+    text = _cli(*args)
+    assert "of TTFT" in text and "may exceed 100 %" in " ".join(text.split())
+
+
 def test_compare_has_ttft_and_chunk_assumption_where_not_sourced():
     recs = json.loads(_cli("compare", "--model", "tiny-llama", "--systems", "h100,groq-tsp",
                            "--context", "64", "--tokens", "2", "--json"))  # fmt: skip
