@@ -23,10 +23,11 @@ def _print_validate(rows) -> None:
                   r.bottleneck or "-")  # fmt: skip
     out.print(t)
     for r in rows:
-        for d in r.notes:
-            out.print(f"{r.system} {r.model}: emulated at {d}", markup=False, highlight=False)
         if r.error is not None:
-            out.print(f"{r.system} {r.model}: not run: {r.error}", markup=False, highlight=False)
+            out.print(f"{r.where}: not run: {r.error}", markup=False, highlight=False)
+            continue
+        for d in r.notes:
+            out.print(f"{r.where}: emulated at {d}", markup=False, highlight=False)
     for r in rows:
         if r.reach is not None and r.error is None:
             _print_reach(r)
@@ -37,7 +38,7 @@ def _print_reach(row) -> None:
     slowest and fastest other choice), then those whose speeds span the published one."""
     published = _rate(row.low) if row.low == row.high else f"{_rate(row.low)}-{_rate(row.high)}"
     t = _table(
-        f"{row.system} {row.model}: emulated {_rate(row.emulated_tok_s)}, published "
+        f"{row.where}: emulated {_rate(row.emulated_tok_s)}, published "
         f"{published} tok/s per user; each named unknown over its sourced range",
         ("assumption", ">value", ">low end", ">tok/s", ">high end", ">tok/s"),
         caption="re-emulated on the same units with one assumption at a time at each end of its "
@@ -48,7 +49,7 @@ def _print_reach(row) -> None:
         t.add_row(x.param, _value(x.value), _value(x.low_value), low, _value(x.high_value), high)
     out.print(t)
     names = row.reached_by
-    out.print(f"{row.system} {row.model}: the published speed lies within the range of "
+    out.print(f"{row.where}: the published speed lies within the range of "
               f"{', '.join(names) if names else 'no single named unknown'}",
               markup=False, highlight=False)  # fmt: skip
     for x in row.reach:

@@ -70,7 +70,8 @@ class ValidationRow:
     published workload emulated as such, and the row's sets (:class:`PublishedRow`).
     ``reach``: with ``--ranges``, the speeds each ranged named assumption spans
     (:mod:`pyaccel.validate_ranges`: objects with ``reaches(low, high)`` and ``to_dict()``),
-    else None; ``low``/``high``: the published speed's ends."""
+    else None; ``low``/``high``: the published speed's ends; ``row``: the table row judged
+    (its line and the case emulated), None for a row made by hand."""
 
     system: str
     model: str
@@ -83,6 +84,13 @@ class ValidationRow:
     reach: tuple | None = field(default=None, compare=False)
     low: float = field(default=0.0, compare=False)
     high: float = field(default=0.0, compare=False)
+    row: PublishedRow | None = field(default=None, compare=False)
+
+    @property
+    def where(self) -> str:
+        """The row as text names it: system, model and, from a table, its line."""
+        line = f" (line {self.row.line})" if self.row is not None else ""
+        return f"{self.system} {self.model}{line}"
 
     @property
     def reached_by(self) -> list[str]:
@@ -90,10 +98,16 @@ class ValidationRow:
         return [r.param for r in self.reach or () if r.reaches(self.low, self.high)]
 
     def to_dict(self) -> dict:
-        """The ``validate --json`` entry (with ``--ranges``: also ``ranges`` and
-        ``published_within_range_of``)."""
+        """The ``validate --json`` entry: the judgement, the table row's line and the case it
+        was emulated as (weights, units, batch, context, decode steps, sets) with the notes on
+        how (with ``--ranges``: also ``ranges`` and ``published_within_range_of``)."""
         out = {k: getattr(self, k) for k in ("system", "model", "published_tok_s",
                "emulated_tok_s", "ratio", "bottleneck", "error")}  # fmt: skip
+        if self.row is not None:
+            r = self.row
+            out.update(line=r.line, weights=r.weights, units=r.units, batch=r.batch,
+                       context=r.context, tokens=r.tokens, sets=list(r.sets))  # fmt: skip
+        out["notes"] = list(self.notes)
         if self.reach is not None:
             out["ranges"] = [r.to_dict() for r in self.reach]
             out["published_within_range_of"] = self.reached_by
@@ -135,6 +149,9 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
         raise bad("units", "a positive integer or 'auto'")
     values, notes = {}, []
     for column, default in DEFAULTS.items():
+        number = re.match(r"\s*([-+]?\d+)", raw[column] or "")
+        if number and int(number.group(1)) < 1:
+            raise bad(column, "a positive integer, or text saying it is not published")
         found = re.match(r"\s*(\d+)", raw[column] or "")
         values[column] = int(found.group(1)) if found else default
         if not found:
@@ -181,11 +198,12 @@ def judge(row: PublishedRow) -> tuple[ValidationRow, object | None]:
                                         list(row.sets), prefill=None)  # fmt: skip
     except PyaccelError as exc:
         return ValidationRow(row.system, row.model, row.high, None, None, None, str(exc),
-                             row.notes, low=row.low, high=row.high), None  # fmt: skip
+                             row.notes, low=row.low, high=row.high, row=row), None  # fmt: skip
     emulated = result.trace.tokens_per_s_per_user
     published = min((row.low, row.high), key=lambda p: abs(p - emulated))
     judged = ValidationRow(row.system, row.model, published, emulated, emulated / published,
-                           rep.bottleneck, None, row.notes, low=row.low, high=row.high)  # fmt: skip
+                           rep.bottleneck, None, row.notes, low=row.low, high=row.high,
+                           row=row)  # fmt: skip
     return judged, result
 
 

@@ -13,6 +13,8 @@ from pyaccel.validate import COLUMNS, VALIDATE_TOKENS, read_table, shipped_table
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "published.csv"
 KEYS = ["system", "model", "published_tok_s", "emulated_tok_s", "ratio", "bottleneck", "error"]
+# each row's line in the table and the case it was emulated as, then how
+CASE = ["line", "weights", "units", "batch", "context", "tokens", "sets", "notes"]
 HEADER = ",".join(COLUMNS) + ",notes\n"
 
 
@@ -37,8 +39,10 @@ def test_json_runs_every_row_of_the_shipped_table():
     assert [(r["system"], r["model"]) for r in rows] == [
         (r.system, r.model) for r in read_table(shipped_table(), "shipped")
     ]
-    for r in rows:
-        assert list(r) == KEYS
+    for r, row in zip(rows, read_table(shipped_table(), "shipped"), strict=True):
+        assert list(r) == KEYS + CASE
+        assert (r["line"], r["units"], r["batch"], r["context"]) == (
+            row.line, row.units, row.batch, row.context)  # fmt: skip
         if r["error"] is None:  # ran: the ratio is emulated over published, with a bottleneck
             assert r["ratio"] == pytest.approx(r["emulated_tok_s"] / r["published_tok_s"])
             assert r["bottleneck"]
@@ -75,7 +79,7 @@ def test_a_published_workload_is_emulated_whole_and_judged_by_its_mean(tmp_path)
     assert got.notes == ("context 64 for 40 generated tokens, their mean speed "
                          "(published: '64 in / 40 out')",)  # fmt: skip
     result = invoke("validate", "--published", path)
-    assert "wse3 tiny-llama: emulated at context 64 for 40 generated tokens" in result.stdout
+    assert "wse3 tiny-llama (line 2): emulated at context 64 for 40 generated" in result.stdout
 
 
 def test_a_rows_sets_are_the_configuration_it_was_measured_in(tmp_path):
@@ -91,13 +95,18 @@ def test_a_rows_sets_are_the_configuration_it_was_measured_in(tmp_path):
     assert serial.notes == ("--set host_overlap=serial --set step_host_s=5e-5 (the table's sets)",)
     assert not plain.notes
     assert unknown.emulated_tok_s is None and "no_such_knob" in unknown.error
+    # a row not run says why, not how it would have been emulated; rows are told apart by line
+    text = " ".join(invoke("validate", "--published", path).stdout.split())
+    assert "(line 4): not run:" in text and "(line 4): emulated at" not in text
+    assert "(line 2): emulated at --set host_overlap=serial" in text
 
 
 def test_text_output_says_which_rows_used_cli_defaults(tmp_path):
     path = _table(tmp_path, "h100,tiny-llama,bf16,1,unknown (served),64,100,x")
     result = invoke("validate", "--published", path)
     assert result.exit_code == 0, result.output
-    assert "h100 tiny-llama: emulated at batch 1 (published: 'unknown (served)')" in result.stdout
+    out = " ".join(result.stdout.split())
+    assert "h100 tiny-llama (line 2): emulated at batch 1 (published: 'unknown (served)')" in out
 
 
 def test_a_row_that_cannot_run_reports_its_error(tmp_path):
@@ -114,6 +123,11 @@ def test_a_row_that_cannot_run_reports_its_error(tmp_path):
          "line 2: column 'tokens_per_s_per_user' must be a positive number or a range"),
         (HEADER + "h100,tiny-llama,bf16,0,1,64,10,x\n",
          "line 2: column 'units' must be a positive integer or 'auto', got '0'"),
+        (HEADER + "h100,tiny-llama,bf16,1,-3,64,10,x\n",
+         "line 2: column 'batch' must be a positive integer, or text saying it is not "
+         "published, got '-3'"),
+        (HEADER + "h100,tiny-llama,bf16,1,1,0,10,x\n",
+         "line 2: column 'context' must be a positive integer"),
         (HEADER + "h100,tiny-llama,bf16,1,1,64 in / 0 out,10,x\n",
          "line 2: column 'context' must be 'N in / M out' with M >= 1 generated tokens"),
         (",".join(COLUMNS) + ",sets\nh100,tiny-llama,bf16,1,1,64,10,launch_mode\n",

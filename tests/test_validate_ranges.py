@@ -73,7 +73,7 @@ def test_cli_prints_a_table_per_row_and_json_carries_the_ranges(table):
     text = CliRunner().invoke(app, ["validate", "--published", str(path), "--ranges"])
     assert text.exit_code == 0, text.output
     words = " ".join(text.stdout.split())  # lines wrap at 80 columns
-    assert "wse3 tiny-llama: the published speed lies within the range of" in words
+    assert "wse3 tiny-llama (line 2): the published speed lies within the range of" in words
     assert "the range of no single named unknown" in words  # the far row
     done = CliRunner().invoke(app, ["validate", "--published", str(path), "--ranges", "--json"])
     rows = json.loads(done.stdout)
