@@ -72,6 +72,15 @@ def test_folder_and_file_paths_load(tiny_llama_dir):
     assert pa.load_model(tiny_llama_dir / "config.json").name == "tiny-llama"
 
 
+def test_a_bare_name_of_both_a_preset_and_a_folder_here_is_refused(tmp_path, monkeypatch):
+    # a folder named like a preset in the working folder must not silently replace the preset
+    write_config(tmp_path / "llama-3.1-8b", {**TINY_LLAMA, "num_hidden_layers": 3})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pa.ConfigError, match=r"both a preset and .*pass \./llama-3\.1-8b"):
+        pa.load_model("llama-3.1-8b")
+    assert pa.load_model("./llama-3.1-8b").n_layers == 3  # the folder, asked for as one
+
+
 @pytest.mark.parametrize(
     "field", ["num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "model_type"]
 )

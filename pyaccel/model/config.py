@@ -305,6 +305,11 @@ def load_model(name_or_path: str | Path) -> ModelConfig:
     """Load a model preset by name, a folder holding ``config.json``, or a ``config.json`` path."""
     text = str(name_or_path)
     path = Path(text)
+    if text in preset_names() and path.exists():  # a bare name: which one is meant?
+        raise ConfigError(
+            f"model '{text}' names both a preset and {path.resolve()} in this folder: pass "
+            f"./{text} for the folder, or run from another folder for the preset"
+        )
     if path.is_dir():
         path = path / "config.json"
         if not path.is_file():
