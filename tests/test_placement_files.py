@@ -144,6 +144,24 @@ def test_toml_system_found_beside_the_placement(tmp_path, monkeypatch):
     assert "mine.toml" in error_line(invoke("place", "--check", path))
 
 
+def test_model_folder_recorded_by_path_and_content_hash(tmp_path, monkeypatch):
+    from conftest import TINY_LLAMA, write_config
+
+    assert ok_json("place", "--system", "h100", "--model", "llama-3.1-8b")["model_source"] == {
+        "preset": "llama-3.1-8b"}  # fmt: skip
+    folder = write_config(tmp_path / "models" / "m1", TINY_LLAMA)
+    monkeypatch.chdir(tmp_path / "models")
+    doc = ok_json("place", "--system", "h100", "--model", "./m1")
+    src = doc["model_source"]
+    assert doc["model"] == "m1" and src["file"] == str((folder / "config.json").resolve())
+    path = write(tmp_path, doc)
+    monkeypatch.chdir(tmp_path)  # 'm1' names nothing from here: the recorded file is found
+    assert ok_json("place", "--check", path) == doc
+    (folder / "config.json").write_text(json.dumps({**TINY_LLAMA, "num_hidden_layers": 3}))
+    line = error_line(invoke("place", "--check", path))
+    assert "changed since the placement was written" in line and "--model" in line
+
+
 def test_capacity_in_the_file_is_never_trusted(tmp_path, written):
     """10,000 TB written in the file: the h100's 85 GB is what the check uses."""
     doc = copy.deepcopy(written["h100"])
@@ -185,7 +203,7 @@ def test_unversioned_files_of_earlier_pyaccel_still_load(written):
         doc = copy.deepcopy(written[label])
         old = {k: v for k, v in doc.items()
                if k not in ("format_version", "system_source", "sets", "etch", "units",
-                            "per_unit")}  # fmt: skip
+                            "per_unit", "model_source")}  # fmt: skip
         old["n_units"] = doc["units"]
         back = pa.Placement.from_json(json.dumps(old))
         assert back.to_dict() == doc

@@ -69,6 +69,7 @@ class DecodeGraph:
     assumptions: tuple[str, ...]
     n_experts: int = 0
     top_k: int = 0
+    model_source: str = ""  # where the config came from ("preset NAME" or its file's path)
 
     @cached_property
     def layer_keys(self) -> tuple[int | str, ...]:
@@ -405,7 +406,7 @@ def build_graph(
         notes.append(HC1_ASSUMPTION)
     return DecodeGraph(model.name, model.hidden, model.vocab, model.n_layers, att, work, ctx,
                        tuple(ops), tuple(left_out), tuple(notes), model.n_experts,
-                       model.top_k)  # fmt: skip
+                       model.top_k, model.source)  # fmt: skip
 
 
 def _embed_op(model: ModelConfig, work: Workload) -> Op:

@@ -49,6 +49,19 @@ def system_source(system) -> dict:
     return {}
 
 
+def model_source(graph) -> dict:
+    """Where ``graph``'s model config came from: ``{"preset": NAME}`` or ``{"file": absolute
+    path of its config.json, "sha256": HEX}``; ``{}`` when neither (a config built in Python,
+    or no graph)."""
+    origin = str(getattr(graph, "model_source", "") or "")
+    if origin.startswith(PRESET_PREFIX):
+        return {"preset": origin[len(PRESET_PREFIX) :]}
+    path = Path(origin)
+    if origin and path.is_file():
+        return {"file": str(path.resolve()), "sha256": file_sha256(path)}
+    return {}
+
+
 def overrides_of(system) -> dict[str, Any]:
     """Parameters of ``system`` that differ from the preset or file it was loaded from (the
     ``--set`` overrides), by name."""
@@ -118,6 +131,7 @@ def record(plc) -> dict:
         "etch": etch,
         "kind": plc.kind,
         "model": plc.model,
+        "model_source": model_source(plc.basis[0] if plc.basis else None),
         "units": plc.n_units,
         "workload": workload_dict(plc.workload),
         "layout": as_dict(plc.layout),
@@ -172,14 +186,14 @@ def load(cls, data: Any, where: str, folder: Path | None, system=None, model=Non
             f"{where}: {units_key} must be an integer from 1 to {MAX_UNITS:,}, got {n_units!r}"
         )
     for key, typ in (("workload", dict), ("layout", dict), ("sets", dict),
-                     ("system_source", dict), ("etch", bool)):  # fmt: skip
+                     ("system_source", dict), ("model_source", dict), ("etch", bool)):  # fmt: skip
         if key in data and not isinstance(data[key], typ):
             raise ConfigError(f"{where}: field '{key}' must be a JSON {_json_type(typ)}")
     if not all(isinstance(x, str) for x in (*names, kind)):
         raise ConfigError(f"{where}: fields 'system', 'model' and 'kind' must be strings")
     try:
         sysm = _system(data, where, folder, system, n_units)
-        graph = _graph(data, model or names[1], sysm)
+        graph = _graph(data, model or _recorded_model(data, where, folder), sysm)
     except ConfigError as exc:
         text = str(exc)
         raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
@@ -256,6 +270,17 @@ def _system(data: dict, where: str, folder: Path | None, system, n_units: int):
     return load_system(system, n_units, sets, etch)
 
 
+def _recorded_model(data: dict, where: str, folder: Path | None) -> str | Path:
+    """The model to check against when none is given: the recorded config file (whose content
+    hash must match; looked for where it was, then beside the placement), else the name."""
+    src = data.get("model_source") or {}
+    if "file" not in src:  # a preset, or a file older than model_source: the name
+        return data["model"]
+    recorded = Path(str(src["file"]))
+    beside = [folder / recorded.parent.name / recorded.name] if folder else []
+    return _verified(src, where, [recorded, *beside], "model config", "--model", folder_of=True)
+
+
 def _recorded_system(data: dict, where: str, folder: Path | None) -> str | Path:
     src = data.get("system_source") or {}
     if "preset" in src:
@@ -263,19 +288,27 @@ def _recorded_system(data: dict, where: str, folder: Path | None) -> str | Path:
     if "file" not in src:  # version 1, or a spec built in Python: the name is a preset's
         return data["system"]
     recorded = Path(str(src["file"]))
-    tries = [recorded] + ([folder / recorded, folder / recorded.name] if folder else [])
+    beside = [folder / recorded, folder / recorded.name] if folder else []
+    return _verified(src, where, [recorded, *beside], "system file", "--system")
+
+
+def _verified(src: dict, where: str, tries: list[Path], what: str, option: str,
+              folder_of: bool = False) -> Path:  # fmt: skip
+    """The first of ``tries`` that is a file, if its SHA-256 is the one ``src`` records; else
+    an error naming ``what`` was not found or changed and the ``option`` to pass instead (with
+    the file's folder, ``folder_of``, or the file)."""
     path = next((p for p in tries if p.is_file()), None)
     if path is None:
         raise ConfigError(
-            f"{where}: system file {recorded} not found (also looked beside the placement); "
-            "pass --system FILE.toml"
+            f"{where}: {what} {tries[0]} not found (also looked beside the placement); "
+            f"pass {option} {'FOLDER' if folder_of else 'FILE.toml'}"
         )
     got, want = file_sha256(path), str(src.get("sha256", ""))
     if got != want:
         raise ConfigError(
-            f"{where}: system file {path} changed since the placement was written (sha256 "
-            f"{got[:12]}..., the placement records {want[:12] or 'none'}...); pass --system "
-            f"{path} to check against it as it is now"
+            f"{where}: {what} {path} changed since the placement was written (sha256 "
+            f"{got[:12]}..., the placement records {want[:12] or 'none'}...); pass "
+            f"{option} {path.parent if folder_of else path} to check against it as it is now"
         )
     return path
 
