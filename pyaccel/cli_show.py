@@ -144,15 +144,18 @@ def _spec_rows(extra: dict) -> list[tuple[str, str]]:
             f"{fmt_seconds(spec['verify_s_per_round'])}",
         ),  # fmt: skip
         ("acceptance source", spec["acceptance_source"]),
-        *_drafter_rows(spec.get("drafter")),
+        *_drafter_rows(spec.get("drafter"), spec.get("target_units", 0)),
     ]
 
 
-def _drafter_rows(d: dict | None) -> list[tuple[str, str]]:
-    """The drafter's shape, where it runs and where its shapes come from."""
+def _drafter_rows(d: dict | None, target_units: int) -> list[tuple[str, str]]:
+    """The drafter's shape, where it runs (its own units with the target's ``target_units``
+    make the run's) and where its shapes come from."""
     if not d:
         return []
-    where = f"{d['own_units']} units of its own" if d["own_units"] else "the target's units"
+    own = d["own_units"]
+    where = (f"{own} units of its own ({target_units + own} in all with the target's "
+             f"{target_units})" if own else "the target's units")  # fmt: skip
     shape = f"{d['model']}: {d['layers']} layer(s), hidden {d['hidden']:,}, vocab {d['vocab']:,}"
     return [
         ("drafter", f"{shape}; drafts as a {d['mode']}; on {where}"),

@@ -63,7 +63,9 @@ class RunRecord:
     (``None`` where the bound floors to 0 cycles), the layout, ``ttft_s`` and the ``prefill``
     it came from (:meth:`pyaccel.prefill.Prefill.as_dict`; ``None`` / empty when not emulated)
     and the numerics metrics of a ``--functional`` run (``functional``: name -> value,
-    appended last, in the executor's order)."""
+    appended last, in the executor's order). ``units`` counts every unit the run occupies: with
+    ``--spec-decode``, the target's (``spec_decode.target_units``) and the drafter's own
+    (``spec_decode.drafter.own_units``), all of which ``joules_per_token`` (J) counts."""
 
     schema_version: int
     pyaccel_version: str

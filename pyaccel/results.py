@@ -156,22 +156,29 @@ def prefill_assumptions(result: Run) -> list[str]:
 
 
 def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:
-    """The summary of a speculative run: tokens/s per user the mean over the drawn sequences,
-    the step time the mean time per token (rounds over tokens), its lower bound the
-    verification step's over the k + 1 tokens a round yields at most, energy scaled from the
-    verification step to it; and its distribution and ``spec_decode`` object."""
+    """The summary of a speculative run: ``units`` every unit the run occupies (the target's,
+    ``summary``'s, and the drafter's own: an ASIC's etched dies, an LPU's chips), tokens/s per
+    user the mean over the drawn sequences, the step time the mean time per token (rounds over
+    tokens, s), its lower bound the verification step's over the k + 1 tokens a round yields at
+    most, energy per token (J) all those units' power over that time (scaled from the
+    verification step's, which counts the target's units); and its distribution and
+    ``spec_decode`` object."""
     r = spec.rounds
     per_user = float(r.tokens_per_s.mean())
     per_token_s = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
+    # the drafter's own units draw the same power a unit as the target's (same kind of chip)
+    all_units = summary["units"] + spec.drafter_units
     out = dict(summary)
     out.update(
+        units=all_units,
         tokens_per_s_per_user=per_user,
         tokens_per_s=per_user * summary["batch"],
         step_time_s=per_token_s,
         # a round yields at most k + 1 tokens and needs at least one verification
         lower_bound_step_time_s=summary["lower_bound_step_time_s"] / (spec.request.k + 1),
-        joules_per_token=summary["joules_per_token"] * per_token_s / summary["step_time_s"],
-    )
+        joules_per_token=summary["joules_per_token"] * (all_units / summary["units"])
+        * per_token_s / summary["step_time_s"],
+    )  # fmt: skip
     return out, spec.record()
 
 

@@ -49,7 +49,8 @@ ASSUMPTIONS = (
     "spec.own_drafter_units: on an ASIC the drafter runs on dies of the same kind etched for "
     "it (--etch rules), on an LPU on a chain of chips of its own (the fewest that hold it); a "
     "sequence's drafting and verifying still alternate, each timed with all sequences in that "
-    "phase; on a GPU or wafer the drafter shares the target's units",
+    "phase; the run's units and energy count those units with the target's; on a GPU or "
+    "wafer the drafter shares the target's units",
 )
 
 
@@ -57,7 +58,8 @@ ASSUMPTIONS = (
 class SpecResult:
     """A speculative run: the request, the acceptance it used per position (mean over the
     profiles) and where it came from, the drawn rounds, the drafter and the units of its own
-    it runs on (an ASIC's etched dies; 0 when it shares the target's)."""
+    it runs on (an ASIC's etched dies, an LPU's chips; 0 when it shares the target's), and
+    ``target_units``, the units the target is placed on."""
 
     request: SpecDecode
     acceptance: tuple[float, ...]
@@ -65,12 +67,14 @@ class SpecResult:
     rounds: Rounds
     drafter: Drafter | None = None
     drafter_units: int = 0
+    target_units: int = 0
     # (system, placement, workload) the drafter was emulated on and its mean draft time over
     # the round offsets (s), for the round's what-if
     drafter_run: tuple = field(default=(), repr=False, compare=False)
 
     def record(self) -> dict:
-        """The ``run --json`` fields of the run (SPEC §7)."""
+        """The ``run --json`` fields of the run (SPEC §7); ``target_units``: the units the
+        target is placed on (the run's ``units`` adds ``drafter.own_units`` to them)."""
         r = self.rounds
         return {
             "tokens_per_s_per_user_p10": r.percentile(10),
@@ -86,6 +90,7 @@ class SpecResult:
                 "draft_s_per_round": r.draft_s_mean,
                 "verify_s_per_round": r.verify_s_mean,
                 "sequences": len(r.tokens_per_s),
+                "target_units": self.target_units,
                 "drafter": self._drafter_record(),
             },
         }
@@ -115,16 +120,12 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
     verify_s = trace.step_cycles / system.spec.clock_hz
     rounds = draw_rounds(profiles, draft_s, verify_s, n, workload.seed)
     mean = tuple(float(x) for x in np.mean([p.rates for p in profiles], axis=0))
-    units = d_plc.n_units if system.kind in OWN_UNITS else 0
+    own = d_plc.n_units if system.kind in OWN_UNITS else 0
     return trace, SpecResult(
-        req,
-        mean,
-        source,
-        rounds,
-        drafter,
-        units,
-        (d_system, d_plc, d_work, float(np.mean(draft_s))),
-    )
+        req, mean, source, rounds, drafter, drafter_units=own,
+        target_units=placement.n_units,
+        drafter_run=(d_system, d_plc, d_work, float(np.mean(draft_s))),
+    )  # fmt: skip
 
 
 # --units auto with a drafter beside the target: at most this many units more than the

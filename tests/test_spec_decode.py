@@ -7,9 +7,9 @@ import pytest
 
 import pyaccel as pa
 from pyaccel.errors import CapacityError, ConfigError
-from pyaccel.results import run, run_record
-from pyaccel.spec_decode import Profile, draw_rounds, parse
-from pyaccel.speculate import acceptance_profiles
+from pyaccel.results import run, run_record, speculative_summary
+from pyaccel.spec_decode import Profile, Rounds, draw_rounds, parse
+from pyaccel.speculate import SpecResult, acceptance_profiles
 
 # --- syntax ---------------------------------------------------------------------------------
 
@@ -161,3 +161,63 @@ def test_drafter_and_target_must_fit_together():
     w = pa.Workload(context=16_000, tokens=4, weights="bf16", spec_decode="draft:llama-3.2-1b")
     with pytest.raises(CapacityError, match="target and drafter llama-3.2-1b"):
         run("llama-3.1-70b", "h100", 2, w)
+
+
+# --- units and energy: the drafter's own units count ----------------------------------------
+
+
+def _spec_result(own: int, target: int):
+    """A speculative result of eagle3 k=3 whose rounds take 1 ms drafting and 2 ms verifying
+    and yield 2 tokens on average: 1.5 ms a token."""
+    rounds = Rounds(np.array([2 / 3e-3]), 2.0, 1e-3, 2e-3, 1)
+    return SpecResult(parse("eagle3,k=3"), (0.5,) * 3, "given", rounds, drafter_units=own,
+                      target_units=target)  # fmt: skip
+
+
+def _verify_summary(units: int, watts: float = 300.0, step_s: float = 2e-3) -> dict:
+    # one verification step of batch 1 on `units` chips of `watts` each: units x W x step J
+    return {"units": units, "batch": 1, "step_time_s": step_s, "lower_bound_step_time_s": 1e-3,
+            "joules_per_token": units * watts * step_s, "tokens_per_s_per_user": 1 / step_s,
+            "tokens_per_s": 1 / step_s}  # fmt: skip
+
+
+def test_summary_counts_the_drafter_s_own_units_and_their_energy():
+    # 40 target chips + 2 drafter chips of 300 W over 1.5 ms a token: 42 x 300 x 1.5e-3 = 18.9 J
+    # (the target alone: 40 x 300 x 1.5e-3 = 18.0 J, what was reported before)
+    out, extra = speculative_summary(_verify_summary(40), _spec_result(own=2, target=40))
+    assert out["units"] == 42 and extra["spec_decode"]["target_units"] == 40
+    assert out["step_time_s"] == pytest.approx(1.5e-3, rel=1e-12)
+    assert out["joules_per_token"] == pytest.approx(18.9, rel=1e-12)
+
+
+def test_summary_of_a_drafter_sharing_the_target_s_units_is_unchanged():
+    # 4 GPUs of 700 W shared by target and drafter, 1.5 ms a token: 4 x 700 x 1.5e-3 = 4.2 J
+    out, extra = speculative_summary(_verify_summary(4, 700.0), _spec_result(own=0, target=4))
+    assert out["units"] == 4 and extra["spec_decode"]["target_units"] == 4
+    assert out["joules_per_token"] == pytest.approx(4.2, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "system,spec,own,watts",
+    [
+        # llama-3.2-1b at hc1 is 954 MB of ROM; a die of HC1's design holds 5.85 GB of it
+        # (--etch): one die of its own beside the target's one; 200 W a card
+        ("taalas-hc1", "draft:llama-3.2-1b", 1, 200.0),
+        # llama-3.1-8b's EAGLE-3 head: 3h^2 + 6144 x 2h + h^2 + 3 x 14336h + 32000h = 424.7 M
+        # weights (h = 4096), 424.86 MB in int8 with its scales; a chip holds 230.69 MB of
+        # SRAM: 2 chips of their own; 300 W a chip
+        ("groq-tsp", "eagle3", 2, 300.0),
+        # an H100's drafter shares the target's GPUs: none of its own; 700 W a GPU
+        ("h100", "eagle3", 0, 700.0),
+    ],
+)
+def test_run_record_units_and_energy_count_the_drafter_s_own_units(system, spec, own, watts):
+    res = _spec_run(spec, system=system, units="auto", tokens=8)
+    rec = run_record(res, _report(res)).to_dict()
+    target = res.placement.n_units
+    assert rec["spec_decode"]["drafter"]["own_units"] == own
+    assert rec["spec_decode"]["target_units"] == target
+    assert rec["units"] == target + own
+    # (target + own) units x watts x the time per token, batch 1
+    want = (target + own) * watts * rec["step_time_s"]
+    assert rec["joules_per_token"] == pytest.approx(want, rel=1e-12)
