@@ -19,7 +19,7 @@ import numpy as np
 
 from .drafters import BLOCK, Drafter, drafter_for
 from .emulation import emulate
-from .errors import CapacityError, ConfigError
+from .errors import CapacityError, ConfigError, PlacementError
 from .placing import place
 from .spec_decode import Profile, Rounds, SpecDecode, draw_rounds, parse
 from .units import fmt_bytes
@@ -112,7 +112,7 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
     n, k = workload.tokens, req.k
     drafter = drafter_for(req.kind, req.draft, model)
     profiles, source = acceptance_profiles(req, model, drafter.config)
-    d_system, d_work, d_plc = _place_drafter(drafter, req, system, placement, workload)
+    d_system, d_work, d_plc = _placed_drafter(model, drafter, req, system, placement, workload)
     draft_s = _draft_times(drafter, d_system, d_plc, d_work, k, n)
     verify = replace(workload, step_tokens=k + 1)
     trace = emulate(model, system, placement, verify, progress=progress,
@@ -131,33 +131,69 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
 # --units auto with a drafter beside the target: at most this many units more than the
 # target alone needs are tried before the drafter's shortfall is reported
 MAX_EXTRA_UNITS = 64
+# what may still fit when no unit count holds the target and its drafter together
+SHRINK_HINT = "a smaller --context or --batch, or a smaller drafter, may fit"
 
 
 def fit_with_drafter(model, system, placement, workload):
     """(system, placement) of the target that leaves room for ``workload.spec_decode``'s
     drafter on every unit. With ``--units auto`` the fewest units that hold both (the target
-    re-placed on one more unit at a time); with a fixed count, or where the drafter gets
+    re-placed on one more unit at a time, from the fewest that hold it alone, and the drafter
+    placed beside it as the run places it); with a fixed count, or where the drafter gets
     units of its own (ASIC, LPU), the placement as given (a drafter that does not fit is
-    reported when the run places it)."""
+    reported when the run places it, with the count that holds both)."""
     if system.units != "auto" or system.kind in OWN_UNITS:
         return system, placement
     req = parse(workload.spec_decode)
     drafter = drafter_for(req.kind, req.draft, model)
-    last: CapacityError | None = None
-    for n in range(placement.n_units, placement.n_units + MAX_EXTRA_UNITS + 1):
+    first = placement.n_units
+    plc, last = _fewest_shared(model, system, workload, drafter, req, first, placement)
+    if plc is not None:
+        return system, plc
+    top = first + MAX_EXTRA_UNITS
+    raise type(last)(
+        f"--units auto: the target {model.name} and {_the_drafter(req, drafter.config.name)} "
+        f"do not fit together on {first} to {top} units of {system.name} (at {top}: {last}); "
+        f"{SHRINK_HINT}"
+    )
+
+
+def _fewest_shared(model, system, workload, drafter, req, first: int, placement=None):
+    """(the target's placement on the fewest units from ``first`` on, at most
+    :data:`MAX_EXTRA_UNITS` more, where the drafter fits beside it, or None; the error of the
+    last count that did not fit, or None). ``placement``: the target's on its own count."""
+    last = None
+    for n in range(first, first + MAX_EXTRA_UNITS + 1):
         fixed = replace(system, units=n)
-        plc = placement if n == placement.n_units else place(model, fixed, workload)
         try:
+            same = placement is not None and placement.n_units == n
+            plc = placement if same else place(model, fixed, workload)
             _place_drafter(drafter, req, fixed, plc, workload)
-        except CapacityError as exc:
+        except PlacementError as exc:  # the target's layout on n units, or the drafter's fit
             last = exc
             continue
-        return system, plc
-    raise CapacityError(
-        f"--units auto: the target and its {req.kind} drafter {drafter.config.name} do not fit "
-        f"together on up to {placement.n_units + MAX_EXTRA_UNITS} units of {system.name} "
-        f"(at that count: {last})"
-    )
+        return plc, last
+    return None, last
+
+
+def _placed_drafter(model, drafter, req, system, placement, workload):
+    """:func:`_place_drafter`; where the drafter does not fit on the target's units, the error
+    also says which ``--units`` holds both (searched as ``--units auto`` searches)."""
+    try:
+        return _place_drafter(drafter, req, system, placement, workload)
+    except PlacementError as exc:
+        if system.kind in OWN_UNITS:
+            raise
+        first = placement.n_units + 1
+        plc, _ = _fewest_shared(model, system, workload, drafter, req, first)
+        last = first + MAX_EXTRA_UNITS
+        advice = (
+            f"--units {plc.n_units} holds the target and the drafter (--units auto finds the "
+            "fewest)"
+            if plc is not None
+            else f"no count of {first} to {last} units holds both; {SHRINK_HINT}"
+        )
+        raise type(exc)(f"{exc}; {advice}") from None
 
 
 def round_what_if(result) -> list:
@@ -224,10 +260,32 @@ def _place_drafter(drafter: Drafter, req: SpecDecode, system, placement, workloa
         units = placement.n_units if system.kind == "gpu" else "auto"
         system = _one_host_step_per_round(replace(system, units=units))
     work = resolve_workload(one, cfg, system.spec).workload
-    plc = place(cfg, system, work)
+    try:
+        plc = place(cfg, system, work)
+    except PlacementError as exc:  # its placer names the drafter as if it ran alone: say so
+        raise type(exc)(_drafter_short(req, cfg.name, system, placement, exc)) from None
     if not own:
         _check_shared(placement, plc, cfg.name)
     return system, work, plc
+
+
+def _drafter_short(req: SpecDecode, name: str, system, placement, exc) -> str:
+    """Why the drafter ``name`` could not be placed on ``system`` (the drafter's), naming it
+    the model short; ``exc`` is its placer's error, which speaks of it placed alone."""
+    if system.kind in OWN_UNITS:
+        where = f"on any count of {system.name} units of its own"
+    elif system.units == "auto":
+        where = f"on any count of {system.name} units, even alone"
+    else:
+        where = (f"on the {system.units} {system.name} unit(s) it shares with the target "
+                 f"{placement.model}, even alone")  # fmt: skip
+    return f"{_the_drafter(req, name)} does not fit {where} (its placer, of it alone: {exc})"
+
+
+def _the_drafter(req: SpecDecode, name: str) -> str:
+    """``the drafter NAME``, with its kind where it is not a ``draft:`` model."""
+    kind = "" if req.kind == "draft" else f"{req.kind} "
+    return f"the {kind}drafter {name}"
 
 
 # Per-step host work a serving engine does once per engine step: a speculative round is one
@@ -246,19 +304,31 @@ def _one_host_step_per_round(system):
 
 
 def _check_shared(target, drafter, name: str) -> None:
-    """Every unit holds the target's and the drafter's bytes at each memory level."""
+    """Every unit holds the target's and the drafter's bytes at each memory level, and the
+    drafter is on no unit the target does not have; else a CapacityError naming the drafter
+    as the model short and by how much."""
+    where = f"the {target.n_units} {target.system} unit(s) it shares with the target {target.model}"
+    if drafter.n_units > target.n_units:
+        raise CapacityError(
+            f"the drafter {name} needs {drafter.n_units} {target.system} units even alone, "
+            f"more than {where} (short {drafter.n_units - target.n_units} unit(s))"
+        )
     for unit in range(target.n_units):
         use = target.level_use(unit)
+        mine: dict[str, int] = {}
         for cat, n_bytes in drafter.unit_bytes(unit).items():
             level = drafter.level_of[cat]
+            mine[level] = mine.get(level, 0) + n_bytes
             use[level] = use.get(level, 0) + n_bytes
         for level, used in use.items():
             cap = target.capacity_bytes.get(level, 0)
             if used > cap:
                 raise CapacityError(
-                    f"unit {unit} of {target.system} holds the target and drafter {name} "
-                    f"only with {fmt_bytes(used)} of {level}, more than its {fmt_bytes(cap)} "
-                    f"(short {fmt_bytes(used - cap)}); try more --units or a smaller --context"
+                    f"the drafter {name} does not fit beside the target on unit {unit} of "
+                    f"{where}: its {fmt_bytes(cap)} of {level} hold the target's "
+                    f"{fmt_bytes(used - mine.get(level, 0))} (runtime reserve included), and "
+                    f"the drafter's {fmt_bytes(mine.get(level, 0))} are short "
+                    f"{used - cap:,} B ({fmt_bytes(used - cap)})"
                 )
 
 

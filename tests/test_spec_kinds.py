@@ -11,7 +11,7 @@ import pytest
 
 import pyaccel as pa
 from pyaccel.drafters import BLOCK, CHAIN, drafter_for
-from pyaccel.errors import ConfigError
+from pyaccel.errors import CapacityError, ConfigError, PlacementError
 from pyaccel.numerics.weights import random_weights, write_safetensors
 from pyaccel.results import prepare, run
 from pyaccel.spec_decode import parse
@@ -134,6 +134,49 @@ def test_auto_units_grow_until_the_drafter_fits_beside_the_target():
     alone = prepare("llama-3.1-70b", "h100", "auto", w).placement.n_units
     res = run("llama-3.1-70b", "h100", "auto", replace(w, spec_decode="draft:llama-3.2-1b"))
     assert res.placement.n_units > alone
+
+
+# llama-3.1-8b (16.06 GB in bf16) verified, drafted by llama-3.1-70b (141.1 GB) on H100s
+# (85.05 GB of HBM each, 11.78 GB of it the runtime's reserve), context 128
+BIG_DRAFTER = pa.Workload(context=128, tokens=4, spec_decode="draft:llama-3.1-70b,accept=0.5")
+
+
+def test_auto_units_fit_a_drafter_larger_than_the_target():
+    # 1 GPU: the 70B alone needs 152.93 GB; 2 GPUs (TP 2): 8.556 GB of the target's weights
+    # (half of 16.06 GB, the 1.05 GB embedding on both) + 71.606 GB of the drafter's + 11.78
+    # GB reserve + 0.031 GB of both caches = 91.97 GB > 85.05; 3 GPUs (TP must divide 8 KV
+    # heads: TP 1 x PP 3): the fullest holds 5.23 + 47.92 + 11.78 + 0.02 = 64.95 GB: fits
+    res = run("llama-3.1-8b", "h100", "auto", BIG_DRAFTER)
+    assert res.placement.n_units == 3 and res.spec.drafter_units == 0
+    assert res.spec.target_units == 3
+
+
+def _big_drafter_error(error, system: str, units: int) -> str:
+    """The message of the ``error`` a run of :data:`BIG_DRAFTER` on ``units`` units raises."""
+    with pytest.raises(error) as exc:
+        run("llama-3.1-8b", system, units, BIG_DRAFTER)
+    return str(exc.value)
+
+
+def test_too_few_units_name_the_drafter_and_the_units_that_hold_both():
+    # 2 GPUs: 91.972 - 85.045 = 6.927 GB short (the sum above), the drafter's
+    text = _big_drafter_error(CapacityError, "h100", 2)
+    assert "the drafter llama-3.1-70b does not fit beside the target on unit 0" in text
+    assert "short 6,927,018,240 B (6.93 GB)" in text and "--units 3 holds" in text
+    # 1 GPU: the drafter alone needs 152.93 GB (reserve included): 152.93 - 85.05 = 67.89 GB short
+    text = _big_drafter_error(PlacementError, "h100", 1)
+    assert "drafter llama-3.1-70b does not fit on the 1 h100 unit(s) it shares" in text
+    assert "short of 67.89 GB" in text and text.endswith(
+        "--units 3 holds the target and the drafter (--units auto finds the fewest)"
+    )
+
+
+def test_a_wafer_drafter_needs_no_more_wafers_than_the_target_has():
+    # 141.1 GB of the 70B's bf16 weights over 43.42 GB of SRAM a WSE-3: at least 4 wafers, not
+    # on 2 wafers of the target's; 4 hold both
+    text = _big_drafter_error(CapacityError, "wse3", 2)
+    assert "the drafter llama-3.1-70b needs 4 wse3 units even alone" in text
+    assert "short 2 unit(s)" in text and "--units 4 holds" in text
 
 
 # --- acceptance measured with the functional path --------------------------------------------
