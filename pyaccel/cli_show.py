@@ -248,12 +248,16 @@ def _print_sensitivity(rows, pct: float) -> None:
     t = _table(
         f"step time with each named assumption at the ends of its preset's range, else "
         f"-{pct:g} % / +{pct:g} % (re-emulated)",
-        ("assumption", ">value", f">low (-{pct:g} %)", f">high (+{pct:g} %)", "~note"),
+        ("assumption", ">value", f">low (-{pct:g} %)", f">high (+{pct:g} %)", "note"),
     )
+    why = [r for r in rows if r.error]  # a sentence each: below the table, not in a column
     for r in rows:
+        note = f"[{why.index(r) + 1}]" if r.error else ""
         t.add_row(r.param, f"{r.value:g}", cell(r.low_change, r.low_value, r.ranged),
-                  cell(r.high_change, r.high_value, r.ranged), r.error)  # fmt: skip
+                  cell(r.high_change, r.high_value, r.ranged), note)  # fmt: skip
     out.print(t)
+    for n, r in enumerate(why, start=1):
+        out.print(f"[{n}] {r.param}: {r.error}", markup=False, highlight=False)
 
 
 def _print_report(rep) -> None:

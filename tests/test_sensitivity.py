@@ -97,6 +97,12 @@ def test_report_cli_sensitivity_json_and_bad_percent():
     assert not msg["ranged"] and msg["percent"] == 50 and msg["high_change"] > 0
     bad = runner.invoke(app, [*args[:-1], "150"])
     assert bad.exit_code == 2 and "--sensitivity 150" in bad.output
+    # an end that cannot run is marked [n] in the table and said whole below it (a column
+    # squeezed to the table's width broke the sentence into a few letters a line)
+    text = runner.invoke(app, args).stdout
+    row = next(ln for ln in text.splitlines() if ln.startswith("host_sampling "))
+    assert "cannot run at 1" in row and row.rstrip().endswith("[1]")
+    assert "[1] host_sampling: --set host_sampling=1: host_sampling (1) must be <=" in text
 
 
 def test_auto_units_are_pinned_to_the_unchanged_placement(monkeypatch):
