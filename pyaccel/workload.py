@@ -133,7 +133,7 @@ def resolve_workload(workload: Workload, model, spec) -> ResolvedWorkload:
             f"'{model.quantization.method}'): {', '.join(taken)}; pass --weights or "
             "--expert-weights to choose others",
         )
-    warnings += _context_warnings(workload, model)
+    warnings += _context_warnings(workload, model) + _expert_option_warnings(workload, model)
     work = replace(workload, weights=weights, expert_weights=experts)
     return ResolvedWorkload(work, formats_from, tuple(warnings))
 
@@ -162,6 +162,14 @@ def _default_formats(model, spec, needed: bool) -> tuple[str, tuple[str, str], l
             f"{spec.name} native format"
         )
     return "system", (spec.native_format, spec.native_format), warnings
+
+
+def _expert_option_warnings(workload: Workload, model) -> list[str]:
+    """A warning when a dense model gives a ``--router`` nothing to route (``--expert-weights``
+    is refused for one elsewhere)."""
+    if model.is_moe or workload.router == Workload.router:
+        return []
+    return [f"--router {workload.router} has no effect: {model.name} has no routed experts"]
 
 
 def _context_warnings(workload: Workload, model) -> list[str]:

@@ -122,6 +122,13 @@ def test_models_without_quantization_config_keep_the_system_format():
     assert r.warnings == ()
 
 
+def test_a_router_on_a_dense_model_is_said_to_do_nothing():
+    assert resolve("llama-3.1-8b", router="zipf:1.2").warnings == (
+        "--router zipf:1.2 has no effect: llama-3.1-8b has no routed experts",)  # fmt: skip
+    assert resolve("llama-3.1-8b").warnings == ()
+    assert not resolve("mixtral-8x7b", router="zipf:1.2").warnings
+
+
 def test_python_api_places_and_emulates_with_the_same_formats(tmp_path):
     folder = quantized(tmp_path, TINY_LLAMA, {"quant_method": "fp8"})
     cfg = pa.load_model(folder)
