@@ -1,7 +1,7 @@
 """Placement files written by pyaccel before the typed placements (tests/data/placements, one per
 kind and wafer strategy, from ``place --json``): each still loads, passes every check against its
-recorded system, and is written back byte for byte but for the format version (a version-2 file
-is a version-3 file without expert placements)."""
+recorded system, and is written back the same but for the format version (a version-2 file
+is a version-3 file without expert placements) and the model's source, recorded since."""
 
 from __future__ import annotations
 
@@ -29,5 +29,9 @@ def test_file_written_before_loads_checks_and_writes_back_the_same(name):
     plc = pa.Placement.from_json(DATA / name)
     assert_fits(plc)
     now = f'"format_version": {FORMAT_VERSION}'
-    assert plc.to_json() == text.rstrip("\n").replace('"format_version": 2', now, 1)
+    want = text.rstrip("\n").replace('"format_version": 2', now, 1)
+    # written back the same, but for the model's source, which files record since
+    got = json.loads(plc.to_json())
+    assert got.pop("model_source") == {"preset": got["model"]}
+    assert json.dumps(got, indent=2) == json.dumps(json.loads(want), indent=2)
     assert pa.Placement.from_json(plc.to_json()) == plc
