@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,7 +29,10 @@ Scheduler = Annotated[
 Workers = Annotated[
     int | None,
     typer.Option(
-        "--workers", min=1, help="worker processes of the local cluster (default: one per core)"
+        "--workers",
+        min=1,
+        metavar="N",
+        help="worker processes of the local cluster (default: one per core)",
     ),  # fmt: skip
 ]
 CacheDir = Annotated[
@@ -110,29 +114,22 @@ def plot_cmd(kind: PlotKind, table: Table, out_file: PlotOut) -> None:
 
 def draw_plot(kind: str, table, path) -> None:
     """Draw ``kind`` from ``table`` (a sweep table or its file; a JSON file for roofline and
-    validation) into ``path``."""
-    from . import plots, plots_tables
+    validation, or its document) into ``path``; an input of the wrong kind is a ConfigError
+    naming the command that writes the right one (:mod:`pyaccel.plot_inputs`)."""
+    from . import plot_inputs, plots, plots_tables
 
     if kind in ("roofline", "validation"):
-        data = _json_file(table) if not isinstance(table, (dict, list)) else table
+        if isinstance(table, (dict, list)):
+            plot_inputs.check_json_input(kind, table, "(given)")
+            data = table
+        else:
+            data = plot_inputs.read_json_input(kind, table)
         fn = plots.roofline_plot if kind == "roofline" else plots.validate_plot
         fn(data, path)
         return
+    if isinstance(table, (str, Path)):
+        plot_inputs.check_table_path(kind, table)
     getattr(plots_tables, f"{kind}_plot")(table, path)
-
-
-def _json_file(path: str):
-    import json
-
-    from .errors import ConfigError
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"plot input {path}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"plot input {path}: not a JSON file ({exc})") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,7 @@ def _load(table):
         from .errors import ConfigError
 
         raise ConfigError(f"table {table}: no such file")
-    return pd.read_parquet(path) if table_format(path) == "parquet" else pd.read_csv(path)
+    return pd.read_parquet(path) if table_format(path, "table") == "parquet" else pd.read_csv(path)
 
 
 def _need(df, columns: list[str], kind: str) -> None:

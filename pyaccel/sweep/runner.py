@@ -9,7 +9,6 @@ the same whatever the number of workers or the order they finish in.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -18,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .cache import PointCache, default_folder, point_key
+from .cluster import check_scheduler, check_workers, client
 from .grid import inputs_of, points
 from .point import ERROR, run_point
 
@@ -47,6 +47,9 @@ def sweep(
     if out is not None:
         table_format(out)
         check_output_file(out, "--out")
+    if scheduler is not None:
+        check_scheduler(scheduler)
+    check_workers(workers)
     given = points(grid)
     inputs = [inputs_of(p) for p in given]
     store = None if cache is False else PointCache(default_folder() if cache is True else cache)
@@ -70,13 +73,13 @@ def _run_missing(inputs, keys, rows, store, scheduler, workers, progress) -> Non
         return
     from distributed import as_completed
 
-    with _client(scheduler, workers) as client, _ctrl_c_flag() as stop:
-        futures = client.map(run_point, [inputs[i] for i in todo], pure=False)
+    with client(scheduler, workers) as session, _ctrl_c_flag() as stop:
+        futures = session.map(run_point, [inputs[i] for i in todo], pure=False)
         where = {f.key: i for f, i in zip(futures, todo, strict=True)}
         finished = as_completed(futures)
         while not finished.is_empty():
             if stop.is_set():  # Ctrl-C: drop what is in flight; what finished is cached
-                client.cancel(futures)
+                session.cancel(futures)
                 raise KeyboardInterrupt
             batch = finished.next_batch(block=False)
             if not batch:
@@ -114,26 +117,6 @@ def _ctrl_c_flag():
         signal.signal(signal.SIGINT, previous)
 
 
-@contextmanager
-def _client(scheduler: str | None, workers: int | None):
-    """A Dask client of the scheduler at ``scheduler``, or of a new local cluster of
-    ``workers`` single-threaded worker processes (closed on exit)."""
-    from distributed import Client, LocalCluster
-
-    if scheduler:
-        client = Client(scheduler)
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    n = workers or os.cpu_count() or 1
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                      dashboard_address=":0", silence_logs=40) as cluster:  # fmt: skip
-        with Client(cluster) as client:
-            yield client
-
-
 def _table(given: list[dict], rows: list[dict]):
     """One row a point, in grid order: the axes the grid named (as given; None where a point
     left one out), then the record's keys in the order they first appear (``run.``-prefixed
@@ -157,8 +140,9 @@ def _as_column(value, as_text: bool):
     return str(value) if as_text and value is not None else value
 
 
-def table_format(path: str | Path) -> str:
-    """``parquet`` or ``csv``, by the file's suffix; ConfigError for any other."""
+def table_format(path: str | Path, option: str = "--out") -> str:
+    """``parquet`` or ``csv``, by the file's suffix; ConfigError for any other (naming
+    ``option``, the argument the path was given as)."""
     from ..errors import ConfigError
 
     suffix = Path(path).suffix.lower()
@@ -166,7 +150,7 @@ def table_format(path: str | Path) -> str:
         return "parquet"
     if suffix == ".csv":
         return "csv"
-    raise ConfigError(f"--out {path}: a sweep table is .parquet or .csv, not '{suffix}'")
+    raise ConfigError(f"{option} {path}: a sweep table is .parquet or .csv, not '{suffix}'")
 
 
 def write_table(table, path: str | Path) -> None:
