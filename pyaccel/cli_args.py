@@ -33,6 +33,11 @@ def parse_batches(text: str | None, default: int) -> list[int]:
         raise ConfigError(f"--batches '{text}': expected comma-separated integers") from None
     if not values or min(values) < 1:
         raise ConfigError(f"--batches '{text}': batch sizes must be positive")
+    from .workload import MAX_BATCH
+
+    if max(values) > MAX_BATCH:
+        raise ConfigError(f"--batches '{text}': batch size {max(values):,} is above the limit "
+                          f"of {MAX_BATCH:,} sequences per step")  # fmt: skip
     return values
 
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .errors import ConfigError
 from .hw.spec import System
 from .place import placer_module
 from .place.placement import Placement
+from .place.slot import MAX_UNITS
 from .sim.driver import step_cycles
 from .sim.inputs import engine_module, run_graph
 
@@ -25,10 +27,13 @@ def place(model, system: System, workload, graph=None) -> Placement:
     """Place ``model`` on ``system`` for ``workload``; ``system.units`` may be ``"auto"`` (the
     fewest units that hold weights, KV cache and buffers in a valid layout). Raises
     :class:`PlacementError` with the unit and bytes short when it cannot fit."""
+    auto = system.units == "auto"
+    if not auto and int(system.units) > MAX_UNITS:  # before a placer walks that many units
+        raise ConfigError(f"--units {int(system.units):,} is above the limit of {MAX_UNITS:,} "
+                          "units (far above any placer's largest layout)")  # fmt: skip
     if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
         graph = run_graph(model, system, workload)
     placer = placer_module(system.kind)
-    auto = system.units == "auto"
     if hasattr(placer, "layouts_auto"):  # several layouts may fit: keep the fastest
         if auto:
             layouts = placer.layouts_auto(graph, system)

@@ -10,6 +10,19 @@ from .formats import Format, get_format
 # Decode steps one run may emulate: every step is simulated and kept (step times, contexts), so
 # a mistyped --tokens would otherwise run for hours.
 MAX_TOKENS = 1_000_000
+# Sequences one step decodes together: serving engines batch hundreds to a few thousand; a
+# million is far past any deployment and keeps batch x tokens x KV bytes inside the 64-bit byte
+# counts placement works in (a mistyped --batch otherwise overflows them).
+MAX_BATCH = 1_000_000
+# Tokens already in each KV cache: the longest trained windows are 10M tokens (Llama 4 Scout);
+# beyond that no model attends, and batch x context bytes would leave 64-bit counts.
+MAX_CONTEXT = 10_000_000
+# The upper limits of the integer fields, with what each counts (for the error message).
+LIMITS = {
+    "batch": (MAX_BATCH, "sequences per step"),
+    "context": (MAX_CONTEXT, "cached tokens per sequence"),
+    "tokens": (MAX_TOKENS, "decode steps per run"),
+}
 
 
 @dataclass(frozen=True)
@@ -55,11 +68,12 @@ class Workload:
                 raise ConfigError(
                     f"workload field '{name}' must be an integer >= {low}, got {value!r}"
                 )
-        if self.tokens > MAX_TOKENS:
-            raise ConfigError(
-                f"workload field 'tokens' = {self.tokens:,} is above the limit of "
-                f"{MAX_TOKENS:,} decode steps per run"
-            )
+        for name, (limit, what) in LIMITS.items():
+            if getattr(self, name) > limit:
+                raise ConfigError(
+                    f"workload field '{name}' = {getattr(self, name):,} is above the limit of "
+                    f"{limit:,} {what}"
+                )
         for name in ("weights", "expert_weights", "kv"):
             value = getattr(self, name)
             if value is not None:
