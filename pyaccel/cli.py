@@ -48,7 +48,7 @@ from .cli_show import (
 )
 from .cli_sweep import register as register_sweep
 from .cli_validate import _print_validate
-from .errors import ConfigError
+from .errors import ConfigError, PyaccelError
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder
 from .workload import Workload
 
@@ -72,6 +72,9 @@ class _OneLineErrors(typer.core.TyperGroup):
             where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
             err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
+            rv = 2
+        except PyaccelError as exc:  # an option's callback checks its value (e.g. --set)
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             rv = 2
         except typer.Abort:
             err.print("error: aborted", markup=False, highlight=False)
@@ -292,7 +295,9 @@ def place_cmd(
     seed: Seed = 0,
     etch: Etch = False,
     sets: Sets = None,
-    check: Annotated[Path | None, typer.Option("--check", help="check a placement JSON")] = None,
+    check: Annotated[
+        Path | None, typer.Option("--check", metavar="FILE.json", help="check a placement JSON")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Place a model on a system and show what each unit holds; or check a placement file

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from .errors import PyaccelError
 from .formats import FORMATS
 from .hw.spec_wafer import STRATEGIES
 
@@ -115,7 +114,9 @@ RouterOpt = Annotated[
 
 Seed = Annotated[
     int,
-    typer.Option("--seed", min=0, help="seed of the drawn speculative rounds (and routers)"),
+    typer.Option(
+        "--seed", min=0, metavar="N", help="seed of the drawn speculative rounds (and routers)"
+    ),
 ]
 
 
@@ -123,13 +124,11 @@ Etch = Annotated[bool, typer.Option("--etch", help="asic only: etch dies for thi
 
 
 def _unique_sets(sets: list[str] | None) -> list[str] | None:
-    """``--set`` callback: each key once (a repeated key leaves unclear which value was meant)."""
+    """``--set`` callback: each item KEY=VALUE and each key once (a repeated key leaves unclear
+    which value was meant). Its ConfigError names --set itself; the CLI prints it as it is."""
     from .hw.io import check_unique_sets
 
-    try:
-        check_unique_sets(sets)
-    except PyaccelError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    check_unique_sets(sets)
     return sets
 
 

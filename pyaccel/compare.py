@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .errors import PyaccelError
+from .errors import NeedsEtch, PyaccelError
 from .hw.io import preset_names
 from .records import ErrorRecord, RunRecord
 from .results import error_record, run_and_record
@@ -42,7 +42,8 @@ def compare(
             except PyaccelError as exc:
                 # the formats it was tried at, and why, still belong with the error
                 resolved = resolve_workload(work, cfg, specs[name])
-                records.append(error_record(model, name, b, str(exc), resolved.formats_from,
+                text = exc.as_run_hint(name, model) if isinstance(exc, NeedsEtch) else str(exc)
+                records.append(error_record(model, name, b, text, resolved.formats_from,
                                             resolved.warnings))  # fmt: skip
             if progress is not None:
                 progress(len(records), len(names) * len(sizes))

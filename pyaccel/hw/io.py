@@ -208,9 +208,12 @@ def check_unique_sets(sets: list[str] | None) -> None:
 
 
 def _split_set(item: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as its stripped key and value; a ConfigError saying the form otherwise."""
     if "=" not in item:
-        raise ConfigError(f"--set '{item}': expected KEY=VALUE")
+        raise ConfigError(f"--set '{item}': no '=' in it; expected --set KEY=VALUE")
     key, value = item.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"--set '{item}': no key before '='; expected --set KEY=VALUE")
     return key.strip(), value.strip()
 
 

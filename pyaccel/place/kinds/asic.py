@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import ConfigError, PlacementError
+from ...errors import EtchedFormatError, EtchedModelError, PlacementError
 from ...units import BITS_PER_BYTE
 from . import Record, ints, is_bool, is_int, is_str, jfield, list_of
 from . import asic_die as design
@@ -70,22 +70,24 @@ def capacity(system, graph=None) -> tuple[dict, dict, dict] | None:
 
 def check_etch(graph, system) -> None:
     """Without ``--etch``, only the etched model at the etched format runs (else a
-    PlacementError naming the etched model, or a ConfigError naming the etched format)."""
+    PlacementError naming the etched model, or a ConfigError naming the etched format: both
+    :class:`~pyaccel.errors.NeedsEtch`, which says the run line that would etch dies)."""
     if system.etch:
         return
     p = system.spec.params
     if graph.model_name != p.etched_model:
-        raise PlacementError(
-            f"{system.name} is etched with {p.etched_model}; it cannot run "
-            f"{graph.model_name}. Pass --etch to design dies of this kind for "
-            f"{graph.model_name} and size how many are needed"
+        raise EtchedModelError(
+            f"{system.name} is etched with {p.etched_model}; it cannot run {graph.model_name}",
+            f"design dies of this kind for {graph.model_name} and size how many are needed",
         )
     work = graph.workload
     for flag, fmt in (("--weights", work.weights), ("--expert-weights", work.expert_weights)):
         if fmt != p.etched_format:
-            raise ConfigError(
+            raise EtchedFormatError(
                 f"{system.name} holds {p.etched_model} etched at {p.etched_format}; "
-                f"{flag} {fmt} needs new silicon: pass --etch to design dies at {fmt}"
+                f"{flag} {fmt} needs new silicon",
+                f"design dies at {fmt}",
+                f"{flag} {fmt}",
             )
 
 
