@@ -187,10 +187,13 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
     unit, level, used, have = max(short, key=lambda x: x[2] - x[3])
     key = failed.layers_on(unit)[0]
     parts = resident_parts(graph, key)
+    stage, rank = divmod(unit, widest)
     return (
         f"layer {key!r} alone needs {used:,} B ({fmt_bytes(used)}, runtime reserve included) "
-        f"of {level} on GPU {unit} at TP {widest} (the widest: it divides "
-        f"{_heads_text(graph)} and fits one node), more than its {have:,} B "
+        f"of {level} on one GPU at TP {widest} (the widest: it divides "
+        f"{_heads_text(graph)} and fits one node; tried with one layer block a pipeline stage, "
+        f"TP {widest} x PP {len(graph.layer_keys)}: TP rank {rank} of stage {stage}), more "
+        f"than its {have:,} B "
         f"({fmt_bytes(have)}); the layer holds {parts_text(parts)}, and a layer is not split "
         f"across pipeline stages, so no --units fits; {shrink_hint(graph, parts, fewest)}"
     )
@@ -207,11 +210,7 @@ def place_units(graph, system, units: int) -> Placement:
     spec = system.spec
     options = layouts(graph, spec, units)
     if not options:
-        raise PlacementError(
-            f"{units} {spec.name} GPUs allow no TP x PP layout for {graph.model_name}: TP must "
-            f"divide {_heads_text(graph)} and be <= {int(spec.params.gpus_per_node)}; valid TP "
-            f"widths {tp_candidates(graph, spec)}"
-        )
+        raise PlacementError(_no_layout_message(graph, spec, units))
     plc = best_for(graph, spec, units)
     if plc is not None:
         t, p = plc.layout.tp, plc.layout.pp
@@ -234,6 +233,27 @@ def place_units(graph, system, units: int) -> Placement:
             raise CapacityError(f"{text}; {kv}") from None
         raise PlacementError(text) from None
     raise AssertionError("unreachable: a layout with shortfalls passed check()")
+
+
+def _no_layout_message(graph, spec: HardwareSpec, units: int) -> str:
+    """Why ``units`` GPUs make no TP x PP layout: the widest TP width that divides ``units``
+    needs more pipeline stages than the model has layer blocks, and the nearest unit counts
+    that do make one."""
+    widths, n_blocks = tp_candidates(graph, spec), len(graph.layer_keys)
+    t = next(t for t in widths if units % t == 0)  # TP 1 always divides
+    rule = (
+        f"{units} {spec.name} GPUs allow no TP x PP layout for {graph.model_name}: GPUs = TP x "
+        f"PP, TP one of {widths} (it divides {_heads_text(graph)} and fits a node of "
+        f"{int(spec.params.gpus_per_node)}), PP at most {n_blocks} (its layer blocks: a layer "
+        "is not split across pipeline stages)"
+    )
+    why = f"; at TP {t}, the widest dividing {units}, PP would be {units // t:,} > {n_blocks}"
+    below = next((n for n in range(min(units, widths[0] * n_blocks), 0, -1)
+                  if layouts(graph, spec, n)), None)  # fmt: skip
+    above = next((n for n in range(units + 1, widths[0] * n_blocks + 1)
+                  if layouts(graph, spec, n)), None)  # fmt: skip
+    near = " or ".join(f"--units {n}" for n in (below, above) if n is not None)
+    return f"{rule}{why}; the nearest counts that do: {near}"
 
 
 def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
