@@ -29,7 +29,7 @@ def place(model, system: System, workload, graph=None) -> Placement:
     :class:`PlacementError` with the unit and bytes short when it cannot fit."""
     auto = system.units == "auto"
     if not auto and int(system.units) > MAX_UNITS:  # before a placer walks that many units
-        raise ConfigError(f"--units {int(system.units):,} is above the limit of {MAX_UNITS:,} "
+        raise ConfigError(f"--units {int(system.units)} is above the limit of {MAX_UNITS:,} "
                           "units (far above any placer's largest layout)")  # fmt: skip
     if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
         graph = run_graph(model, system, workload)
