@@ -281,6 +281,7 @@ def _sensitivity(case: tuple, result, pct: float, show_progress: bool):
 
 @app.command("place")
 def place_cmd(
+    ctx: typer.Context,
     system: Annotated[str | None, typer.Option("--system", metavar="SYS", help="as run")] = None,
     model: Annotated[str | None, typer.Option("--model", metavar="M", help="as run")] = None,
     units: Units = "auto",
@@ -305,13 +306,10 @@ def place_cmd(
     it against another)."""
     with _user_errors():
         if check is not None:
-            if sets:
-                raise ConfigError(
-                    "place --check reapplies the --set overrides the file records; "
-                    "--set is not taken with --check"
-                )
+            from .cli_args import refuse_beside_check
             from .place import Placement
 
+            refuse_beside_check(ctx)
             plc = Placement.from_json(str(check), system=system, model=model).check()
         else:
             from .cli_args import parse_units

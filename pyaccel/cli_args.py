@@ -57,3 +57,25 @@ def parse_systems(text: str | None) -> list[str] | None:
         if name in names[:i]:
             raise ConfigError(f"--systems {text!r}: '{name}' is listed twice")
     return names
+
+
+# the options place --check takes; it checks the file as recorded, so others would be ignored
+CHECK_TAKES = ("system", "model", "check", "as_json")
+
+
+def refuse_beside_check(ctx) -> None:
+    """``place --check`` checks a file against the units, workload and ``--set`` overrides it
+    records (``--system`` / ``--model`` may name others): any other option given on the command
+    line (``ctx``: the click context) is refused, naming it, rather than silently ignored."""
+
+    # by the source's name: typer may carry its own copy of click's ParameterSource enum
+    def typed(name: str) -> bool:
+        return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+
+    given = [p.opts[0] for p in ctx.command.params if p.name not in CHECK_TAKES and typed(p.name)]
+    if given:
+        raise ConfigError(
+            f"place --check checks the file's recorded units, workload and --set overrides "
+            f"(--system and --model may name others); {', '.join(given)} not taken with "
+            "--check: place again with them for a new placement"
+        )

@@ -112,6 +112,10 @@ def test_set_overrides_are_recorded_and_reapplied(tmp_path):
 def test_set_is_refused_with_check(tmp_path, written):
     path = write(tmp_path, written["h100"])
     assert "--set" in error_line(invoke("place", "--check", path, "--set", "clock_hz=1e9"))
+    # so is every option the check would otherwise ignore: it checks the recorded workload
+    line = error_line(invoke("place", "--check", path, "--batch", 64, "--units", 2))
+    assert "--units, --batch not taken with --check" in line
+    assert ok_json("place", "--check", path, "--system", "h200")["system"] == "h200"
 
 
 def test_toml_system_recorded_by_content_hash(tmp_path, monkeypatch):
@@ -213,7 +217,10 @@ def test_unversioned_files_of_earlier_pyaccel_still_load(written):
 def test_check_against_another_system(tmp_path, written):
     """--system checks a placement against another system of its kind (capacities from it)."""
     path = write(tmp_path, written["h100"])
-    assert ok_json("place", "--check", path, "--system", "h200")["system"] == "h200"
+    doc = ok_json("place", "--check", path, "--system", "h200")
+    assert doc["system"] == "h200"
+    # the file's reason is its own case's: said so, not passed off as the h200's
+    assert doc["reason"] == "when placed for llama-3.1-8b on h100: " + written["h100"]["reason"]
     assert "kind" in error_line(invoke("place", "--check", path, "--system", "wse3"))
 
 

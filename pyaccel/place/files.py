@@ -212,9 +212,18 @@ def load(cls, data: Any, where: str, folder: Path | None, system=None, model=Non
         layers=tuple(_typed(s, r, kind_mod, where) for s, r in zip(slots, regions, strict=True)),
         layout=_record(kind_mod.LAYOUT, data.get("layout"), f"{where}: layout"),
         workload=graph.workload if data.get("workload") else None,
-        reason=str(data.get("reason", "")),
+        reason=_reason(data, sysm.name, graph.model_name),
         basis=(graph, sysm),
     )
+
+
+def _reason(data: dict, system: str, model: str) -> str:
+    """The file's reason for its unit count, said to be of the recorded case when the check is
+    against another system or model (``place --check --system``)."""
+    reason, placed = str(data.get("reason", "")), (data["system"], data["model"])
+    if reason and placed != (system, model):
+        return f"when placed for {placed[1]} on {placed[0]}: {reason}"
+    return reason
 
 
 def _json_type(typ) -> str:
