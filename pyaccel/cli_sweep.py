@@ -55,12 +55,21 @@ def sweep_cmd(
     """Run every point of a grid (on Dask) and write one table: inputs, run --json keys, error."""
     from .sweep import sweep
 
-    with _user_errors(), _bar() as progress:
+    cached: list[int] = []  # the points done before any ran: those the cache held
+
+    with _user_errors(), _bar() as bar:
+
+        def progress(done: int, failed: int, remaining: int) -> None:
+            cached[:] = cached or [done]
+            if bar:
+                bar(done, failed, remaining)
+
         table = sweep(grid, out_file, scheduler, workers,
                       False if no_cache else (cache or True), progress)  # fmt: skip
     failed = int(table["error"].notna().sum())
     where = f" -> {out_file}" if out_file else ""
-    out.print(f"{len(table)} points, {len(table) - failed} ran, {failed} failed{where}",
+    out.print(f"{len(table)} points, {len(table) - failed} ran, {failed} failed "
+              f"({cached[0] if cached else 0} from the cache){where}",
               markup=False, highlight=False)  # fmt: skip
 
 

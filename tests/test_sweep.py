@@ -129,8 +129,12 @@ def test_cli_sweep_writes_the_table_and_refuses_a_bad_suffix(tmp_path):
     res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(out), "--workers", "1",
                                    "--no-cache"])  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert "1 points, 1 ran, 0 failed" in res.stdout
+    assert "1 points, 1 ran, 0 failed (0 from the cache)" in res.stdout
     assert pd.read_csv(out)["system"].tolist() == ["h100"]
+    # run again with a cache: the second run says its point came from there
+    args = ["sweep", str(grid), "--workers", "1", "--cache", str(tmp_path / "cache")]
+    assert "(0 from the cache)" in CliRunner().invoke(app, args).stdout
+    assert "1 points, 1 ran, 0 failed (1 from the cache)" in CliRunner().invoke(app, args).stdout
     res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(tmp_path / "t.txt")])
     assert res.exit_code == 2 and "not '.txt'" in res.output
 
