@@ -44,14 +44,29 @@ def _units_column(df) -> str:
     return "run.units" if "run.units" in df.columns else "units"
 
 
+# columns beside the system that split a curve when the table's points differ in them (else
+# points of two contexts, say, would be joined into one zig-zag line), and how a label says each
+SERIES_SPLIT = {"model": "{}", "context": "ctx {}", "weights": "{}", "kv": "kv {}",
+                "units": "{} units"}  # fmt: skip
+
+
 def _series(df) -> list[tuple[str, object]]:
-    """(label, rows) per system (and model, when the table has several), in table order."""
-    keys = ["system", "model"] if df["model"].nunique() > 1 else ["system"]
+    """(label, rows) per system, and per model, context, weight and KV format or unit count
+    wherever the table's points differ in it, in table order."""
+    keys = ["system"] + [c for c in SERIES_SPLIT if c in df.columns and df[c].nunique() > 1]
     out = []
-    for key, rows in df.groupby(keys, sort=False):
-        label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
-        out.append((label, rows))
+    for key, rows in df.groupby(keys, sort=False, dropna=False):
+        parts = key if isinstance(key, tuple) else (key,)
+        said = [SERIES_SPLIT[c].format(_plain(v)) for c, v in zip(keys[1:], parts[1:], strict=True)]
+        out.append((" / ".join([str(parts[0]), *said]), rows))
     return out
+
+
+def _plain(value) -> str:
+    """A table value for a label: whole floats (a CSV's 1024.0) as integers."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _mark_failed(ax, failed, x, y) -> None:

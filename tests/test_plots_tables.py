@@ -63,6 +63,18 @@ def test_frontier_one_curve_per_system_and_failed_points_counted(figures):
     assert "pyaccel" in _footer(fig) and "assumptions" in _footer(fig)
 
 
+def test_frontier_splits_a_systems_curve_where_its_points_differ_in_context(figures):
+    # two contexts of one system were joined into one zig-zag line; a CSV gives them as floats
+    table = _table()
+    longer = table[table["system"] == "wse3"].assign(context=4096.0)
+    plots_tables.frontier_plot(pd.concat([table, longer]), "f.png")
+    fig = figures[0]
+    assert _legend(fig) == ["h100 / ctx 1024", "wse3 / ctx 1024", "wse3 / ctx 4096",
+                            "failed (could not run): 1"]  # fmt: skip
+    lines = {ln.get_label(): len(ln.get_xdata()) for ln in fig.axes[0].get_lines()}
+    assert lines["wse3 / ctx 1024"] == lines["wse3 / ctx 4096"] == 3
+
+
 def test_cost_per_token_and_price_where_a_system_has_one(figures):
     plots_tables.cost_plot(_table(), "c.png", prices={"h100": {"usd_per_unit_hour": 3.6}})
     fig = figures[0]
