@@ -18,6 +18,7 @@ from .cli_options import (
     Context,
     Etch,
     ExpertW,
+    Functional,
     Json,
     Kv,
     Model,
@@ -29,6 +30,7 @@ from .cli_options import (
     Spec,
     System,
     Tokens,
+    TraceFile,
     TraceSteps,
     Units,
     Weights,
@@ -166,22 +168,8 @@ def run_cmd(
     router: RouterOpt = "uniform",
     seed: Seed = 0,
     etch: Etch = False,
-    functional: Annotated[
-        bool,
-        typer.Option(
-            "--functional",
-            help="also run the numerics and compare the logits with "
-            "an fp32 reference (tiny models)",
-        ),
-    ] = False,
-    trace: Annotated[
-        str | None,
-        typer.Option(
-            "--trace",
-            metavar="FILE.json",
-            help="write a Perfetto trace (JSON) here; its folder must exist",
-        ),
-    ] = None,
+    functional: Functional = False,
+    trace: TraceFile = None,
     trace_steps: TraceSteps = "ends",
     sets: Sets = None,
     as_json: Json = False,
@@ -225,11 +213,13 @@ def report_cmd(
     sets: Sets = None,
     plot: PlotDir = None,
     sensitivity: SensitivityPct = None,
+    functional: Functional = False,
+    trace: TraceFile = None,
     trace_steps: TraceSteps = "ends",
     as_json: Json = False,
 ) -> None:
     """Bottleneck report: time by resource and op kind, bound ratio, what-if ranking, and
-    where the prompt's prefill time goes."""
+    where the prompt's prefill time goes (and, as run, --functional's metrics, --trace)."""
     from .cli_args import parse_units
     from .report import Report
     from .results import prefill_assumptions
@@ -246,8 +236,12 @@ def report_cmd(
             from .plots import REPORT_PLOT_FILES
 
             check_output_folder(plot, "--plot", REPORT_PLOT_FILES)
-        result = _run(system, model, units, work, sets, etch, not as_json, False, trace_steps,
-                      "events")  # fmt: skip
+        if trace is not None:
+            check_output_file(trace, "--trace")
+        result = _run(system, model, units, work, sets, etch, not as_json, functional,
+                      trace_steps, "events")  # fmt: skip
+        if trace is not None:
+            result.trace.to_perfetto(trace)
         rep = Report.from_trace(result.trace, run_what_if(result))
         rep.prefill = result.prefill.as_dict()
         rep.roofline = roofline_points(result.trace)

@@ -159,6 +159,25 @@ TraceSteps = Annotated[
 ]
 
 
+Functional = Annotated[
+    bool,
+    typer.Option(
+        "--functional",
+        help="also run the numerics and compare the logits with an fp32 reference (tiny models)",
+    ),
+]
+
+
+TraceFile = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        metavar="FILE.json",
+        help="write a Perfetto trace (JSON) here; its folder must exist",
+    ),
+]
+
+
 PlotDir = Annotated[
     str | None,
     typer.Option(

@@ -468,6 +468,8 @@ def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
     if as_json:
         data = json.loads(rep.to_json())
         data.update(formats_from=result.formats_from, warnings=list(result.warnings))
+        if result.trace.functional:  # --functional: the numerics metrics, as run gives them
+            data["functional"] = dict(result.trace.functional)
         if spec is not None:  # headline numbers over the rounds; the rest is the verify step
             from .results import speculative_summary
             from .speculate import ASSUMPTIONS
@@ -481,6 +483,8 @@ def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
         _print_json(data)
     else:
         _print_report(rep)
+        for label, value in _functional_rows(result.trace.functional):
+            out.print(f"{label}: {value}", markup=False, highlight=False)
         if spec is not None:
             _print_spec(spec)
         _print_warnings(result.warnings)

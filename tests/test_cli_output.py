@@ -408,6 +408,16 @@ def test_run_functional_prints_its_metrics():
     assert f"{rec['top1_agreement']:.1%} of tokens" in text
 
 
+def test_report_takes_runs_functional_and_trace(tmp_path):
+    # SPEC 7: report takes run's options; its numerics metrics are run's, its trace the same
+    args = ("--system", "h100", "--model", "tiny-llama", "--tokens", "2", "--functional")
+    rec = strict_json(ok("run", *args, "--json"))
+    data = strict_json(ok("report", *args, "--trace", str(tmp_path / "t.json"), "--json"))
+    assert data["functional"]["perplexity_ratio"] == rec["perplexity_ratio"]
+    assert strict_json((tmp_path / "t.json").read_text())["traceEvents"]
+    assert f"perplexity ratio: {rec['perplexity_ratio']:.4f} vs fp32" in ok("report", *args)
+
+
 def _assert_fits_80(text: str) -> None:
     assert "…" not in text, text
     assert max(len(line) for line in text.splitlines()) <= 80, text
