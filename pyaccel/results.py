@@ -159,10 +159,10 @@ def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:
     """The summary of a speculative run: ``units`` every unit the run occupies (the target's,
     ``summary``'s, and the drafter's own: an ASIC's etched dies, an LPU's chips), tokens/s per
     user the mean over the drawn sequences, the step time the mean time per token (rounds over
-    tokens, s), its lower bound the verification step's over the k + 1 tokens a round yields at
-    most, energy per token (J) all those units' power over that time (scaled from the
-    verification step's, which counts the target's units); and its distribution and
-    ``spec_decode`` object."""
+    tokens, s), its lower bound a round's least drafting bound plus the verification step's,
+    over the k + 1 tokens a round yields at most, energy per token (J) all those units' power
+    over that time (scaled from the verification step's, which counts the target's units); and
+    its distribution and ``spec_decode`` object."""
     r = spec.rounds
     per_user = float(r.tokens_per_s.mean())
     per_token_s = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
@@ -174,8 +174,9 @@ def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:
         tokens_per_s_per_user=per_user,
         tokens_per_s=per_user * summary["batch"],
         step_time_s=per_token_s,
-        # a round yields at most k + 1 tokens and needs at least one verification
-        lower_bound_step_time_s=summary["lower_bound_step_time_s"] / (spec.request.k + 1),
+        # a round drafts (at least its least bound), verifies once, yields at most k + 1 tokens
+        lower_bound_step_time_s=(spec.draft_bound_s + summary["lower_bound_step_time_s"])
+        / (spec.request.k + 1),
         joules_per_token=summary["joules_per_token"] * (all_units / summary["units"])
         * per_token_s / summary["step_time_s"],
     )  # fmt: skip

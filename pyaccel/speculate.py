@@ -68,6 +68,7 @@ class SpecResult:
     drafter: Drafter | None = None
     drafter_units: int = 0
     target_units: int = 0
+    draft_bound_s: float = 0.0  # the least lower bound of one round's drafting (s)
     # (system, placement, workload) the drafter was emulated on and its mean draft time over
     # the round offsets (s), for the round's what-if
     drafter_run: tuple = field(default=(), repr=False, compare=False)
@@ -113,7 +114,7 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
     drafter = drafter_for(req.kind, req.draft, model)
     profiles, source = acceptance_profiles(req, model, drafter.config)
     d_system, d_work, d_plc = _placed_drafter(model, drafter, req, system, placement, workload)
-    draft_s = _draft_times(drafter, d_system, d_plc, d_work, k, n)
+    draft_s, draft_lb = _draft_times(drafter, d_system, d_plc, d_work, k, n, bound=True)
     verify = replace(workload, step_tokens=k + 1)
     trace = emulate(model, system, placement, verify, progress=progress,
                     trace_steps=trace_steps)  # fmt: skip
@@ -123,7 +124,7 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
     own = d_plc.n_units if system.kind in OWN_UNITS else 0
     return trace, SpecResult(
         req, mean, source, rounds, drafter, drafter_units=own,
-        target_units=placement.n_units,
+        target_units=placement.n_units, draft_bound_s=float(np.min(draft_lb)),
         drafter_run=(d_system, d_plc, d_work, float(np.mean(draft_s))),
     )  # fmt: skip
 
@@ -223,21 +224,31 @@ def round_what_if(result) -> list:
     return sorted(rows, key=lambda row: -row.gain)
 
 
-def _draft_times(drafter: Drafter, system, placement, work, k: int, n: int) -> np.ndarray:
-    """Seconds each round's drafting takes, by the context offset it starts at (``n`` of them).
+def _draft_times(drafter: Drafter, system, placement, work, k: int, n: int,
+                 bound: bool = False):  # fmt: skip
+    """Seconds each round's drafting takes, by the context offset it starts at (``n`` of them);
+    with ``bound``, also the lower bound of each (s, the drafter's steps' bounds summed alike).
 
     A chain drafter's round is a catch-up step over ``k + 1`` tokens of each sequence (it feeds
     the tokens the target kept to its own cache and drafts the first token; spec.draft_catchup)
     and ``k - 1`` one-token steps; a block drafter's is one pass over ``k + 1`` positions."""
     clock = system.spec.clock_hz
     wide = replace(work, step_tokens=k + 1, tokens=n)
-    first = emulate(drafter.config, system, placement, wide, event_steps=()).step_cycles / clock
-    if drafter.mode == BLOCK or k == 1:
-        return first[:n]
-    # one-token steps at offsets 1 .. n + k - 2: the rest of every round's chain
-    one = replace(work, step_tokens=1, tokens=n + k - 2, context=work.context + 1)
-    rest = emulate(drafter.config, system, placement, one, event_steps=()).step_cycles / clock
-    return first[:n] + np.convolve(rest, np.ones(k - 1), mode="valid")[:n]
+    traces = [emulate(drafter.config, system, placement, wide, event_steps=())]
+    if drafter.mode != BLOCK and k > 1:
+        # one-token steps at offsets 1 .. n + k - 2: the rest of every round's chain
+        one = replace(work, step_tokens=1, tokens=n + k - 2, context=work.context + 1)
+        traces.append(emulate(drafter.config, system, placement, one, event_steps=()))
+
+    def per_round(name: str) -> np.ndarray:
+        first = getattr(traces[0], name)[:n] / clock
+        if len(traces) == 1:
+            return first
+        rest = getattr(traces[1], name) / clock
+        return first + np.convolve(rest, np.ones(k - 1), mode="valid")[:n]
+
+    times = per_round("step_cycles")
+    return (times, per_round("lower_bound_cycles")) if bound else times
 
 
 # machine kinds whose drafter runs on units of its own: an ASIC's dies etched for it, an LPU's

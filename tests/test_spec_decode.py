@@ -166,12 +166,20 @@ def test_drafter_and_target_must_fit_together():
 # --- units and energy: the drafter's own units count ----------------------------------------
 
 
-def _spec_result(own: int, target: int):
+def _spec_result(own: int, target: int, draft_bound_s: float = 0.0):
     """A speculative result of eagle3 k=3 whose rounds take 1 ms drafting and 2 ms verifying
     and yield 2 tokens on average: 1.5 ms a token."""
     rounds = Rounds(np.array([2 / 3e-3]), 2.0, 1e-3, 2e-3, 1)
     return SpecResult(parse("eagle3,k=3"), (0.5,) * 3, "given", rounds, drafter_units=own,
-                      target_units=target)  # fmt: skip
+                      target_units=target, draft_bound_s=draft_bound_s)  # fmt: skip
+
+
+def test_summary_bound_counts_a_round_s_drafting():
+    # a round drafts (at least 0.5 ms), verifies (at least 1 ms) and yields at most k + 1 = 4
+    # tokens: (0.5 + 1) / 4 = 0.375 ms a token; without the drafting it was 1 / 4 = 0.25 ms
+    out, _ = speculative_summary(_verify_summary(4), _spec_result(0, 4, draft_bound_s=0.5e-3))
+    assert out["lower_bound_step_time_s"] == pytest.approx(0.375e-3, rel=1e-12)
+    assert out["lower_bound_step_time_s"] <= out["step_time_s"]
 
 
 def _verify_summary(units: int, watts: float = 300.0, step_s: float = 2e-3) -> dict:
@@ -221,3 +229,10 @@ def test_run_record_units_and_energy_count_the_drafter_s_own_units(system, spec,
     # (target + own) units x watts x the time per token, batch 1
     want = (target + own) * watts * rec["step_time_s"]
     assert rec["joules_per_token"] == pytest.approx(want, rel=1e-12)
+    # the bound counts the drafting too, and stays a bound
+    spec = res.spec
+    assert spec.draft_bound_s > 0
+    verify_lb = res.trace.lower_bound_step_time_s
+    want_lb = (spec.draft_bound_s + verify_lb) / (spec.request.k + 1)
+    assert rec["lower_bound_step_time_s"] == pytest.approx(want_lb, rel=1e-12)
+    assert rec["lower_bound_step_time_s"] <= rec["step_time_s"]
