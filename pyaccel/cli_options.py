@@ -114,9 +114,7 @@ RouterOpt = Annotated[
 
 Seed = Annotated[
     int,
-    typer.Option(
-        "--seed", min=0, metavar="N", help="seed of the drawn speculative rounds (and routers)"
-    ),
+    typer.Option("--seed", metavar="N", help="seed of the drawn speculative rounds (and routers)"),
 ]
 
 

@@ -30,8 +30,7 @@ Workers = Annotated[
     int | None,
     typer.Option(
         "--workers",
-        min=1,
-        metavar="N",
+        metavar="N",  # checked by sweep.cluster.check_workers: one error line as every other
         help="worker processes of the local cluster (default: one per core)",
     ),  # fmt: skip
 ]

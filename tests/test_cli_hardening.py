@@ -61,6 +61,14 @@ def test_a_scheduler_that_does_not_answer_says_how_long_it_waited(grid, monkeypa
 def test_too_many_workers_is_refused_with_the_limit(grid):
     line = error_line("sweep", grid, "--no-cache", "--workers", "99999999999999999999")
     assert "--workers 99,999,999,999,999,999,999 is above the limit of 256" in line
+    # below the range: the house's one error line, not click's "Invalid value for" prefix
+    assert error_line("sweep", grid, "--no-cache", "--workers", "0") == (
+        "error: --workers 0: expected a positive integer")  # fmt: skip
+
+
+def test_a_negative_seed_is_the_workload_s_error():
+    line = error_line("run", "--system", "h100", "--model", "tiny-llama", "--seed", "-1")
+    assert line == "error: workload field 'seed' must be an integer >= 0, got -1"
 
 
 # ---------------------------------------------------------------- plot inputs
