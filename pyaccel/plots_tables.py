@@ -44,6 +44,17 @@ def _units_column(df) -> str:
     return "run.units" if "run.units" in df.columns else "units"
 
 
+# a run's inputs whose sweep column holds what a point asked (missing where it left the axis
+# out); the ``run.`` column beside it holds what the run resolved (sweep.runner._table). Units
+# stay as asked: --units auto resolving to more units at a larger batch is one curve
+RESOLVED = ("batch", "context", "weights", "kv")
+
+
+def _resolved(df):
+    """``df`` with each of :data:`RESOLVED` as the runs resolved it, where the table has it."""
+    return df.assign(**{c: df["run." + c] for c in RESOLVED if "run." + c in df.columns})
+
+
 # columns beside the system that split a curve when the table's points differ in them (else
 # points of two contexts, say, would be joined into one zig-zag line), and how a label says each
 SERIES_SPLIT = {"model": "{}", "context": "ctx {}", "weights": "{}", "kv": "kv {}",
@@ -86,7 +97,7 @@ def _mark_failed(ax, failed, x, y) -> None:
 def frontier_plot(table, path: str | Path) -> Path:
     """The batch frontier: tokens/s per user against aggregate tokens/s (log-log), one curve per
     system over the table's batch sizes (labelled), failed points counted."""
-    df = _load(table)
+    df = _resolved(_load(table))
     _need(df, ["system", "model", "batch", "tokens_per_s", "tokens_per_s_per_user", "error"],
           "frontier")  # fmt: skip
     plt = _figure()
@@ -154,7 +165,7 @@ def cost_plot(table, path: str | Path, prices: dict | None = None) -> Path:
     named price (:func:`pyaccel.prices.load_prices`), against dollars per million tokens."""
     from .prices import dollars_per_mtok, load_prices
 
-    df = _load(table)
+    df = _resolved(_load(table))
     _need(df, ["system", "model", "batch", _units_column(df), "tokens_per_s",
                "tokens_per_s_per_user", "joules_per_token", "error"], "cost")  # fmt: skip
     prices = load_prices() if prices is None else prices

@@ -75,6 +75,15 @@ def test_frontier_splits_a_systems_curve_where_its_points_differ_in_context(figu
     assert lines["wse3 / ctx 1024"] == lines["wse3 / ctx 4096"] == 3
 
 
+def test_frontier_reads_what_a_point_that_left_an_axis_out_ran_at(figures):
+    # a [[point]] without batch: its sweep column is empty, run.batch holds the batch it ran
+    table = _table().assign(**{"run.batch": lambda d: d["batch"]})
+    table["batch"] = pd.array([*table["batch"][:-2], None, None], dtype="Int64")
+    plots_tables.frontier_plot(table, "f.png")
+    texts = [t.get_text() for t in figures[0].axes[0].texts]
+    assert texts.count("b16") == 2 and texts.count("b1") == 2
+
+
 def test_cost_per_token_and_price_where_a_system_has_one(figures):
     plots_tables.cost_plot(_table(), "c.png", prices={"h100": {"usd_per_unit_hour": 3.6}})
     fig = figures[0]

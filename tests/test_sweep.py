@@ -80,6 +80,11 @@ def test_one_row_a_point_with_inputs_run_keys_and_errors(one_worker):
     assert table.loc[5, "tokens_per_s"] < table.loc[2, "tokens_per_s"]  # a slower clock
     assert seen[0] == (0, 0, 6) and seen[-1] == (6, 1, 0)
     assert pd.read_parquet(folder / "t.parquet").equals(table)
+    # the last two points leave batch and context out: whole numbers with gaps stay whole
+    assert str(table["batch"].dtype) == "Int64" and table["batch"].tolist()[:4] == [1, 3, 1, 3]
+    assert pd.isna(table.loc[4, "batch"]) and table["context"].tolist()[0] == 64
+    table[["batch", "context"]].to_csv(folder / "b.csv", index=False)
+    assert (folder / "b.csv").read_text().splitlines()[1:3] == ["1,64", "3,64"]
 
 
 def test_a_row_is_the_run_json_record_flattened(one_worker):

@@ -130,8 +130,20 @@ def _table(given: list[dict], rows: list[dict]):
     text = {k for k in axes if len({type(p[k]) for p in given if p.get(k) is not None}) > 1
             and any(isinstance(p.get(k), str) for p in given)}  # fmt: skip
     inputs = [[_as_column(p.get(k), k in text) for k in axes] for p in given]
-    return pd.concat([pd.DataFrame(inputs, columns=axes),
-                      pd.DataFrame(data, columns=[*named, ERROR])], axis=1)  # fmt: skip
+    table = pd.concat([pd.DataFrame(inputs, columns=axes),
+                       pd.DataFrame(data, columns=[*named, ERROR])], axis=1)  # fmt: skip
+    columns = [*zip(*inputs, strict=True), *zip(*data, strict=True)]  # each column's values
+    for name, values in zip(table.columns, columns, strict=True):
+        if _whole_with_gaps(values):  # pandas would make them floats (1024.0) around the gaps
+            table[name] = pd.array(values, dtype="Int64")
+    return table
+
+
+def _whole_with_gaps(values) -> bool:
+    """Whether a column's values are integers with at least one None among them."""
+    present = [v for v in values if v is not None]
+    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in present)
+    return bool(present) and whole and len(present) < len(values)
 
 
 def _as_column(value, as_text: bool):
