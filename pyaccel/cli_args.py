@@ -24,14 +24,19 @@ def parse_units(text: str | int) -> int | str:
 
 
 def parse_batches(text: str | None, default: int) -> list[int]:
-    """``--batches 1,2,4``: positive integers (absent or empty: ``[default]``)."""
-    if not text:
+    """``--batches 1,2,4``: positive integers (absent: ``[default]``; like ``--systems ""``, an
+    empty list is refused rather than silently meaning the default)."""
+    if text is None:
         return [default]
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        raise ConfigError(f"--batches {text!r}: no batch size given; give comma-separated "
+                          "sizes (e.g. 1,8,64), or leave --batches out for --batch")  # fmt: skip
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in items if x]
     except ValueError:
         raise ConfigError(f"--batches '{text}': expected comma-separated integers") from None
-    if not values or min(values) < 1:
+    if min(values) < 1:
         raise ConfigError(f"--batches '{text}': batch sizes must be positive")
     from .workload import MAX_BATCH
 

@@ -82,7 +82,7 @@ ExpertW = Annotated[
 
 
 Kv = Annotated[
-    str, typer.Option("--kv", metavar="FMT", help="KV-cache format (same choices as --weights)")
+    str, typer.Option("--kv", metavar="FMT", help="KV-cache format (as --weights, but not hc1)")
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import ConfigError
-from .formats import Format, get_format
+from .formats import FORMATS, Format, get_format
 
 # Decode steps one run may emulate: every step is simulated and kept (step times, contexts), so
 # a mistyped --tokens would otherwise run for hours.
@@ -78,6 +78,8 @@ class Workload:
             value = getattr(self, name)
             if value is not None:
                 fmt = get_format(value, f"--{name.replace('_', '-')} format")
+                if name == "kv" and fmt.role_bits:
+                    raise ConfigError(_mixed_kv_message(fmt))
                 object.__setattr__(self, name, fmt.name)
                 object.__setattr__(self, f"{name}_format", fmt)
         from .routing import parse as parse_router
@@ -102,6 +104,14 @@ class Workload:
     def max_len(self) -> int:
         """Tokens each sequence's KV cache must hold by the end of the run."""
         return self.context + self.tokens
+
+
+def _mixed_kv_message(fmt) -> str:
+    """Why a per-role mixed weight format (hc1) cannot be a KV-cache format: its bits are
+    assigned by weight tensor role, and a cache holds no weight tensors."""
+    kv_ok = ", ".join(n for n, f in FORMATS.items() if not f.role_bits)
+    return (f"--kv format '{fmt.name}' assigns bits by weight tensor role (attention, MLP, "
+            f"head) and has no meaning for a KV cache; KV formats: {kv_ok}")  # fmt: skip
 
 
 @dataclass(frozen=True)

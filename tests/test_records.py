@@ -79,6 +79,9 @@ def test_parse_batches_and_systems():
     assert parse_systems(None) is None and parse_systems("h100, wse3") == ["h100", "wse3"]
     with pytest.raises(ConfigError, match="listed twice"):
         parse_systems("h100,h100")
+    for empty in ("", " ", ",", " , "):  # not silently the default batch
+        with pytest.raises(ConfigError, match="no batch size given"):
+            parse_batches(empty, 8)
 
 
 def test_python_api_takes_typed_units():

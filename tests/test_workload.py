@@ -2,7 +2,10 @@
 
 from dataclasses import replace
 
+import pytest
+
 import pyaccel as pa
+from pyaccel.errors import ConfigError
 from pyaccel.formats import FORMATS
 
 
@@ -28,3 +31,9 @@ def test_replace_resolves_again_and_formats_do_not_change_equality():
     assert replace(changed, weights="bf16", kv="bf16") == work
     assert hash(replace(changed, weights="bf16", kv="bf16")) == hash(work)
     assert "weights_format" not in repr(work)  # the names are the workload's face
+
+
+def test_a_per_role_weight_format_is_refused_as_a_kv_cache_format():
+    with pytest.raises(ConfigError, match="--kv format 'hc1' assigns bits by weight tensor role"):
+        pa.Workload(kv="hc1")
+    assert pa.Workload(weights="hc1", kv="int4").kv == "int4"  # hc1 stays a weight format
