@@ -35,10 +35,10 @@ from .cli_options import (
     Units,
     Weights,
 )
+from .cli_report import _print_full_report
 from .cli_show import (
     _labelled,
     _print_compare,
-    _print_full_report,
     _print_json,
     _print_place,
     _print_run,

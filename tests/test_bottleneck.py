@@ -99,3 +99,23 @@ def test_touched_classes_need_recorded_events():
     work = pa.Workload(tokens=2)
     trace = pa.emulate(m, s, pa.place(m, s, work), work, event_steps=())
     assert touched_classes(trace) is None
+
+
+def test_a_speculative_report_heads_with_the_runs_numbers_over_its_rounds():
+    """The report's headline (text and JSON) is the run's: tok/s, step time and bound over the
+    rounds, every unit (the drafter's die too); its tables stay one verification step, and it
+    says so. It used to head with the verification step's own rate (11,812 tok/s on this
+    case, against the run's 8,621)."""
+    args = ("--system", "taalas-hc1", "--model", "llama-3.1-8b", "--tokens", "8",
+            "--spec-decode", "draft:llama-3.2-1b")  # fmt: skip
+    run, report = _json("run", *args), _json("report", *args)
+    head = report["summary"]
+    for key in ("units", "tokens_per_s_per_user", "step_time_s", "lower_bound_step_time_s"):
+        assert head[key] == run[key], key
+    assert report["emulated_over_lower_bound"] == pytest.approx(run["emulated_over_lower_bound"])
+    assert any(n.startswith("speculative: the summary is over the rounds") for n in report["notes"])
+    text = " ".join(CliRunner().invoke(app, ["report", *args]).stdout.split())
+    per_user = f"{run['tokens_per_s_per_user']:,.1f} tok/s per user"
+    assert text.startswith(f"llama-3.1-8b on {run['units']} x taalas-hc1: {per_user}"), text[:200]
+    assert "are one verification step on the target's units" in text
+    assert f"(target: {run['spec_decode']['target_units']} unit(s); verification step" in text
