@@ -186,3 +186,21 @@ def test_shortfalls_match_the_slot_by_slot_sum(system, units):
         assert bad.shortfalls() == _shortfalls_slot_by_slot(bad)
     assert any(_shortfalls_slot_by_slot(replace(plc, capacity_bytes={
         lv: 1 for lv in plc.capacity_bytes})))  # fmt: skip
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-mixtral", "tiny-deepseek-v3"])
+def test_gpu_any_fits_answers_as_the_fewest_search_does(model):
+    """A failed run's KV-capacity message bisects over users and tokens asking "does any layout
+    fit?"; the one-build answer (the roomiest layout) must be the full search's, on both sides
+    of the boundary (it made kimi-k2 at batch 1e6 on ascend-950 fail in 6 s, not 67)."""
+    from pyaccel.model.graph import build_graph
+    from pyaccel.place.gpu import _any_fits, _fewest
+
+    cfg, spec = pa.load_model(model), pa.load_system("h100", 1).spec
+    seen = set()
+    for batch in (1, 2**12, 2**14, 2**16, 2**18, 10**6):
+        graph = build_graph(cfg, pa.Workload(batch=batch, context=2**20, tokens=1, weights="bf16"))
+        fits = _fewest(graph, spec) is not None
+        assert _any_fits(graph, spec) == fits, batch
+        seen.add(fits)
+    assert seen == {True, False}  # the batches cross the boundary

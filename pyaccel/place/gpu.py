@@ -162,6 +162,15 @@ def _fewest(graph, spec: HardwareSpec) -> Placement | None:
     return None
 
 
+def _any_fits(graph, spec: HardwareSpec) -> bool:
+    """Whether any layout of at most ``MAX_UNITS`` GPUs fits, i.e. :func:`_fewest` finds one:
+    the roomiest does, the widest TP with as many stages as the layers and ``MAX_UNITS`` allow
+    (a GPU's share only shrinks with TP and with stages). One build, where ``_fewest`` may try
+    thousands: the KV-capacity bisection of a failed run's message asks it ~40 times."""
+    widest = tp_candidates(graph, spec)[0]
+    return _fits(build(graph, spec, widest, min(len(graph.layer_keys), MAX_UNITS // widest)))
+
+
 def _no_fit_cause(graph, spec: HardwareSpec) -> str:
     """Why no GPU count fits: the layer that overfills a GPU even alone on a stage at the
     widest TP, or more GPUs than the placer tries; its bytes, their parts and the flag that
@@ -169,6 +178,9 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
 
     def fewest(g):
         return _fewest(g, spec)
+
+    def can_fit(g) -> bool:
+        return _any_fits(g, spec)
 
     widest = tp_candidates(graph, spec)[0]
     failed = build(graph, spec, widest, len(graph.layer_keys))
@@ -182,7 +194,7 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
         return (
             f"it needs {need:,} B ({fmt_bytes(need)}) resident, more than {MAX_UNITS} GPUs "
             f"hold at {fmt_bytes(_usable(spec))} each after the runtime's reservation "
-            f"({parts_text(parts)}); {shrink_hint(graph, parts, fewest)}"
+            f"({parts_text(parts)}); {shrink_hint(graph, parts, fewest, can_fit)}"
         )
     unit, level, used, have = max(short, key=lambda x: x[2] - x[3])
     key = failed.layers_on(unit)[0]
@@ -195,7 +207,7 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
         f"TP {widest} x PP {len(graph.layer_keys)}: TP rank {rank} of stage {stage}), more "
         f"than its {have:,} B "
         f"({fmt_bytes(have)}); the layer holds {parts_text(parts)}, and a layer is not split "
-        f"across pipeline stages, so no --units fits; {shrink_hint(graph, parts, fewest)}"
+        f"across pipeline stages, so no --units fits; {shrink_hint(graph, parts, fewest, can_fit)}"
     )
 
 
