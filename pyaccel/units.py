@@ -1,6 +1,7 @@
 """Unit constants and conversions (SPEC §6: GB = 1e9 B, GiB = 2**30 B; times in integer cycles)."""
 
 import math
+import numbers
 
 from .errors import ConfigError
 
@@ -21,6 +22,14 @@ MAX_CYCLES = 2**62
 
 class CycleRangeError(ConfigError):
     """A time beyond :data:`MAX_CYCLES` cycles (parameters set far outside physical ranges)."""
+
+
+def as_int(x) -> int | None:
+    """``x`` as a Python int when it is an integer (a Python or NumPy one; a bool is not one),
+    else None: what the API's counts (units, batch, context, ...) accept."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        return None
+    return int(x)
 
 
 def ceil_div(a, b) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from os import PathLike
 
 from .errors import ConfigError
 from .formats import FORMATS, Format, get_format
+from .units import as_int
 
 # Decode steps one run may emulate: every step is simulated and kept (step times, contexts), so
 # a mistyped --tokens would otherwise run for hours.
@@ -22,6 +24,16 @@ LIMITS = {
     "batch": (MAX_BATCH, "sequences per step"),
     "context": (MAX_CONTEXT, "cached tokens per sequence"),
     "tokens": (MAX_TOKENS, "decode steps per run"),
+}
+
+# What each text field of a workload looks like, for the error a value of another type gets
+# (``kv`` and ``router`` have defaults and take no None; an unset format is None).
+EXAMPLES = {
+    "router": "'uniform', 'zipf:1.2' or 'trace.npy'",
+    "spec_decode": "'draft:llama-3.2-1b,k=4', or None",
+    "weights": "'bf16' or 'int4', or None for the system's native format",
+    "expert_weights": "'int4-g32', or None for the weights' format",
+    "kv": "'bf16' (the default) or 'fp8'",
 }
 
 
@@ -61,19 +73,8 @@ class Workload:
     kv_format: Format | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name, low in (("batch", 1), ("context", 0), ("tokens", 1), ("step_tokens", 1),
-                          ("seed", 0)):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(
-                    f"workload field '{name}' must be an integer >= {low}, got {value!r}"
-                )
-        for name, (limit, what) in LIMITS.items():
-            if getattr(self, name) > limit:
-                raise ConfigError(
-                    f"workload field '{name}' = {getattr(self, name):,} is above the limit of "
-                    f"{limit:,} {what}"
-                )
+        _check_counts(self)
+        _check_texts(self)
         for name in ("weights", "expert_weights", "kv"):
             value = getattr(self, name)
             if value is not None:
@@ -112,6 +113,37 @@ def _mixed_kv_message(fmt) -> str:
     kv_ok = ", ".join(n for n, f in FORMATS.items() if not f.role_bits)
     return (f"--kv format '{fmt.name}' assigns bits by weight tensor role (attention, MLP, "
             f"head) and has no meaning for a KV cache; KV formats: {kv_ok}")  # fmt: skip
+
+
+def _check_counts(work: Workload) -> None:
+    """The integer fields: whole numbers (NumPy ones become ints) within their limits."""
+    for name, low in (("batch", 1), ("context", 0), ("tokens", 1), ("step_tokens", 1),
+                      ("seed", 0)):  # fmt: skip
+        value = as_int(getattr(work, name))  # NumPy integers too (a loop over np.arange)
+        if value is None or value < low:
+            raise ConfigError(
+                f"workload field '{name}' must be an integer >= {low}, got {getattr(work, name)!r}"
+            )
+        object.__setattr__(work, name, value)
+    for name, (limit, what) in LIMITS.items():
+        if getattr(work, name) > limit:
+            raise ConfigError(
+                f"workload field '{name}' = {getattr(work, name):,} is above the limit of "
+                f"{limit:,} {what}"
+            )
+
+
+def _check_texts(work: Workload) -> None:
+    """The text fields are strings (an unset format or spec_decode: None; a routing trace may
+    be a Path)."""
+    if isinstance(work.router, PathLike):
+        object.__setattr__(work, "router", str(work.router))
+    for name, example in EXAMPLES.items():
+        value = getattr(work, name)
+        if not isinstance(value, str) and (value is not None or name in ("router", "kv")):
+            raise ConfigError(
+                f"workload field '{name}' must be a string (e.g. {example}), got {value!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import fields
 from importlib import resources
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PresetError
 from ..formats import get_format
+from ..units import as_int
 from .fields import MAX_INTEGER, time_ranges
 from .kinds import kind_names
 from .spec import PARAMS_BY_KIND, HardwareSpec, System
@@ -149,6 +151,11 @@ def check_relations(params: Any, where: Callable[[tuple[str, ...]], str]) -> Non
 
 def load_spec(name_or_path: str | Path) -> HardwareSpec:
     """A hardware spec from a preset name or a TOML file path."""
+    if not isinstance(name_or_path, (str, PathLike)):
+        raise ConfigError(
+            "load_system(): takes a preset name or a TOML file's path; got "
+            f"{type(name_or_path).__name__} {name_or_path!r:.60}"
+        )
     text = str(name_or_path)
     path = Path(text)
     if path.suffix == ".toml" or path.exists():
@@ -233,8 +240,11 @@ def load_system(
     """A :class:`System` of ``units`` machines (``"auto"``: resolved by :func:`pyaccel.place`);
     ``etch`` applies to asic systems only."""
     spec = apply_overrides(load_spec(name_or_path), overrides)
-    if units != "auto" and (isinstance(units, bool) or not isinstance(units, int) or units < 1):
-        raise ConfigError(f"units must be a positive integer or 'auto', got {units!r}")
+    if units != "auto":
+        count = as_int(units)  # NumPy integers too
+        if count is None or count < 1:
+            raise ConfigError(f"units must be a positive integer or 'auto', got {units!r}")
+        units = count
     if etch and spec.kind != "asic":
         raise ConfigError(f"--etch applies to asic systems; {spec.name} is a {spec.kind}")
     return System(spec, units, etch)

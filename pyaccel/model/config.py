@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib import resources
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -302,7 +303,16 @@ def _read_json(path: Path | Any, where: str) -> dict:
 
 
 def load_model(name_or_path: str | Path) -> ModelConfig:
-    """Load a model preset by name, a folder holding ``config.json``, or a ``config.json`` path."""
+    """Load a model preset by name, a folder holding ``config.json``, or a ``config.json`` path
+    (a :class:`ModelConfig` is returned as it is)."""
+    if isinstance(name_or_path, ModelConfig):
+        return name_or_path
+    if not isinstance(name_or_path, (str, PathLike)):
+        hint = " (write the dict to FOLDER/config.json)" if isinstance(name_or_path, dict) else ""
+        raise ConfigError(
+            "load_model(): takes a preset name, a folder holding config.json or a config.json "
+            f"path; got {type(name_or_path).__name__}{hint}"
+        )
     text = str(name_or_path)
     path = Path(text)
     if text in preset_names() and path.exists():  # a bare name: which one is meant?
