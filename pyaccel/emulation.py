@@ -19,10 +19,10 @@ from .errors import ConfigError, EngineNotBuiltError
 from .hw.spec import System
 from .model.config import ModelConfig
 from .sim.driver import fewest_experts_graph, run_steps
-from .sim.inputs import engine_module, run_graph
+from .sim.inputs import check_args, engine_module, run_graph
 from .sim.roofline import StepBounds, bound_cycles, first_step_op_bounds
 from .trace import Trace
-from .units import CycleRangeError
+from .units import CycleRangeError, as_int
 from .workload import Workload
 
 
@@ -98,6 +98,7 @@ def emulate(
     set of 0-based step indices as ``event_steps`` (not both)."""
     if workload is None:
         workload = Workload()
+    _check_run_inputs(model_or_graph, system, placement, workload)
     graph = run_graph(model_or_graph, system, workload)
     if functional:
         _check_functional_input(model_or_graph)
@@ -139,6 +140,28 @@ def emulate(
     if functional:
         trace.functional = _functional(model_or_graph, graph, system, placement)
     return trace
+
+
+def _check_run_inputs(model, system: System, placement, workload: Workload) -> None:
+    """Arguments of the wrong type (:func:`check_args`), a system loaded for another unit
+    count than the placement's, and a speculative workload (which ``emulate`` alone does not
+    run: its drafter needs placing and its rounds drawing) are refused rather than run as
+    something else."""
+    check_args("emulate()", model, system, workload, placement, placed=True)
+    if system.units != "auto" and system.units != placement.n_units:
+        raise ConfigError(
+            f"emulate(): the placement is on {placement.n_units} {placement.unit_noun}(s) but "
+            f"system {system.name} was loaded with units={system.units}; load it with "
+            f"units={placement.n_units} (or 'auto') to run this placement, or place again "
+            f"with units={system.units}"
+        )
+    if workload.spec_decode and workload.step_tokens == 1:
+        raise ConfigError(
+            f"emulate(): Workload(spec_decode='{workload.spec_decode}') is not run by emulate(), "
+            "which times the target's plain decode steps; speculative decoding (its drafter "
+            "placed, its rounds drawn) runs in `pyaccel run --spec-decode` or "
+            "pyaccel.results.run(MODEL, SYSTEM, units, workload); or drop spec_decode"
+        )
 
 
 def _assumptions(graph, engine, system: System) -> list[str]:
@@ -192,7 +215,14 @@ def _steps_kept(tokens: int, event_steps, trace_steps: str | None) -> frozenset[
     if event_steps is not None and trace_steps is not None:
         raise ConfigError("emulate(): give trace_steps or event_steps, not both")
     if event_steps is not None:
-        return frozenset(event_steps)
+        steps = list(event_steps)
+        bad = [x for x in steps if as_int(x) is None or not 0 <= x < tokens]
+        if bad:
+            raise ConfigError(
+                f"emulate(): event_steps names step {bad[0]!r}, not one of the run's steps "
+                f"0..{tokens - 1} (0-based, workload tokens={tokens})"
+            )
+        return frozenset(int(x) for x in steps)
     return parse_trace_steps(trace_steps or "ends", tokens)
 
 

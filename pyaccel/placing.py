@@ -20,19 +20,24 @@ from .place import placer_module
 from .place.placement import Placement
 from .place.slot import MAX_UNITS
 from .sim.driver import step_cycles
-from .sim.inputs import engine_module, run_graph
+from .sim.inputs import check_args, engine_module, run_graph
+from .workload import Workload
 
 
-def place(model, system: System, workload, graph=None) -> Placement:
-    """Place ``model`` on ``system`` for ``workload``; ``system.units`` may be ``"auto"`` (the
-    fewest units that hold weights, KV cache and buffers in a valid layout). Raises
-    :class:`PlacementError` with the unit and bytes short when it cannot fit."""
+def place(model, system: System, workload=None, graph=None) -> Placement:
+    """Place ``model`` (a ModelConfig or DecodeGraph) on ``system`` for ``workload`` (default
+    ``Workload()``); ``system.units`` may be ``"auto"`` (the fewest units that hold weights, KV
+    cache and buffers in a valid layout). Raises :class:`PlacementError` naming the unit, the
+    bytes it needs and has, and the ``--units`` that would fit, when it cannot fit; arguments
+    of another type raise :class:`ConfigError`."""
+    workload = Workload() if workload is None else workload
+    check_args("place()", model, system, workload)
     auto = system.units == "auto"
     if not auto and int(system.units) > MAX_UNITS:  # before a placer walks that many units
         raise ConfigError(f"--units {int(system.units)} is above the limit of {MAX_UNITS:,} "
                           "units (far above any placer's largest layout)")  # fmt: skip
     if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
-        graph = run_graph(model, system, workload)
+        graph = run_graph(model, system, workload, "place()")
     placer = placer_module(system.kind)
     if hasattr(placer, "layouts_auto"):  # several layouts may fit: keep the fastest
         if auto:

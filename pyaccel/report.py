@@ -12,12 +12,18 @@ from typing import Any
 import numpy as np
 
 from . import kernels
+from .errors import ConfigError
 from .records import SCHEMA_VERSION, RunSummary, WhatIfRow
+from .trace import Trace
 from .units import cycles, fmt_seconds
 
 OCCUPANCY_NOTE = (
     "resource shares are occupancy: the part of the step each resource class is busy on some "
     "unit; classes work at the same time, so shares overlap and may add up to more than 100 %"
+)
+NO_EVENTS_NOTE = (
+    "the trace recorded no events (emulate(..., event_steps=())), so there is no split by "
+    "resource, op kind or layer and no busiest resource; emulate with trace_steps='ends' for them"
 )
 
 
@@ -142,6 +148,11 @@ class Report:
         class twice as fast (:func:`pyaccel.what_if.what_if_gains`; nothing when the trace
         carries no inputs); ``False`` leaves the ranking out; a sequence of rows uses them as
         given (a caller that already re-emulated)."""
+        if not isinstance(trace, Trace):
+            raise ConfigError(
+                "Report.from_trace(): trace must be a Trace: pa.emulate(model, system, "
+                f"placement, workload); got {type(trace).__name__}"
+            )
         if what_if is True:
             what_if = _what_if_of(trace)
         elif what_if is False:
@@ -190,7 +201,7 @@ class Report:
             "busiest_resource": self.busiest_resource,
             "busiest_share": self.busiest_share,
             "share_is_occupancy": True,
-            "notes": [OCCUPANCY_NOTE],
+            "notes": [OCCUPANCY_NOTE] if self.by_resource else [OCCUPANCY_NOTE, NO_EVENTS_NOTE],
             "emulated_over_lower_bound": self.bound_ratio,
             "what_if": [row.to_dict() for row in self.what_if],
             "assumptions": self.assumptions,
@@ -210,8 +221,12 @@ class Report:
             f"{s.tokens_per_s:.1f}; step {fmt_seconds(s.step_time_s)} "
             f"(lower bound {fmt_seconds(s.lower_bound_step_time_s)}, ratio "
             f"{fmt_ratio(self.bound_ratio)})",
-            f"- bottleneck (what-if winner): **{self.bottleneck}**; busiest resource: "
-            f"{self.busiest_resource} ({self.busiest_share:.0%} occupancy)",
+            f"- bottleneck (what-if winner): **{self.bottleneck or '-'}**; busiest resource: "
+            + (
+                f"{self.busiest_resource} ({self.busiest_share:.0%} occupancy)"
+                if self.by_resource
+                else f"- ({NO_EVENTS_NOTE})"
+            ),
             "",
             "| resource | time | occupancy |",
             "|---|---|---|",

@@ -255,12 +255,12 @@ class Trace:
 
     @property
     def tokens_per_s_per_user(self) -> float:
-        """Tokens one sequence receives per second, averaged over the run."""
+        """Tokens one sequence receives per second (tokens/s), averaged over the run."""
         return 1.0 / self.step_time_s
 
     @property
     def tokens_per_s(self) -> float:
-        """Tokens per second summed over the batch."""
+        """Tokens per second summed over the batch (tokens/s)."""
         return self.tokens_per_step / self.step_time_s
 
     @property
@@ -269,7 +269,10 @@ class Trace:
         return self.units * self.power_w * self.step_time_s / self.tokens_per_step
 
     def to_dataframe(self):
-        """Events as a pandas DataFrame, with ``start_s``/``duration_s`` in seconds added."""
+        """Events as a pandas DataFrame, one row per event: ``start`` and ``duration`` in
+        cycles of ``clock_hz`` (``start`` from the run's first step), ``bytes`` (B) and
+        ``flops`` the event moves or computes, ``unit`` the unit's index; ``start_s`` and
+        ``duration_s`` the same times in seconds."""
         import pandas as pd
 
         df = pd.DataFrame(self.events)

@@ -1645,7 +1645,10 @@ def test_emulate_and_roofline_refuse_what_is_neither_a_model_nor_a_graph():
 
     case = prepare(TINY, "h100", 1, pa.Workload(tokens=2))
     for call in (pa.emulate, pa.roofline):
-        with pytest.raises(pa.ConfigError, match="takes a ModelConfig or DecodeGraph, got str"):
+        with pytest.raises(
+            pa.ConfigError,
+            match=rf"{call.__name__}\(\): model must be a ModelConfig or DecodeGraph.*got str",
+        ):
             call(TINY, case.system, case.placement, case.workload)
 
 

@@ -293,9 +293,14 @@ def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
     missing = [k for k in graph.layer_keys if k not in keys]
     extra = [k for k in keys if k not in graph.layer_keys]
     if missing or extra:
+        made = f" (made for {plc.model})" if plc.model != graph.model_name else ""
+        quoted = [k for k in extra if isinstance(k, str) and k.isdigit()]
+        hint = (
+            f"; decoder layer keys are integers ({quoted[0]}, not '{quoted[0]}')" if quoted else ""
+        )
         raise PlacementError(
-            f"placement does not match model {graph.model_name}: missing layers "
-            f"{missing[:5]}, unknown layers {extra[:5]}"
+            f"placement{made} does not match model {graph.model_name}: missing layers "
+            f"{missing[:5]}, unknown layers {extra[:5]}{hint}"
         )
     moe = set(graph.moe_layers)
     for s in plc.layers:
@@ -313,7 +318,23 @@ def _check_coverage(plc: Placement, graph, exact: bool = True) -> None:
             )
         if sum(s.weight_bytes) < need_w or sum(s.kv_bytes) < need_kv:
             raise PlacementError(
-                f"layer {s.layer!r}: units hold {sum(s.weight_bytes):,} B "
+                f"layer {s.layer!r}: units {list(s.units)} hold {sum(s.weight_bytes):,} B "
                 f"weights / {sum(s.kv_bytes):,} B KV, fewer than the "
-                f"{need_w:,} B / {need_kv:,} B it needs"
+                f"{need_w:,} B / {need_kv:,} B it needs{_made_for(plc, graph)}"
             )
+
+
+def _made_for(plc: Placement, graph) -> str:
+    """Where the placement's workload differs from ``graph``'s in what sizes resident bytes:
+    the two, and that placing again for this workload is the way (empty when unknown)."""
+    if plc.workload is None:
+        return ""
+    fields = ("batch", "context", "tokens", "weights", "kv")
+    if graph.moe_layers:  # a dense model's expert format changes nothing
+        fields += ("expert_weights",)
+    was, now = plc.workload, graph.workload
+    diff = [f"{k} {getattr(was, k)} (now {getattr(now, k)})" for k in fields
+            if getattr(was, k) != getattr(now, k)]  # fmt: skip
+    if not diff:
+        return ""
+    return f"; the placement was made for {', '.join(diff)}: place again for this workload"

@@ -23,26 +23,68 @@ def engine_module(kind: str):
     return kind_module(kind, "engine")
 
 
-def run_graph(model_or_graph, system: System, workload: Workload) -> DecodeGraph:
+def run_graph(
+    model_or_graph, system: System, workload: Workload, caller: str = "emulate()"
+) -> DecodeGraph:
     """The graph a run times: a :class:`DecodeGraph` as given, or the graph of a
-    :class:`ModelConfig` for ``workload`` with its formats resolved for ``system``.
+    :class:`ModelConfig` for ``workload`` with its formats resolved for ``system``. Arguments
+    of another type raise :class:`ConfigError` naming ``caller`` (:func:`check_args`).
 
     A graph built for the same model, resolved workload and native format while an earlier
     one is still in use (a placement holds the graph it was placed with) is that graph: the
     placement, the emulation and the what-ifs of one run then share it and the costs its
     ``placer_memo`` keeps (each keyed by every parameter it depends on)."""
+    check_args(caller, model_or_graph, system, workload)
     if isinstance(model_or_graph, DecodeGraph):
         return model_or_graph
-    if not isinstance(model_or_graph, ModelConfig):
-        raise ConfigError(
-            f"emulate() takes a ModelConfig or DecodeGraph, got {type(model_or_graph).__name__}"
-        )
     work = resolve_workload(workload, model_or_graph, system.spec).workload  # SPEC §6 formats
     key = (model_or_graph, work, system.spec.native_format)
     graph = _GRAPHS.get(key)
     if graph is None:
         graph = _GRAPHS[key] = build_graph(model_or_graph, work, native_format=key[2])
     return graph
+
+
+# What to call to make each argument of the Python API, for the error a wrong one gets.
+MAKERS = {
+    "model": (
+        (ModelConfig, DecodeGraph),
+        "a ModelConfig or DecodeGraph: pa.load_model(NAME or FOLDER)",
+    ),
+    "system": (System, "a System: pa.load_system(NAME or FILE.toml, units=N or 'auto')"),
+    "workload": (Workload, "a Workload: pa.Workload(batch=..., context=..., tokens=...)"),
+}
+
+
+def check_args(caller: str, model, system, workload, placement=None, *, placed=False) -> None:
+    """The types of the Python API's arguments (``pa.place``, ``pa.emulate``): one of another
+    type raises :class:`ConfigError` naming the function, the argument, what it got and what
+    makes the right one (with ``placed``, ``placement`` too)."""
+    from ..place.placement import Placement
+
+    given = {"model": model, "system": system, "workload": workload}
+    makers = dict(MAKERS)
+    if placed:
+        given["placement"] = placement
+        makers["placement"] = (
+            Placement,
+            "a Placement: pa.place(...) or pa.Placement.from_json(FILE)",
+        )
+    for name, value in given.items():
+        cls, what = makers[name]
+        if not isinstance(value, cls):
+            raise ConfigError(
+                f"{caller}: {name} must be {what}; got {type(value).__name__} {_short(value)}"
+            )
+
+
+def _short(value) -> str:
+    """``repr(value)``, cut to a line's worth."""
+    text = repr(value)
+    return text if len(text) <= SHORT_REPR else f"{text[: SHORT_REPR - 3]}..."
+
+
+SHORT_REPR = 60  # characters of a wrong argument's repr an error line quotes
 
 
 # graphs in use by their inputs, held weakly: a graph lives as long as a run holds it

@@ -25,12 +25,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..model.attention import attention_counts, attention_op
 from ..model.ops import ACT_BYTES, shape_of
-from ..units import MAX_CYCLES, CycleRangeError
+from ..units import MAX_CYCLES, CycleRangeError, as_int
 from ..workload import Workload
 from .contract import BoundRates
-from .inputs import engine_module, run_graph
+from .inputs import check_args, engine_module, run_graph
 
 
 @dataclass(frozen=True)
@@ -388,9 +389,14 @@ class _UnitTotals:
 def roofline(
     model_or_graph, system, placement, workload=None, context: int | None = None
 ) -> Roofline:
-    """The lower bound of one decode step (at ``context``, default the workload's)."""
-    graph = run_graph(model_or_graph, system, workload or Workload())
-    ctx = graph.context if context is None else context
+    """The lower bound of one decode step (at ``context`` cached tokens, default the
+    workload's): per-op bounds and the step's, in seconds."""
+    work = workload or Workload()
+    check_args("roofline()", model_or_graph, system, work, placement, placed=True)
+    graph = run_graph(model_or_graph, system, work, "roofline()")
+    ctx = graph.context if context is None else as_int(context)
+    if ctx is None or ctx < 0:
+        raise ConfigError(f"roofline(): context must be an integer >= 0, got {context!r}")
     return StepBounds(graph, system, placement).at(ctx, with_ops=True)
 
 
