@@ -50,7 +50,7 @@ from .cli_show import (
 )
 from .cli_sweep import register as register_sweep
 from .cli_validate import _print_validate
-from .errors import ConfigError, PyaccelError
+from .errors import ConfigError, PlacementError, PyaccelError
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder
 from .workload import Workload
 
@@ -304,7 +304,11 @@ def place_cmd(
             from .place import Placement
 
             refuse_beside_check(ctx)
-            plc = Placement.from_json(str(check), system=system, model=model).check()
+            plc = Placement.from_json(str(check), system=system, model=model)
+            try:
+                plc.check()
+            except PlacementError as exc:  # a malformed file names its path (SPEC §7)
+                raise PlacementError(f"{check}: {exc}") from None
         else:
             from .cli_args import parse_units
             from .results import prepare

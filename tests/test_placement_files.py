@@ -361,6 +361,34 @@ def test_asic_placement_of_another_model_without_etch(tmp_path, written):
     assert "etched" in line
 
 
+@pytest.mark.parametrize("field, value", [("kv", None), ("router", 3), ("spec_decode", ["x"])])
+def test_a_hand_edited_workload_field_of_another_type_is_one_error_line(
+    tmp_path, written, field, value
+):
+    """These used to end in a traceback ('NoneType' object has no attribute 'tensor_bytes',
+    'int' object has no attribute 'startswith', 'list' object has no attribute 'split')."""
+    doc = copy.deepcopy(written["h100"])
+    doc["workload"][field] = value
+    path = write(tmp_path, doc)
+    line = error_line(invoke("place", "--check", path))
+    assert line.startswith(f"error: {path}: workload field '{field}' must be a string")
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["layers"].pop(3), "does not match model llama-3.1-8b: missing layers [2]"),
+    (lambda d: d["layers"][3].update(layer="2"), "decoder layer keys are integers (2, not '2')"),
+    (lambda d: d["layers"][3].update(weight_bytes=[10**11]), "h100 unit 0 is short of "),
+])  # fmt: skip
+def test_check_errors_of_a_file_name_the_file(tmp_path, written, edit, says):
+    """A layer missing from the file, or a unit it overfills, used to be said without the
+    file's path (SPEC §7: a malformed file names its path)."""
+    doc = copy.deepcopy(written["h100"])
+    edit(doc)
+    path = write(tmp_path, doc)
+    line = error_line(invoke("place", "--check", path))
+    assert line.startswith(f"error: {path}: ") and says in line
+
+
 # ----------------------------------------------------------------------------- helpers, trace
 
 

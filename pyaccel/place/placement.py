@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import numpy as np
 
 from ..errors import ConfigError, PlacementError
 from ..hw.kinds import MACHINE_KINDS
+from ..hw.spec import System
+from ..model.graph import DecodeGraph
 from ..units import fmt_bytes
 from ..workload import Workload
 from .files import load, record
@@ -141,6 +144,7 @@ class Placement:
         :class:`PlacementError` naming the unit (PE, slice), the bytes and the limit; returns
         ``self``."""
         _check_structure(self)
+        _check_basis_types(graph, system)
         b_graph, b_system = self.basis or (None, None)
         graph = graph if graph is not None else b_graph
         system = system if system is not None else b_system
@@ -173,28 +177,26 @@ class Placement:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: str | Path, system=None, model=None) -> Placement:
-        """A placement from JSON text or a file, in the format :meth:`to_json` writes (or the
-        unversioned format of pyaccel before it). The system is the one the file records
+    def from_json(cls, text_or_path: str | Path | dict, system=None, model=None) -> Placement:
+        """A placement from JSON text (str or bytes), a file, or the dict :meth:`to_dict`
+        gives, in the format :meth:`to_json` writes (or the unversioned format of pyaccel
+        before it). The system is the one the file records
         (preset name, or a TOML file whose content hash must match) with its ``--set``
         overrides reapplied, unless ``system`` (a name, TOML path or :class:`System`) is given;
         the model is the recorded one unless ``model`` (a name, folder or ``ModelConfig``).
         Capacities come from that system, never from the file. Malformed input raises
         :class:`ConfigError`."""
-        where, text = "placement JSON", str(text_or_path)
-        is_text = not isinstance(text_or_path, Path) and text.lstrip().startswith("{")
-        folder = None
-        if not is_text or _is_file(text):
-            where = text
+        where, folder = "placement JSON", None
+        if isinstance(text_or_path, dict):
+            data = text_or_path
+        else:
+            text, where, folder = _json_text(text_or_path)
             try:
-                text = Path(text).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{where}: cannot read ({exc.__class__.__name__})") from None
-            folder = Path(where).parent
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})"
+                ) from None
         plc = load(cls, data, where, folder, system, model)
         _check_structure(plc, where)
         return plc
@@ -207,11 +209,49 @@ def keys_text(keys) -> str:
     return ", ".join(names[:1] + span + names[1:]) if names or span else "(none)"
 
 
+def _json_text(source) -> tuple[str, str, Path | None]:
+    """(JSON text, where it came from, the file's folder or None) of ``source``: JSON text
+    (str or bytes; anything starting with ``{`` or ``[``, or blank) or a file's path."""
+    if isinstance(source, (bytes, bytearray)):
+        try:
+            return bytes(source).decode("utf-8"), "placement JSON", None
+        except UnicodeDecodeError:
+            raise ConfigError("placement JSON: bytes are not UTF-8 text") from None
+    if not isinstance(source, (str, PathLike)):
+        raise ConfigError(
+            "Placement.from_json(): takes JSON text, a file's path or a dict (to_dict()); got "
+            f"{type(source).__name__}"
+        )
+    text = str(source)
+    looks_json = not text.strip() or text.lstrip()[:1] in ("{", "[")
+    if isinstance(source, str) and looks_json and not _is_file(text):
+        return text, "placement JSON", None
+    try:
+        return Path(text).read_text(encoding="utf-8"), text, Path(text).parent
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{text}: cannot read ({exc.__class__.__name__})") from None
+
+
 def _is_file(text: str) -> bool:
     try:
         return Path(text).is_file()
     except OSError:  # e.g. a JSON text too long to be a file name
         return False
+
+
+def _check_basis_types(graph, system) -> None:
+    """What :meth:`Placement.check` checks against: a graph and a system, or None for the
+    placement's own (ConfigError naming the argument otherwise)."""
+    if graph is not None and not isinstance(graph, DecodeGraph):
+        raise ConfigError(
+            "placement check: graph must be a DecodeGraph (pa.build_graph(model, workload)), or "
+            f"left out for the one the placement was made for; got {type(graph).__name__}"
+        )
+    if system is not None and not isinstance(system, System):
+        raise ConfigError(
+            "placement check: system must be a System (pa.load_system(NAME, units=N)), or left "
+            f"out for the one the placement was made for; got {type(system).__name__}"
+        )
 
 
 def _check_units(plc: Placement) -> None:
