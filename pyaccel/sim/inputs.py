@@ -74,17 +74,8 @@ def check_args(caller: str, model, system, workload, placement=None, *, placed=F
         cls, what = makers[name]
         if not isinstance(value, cls):
             raise ConfigError(
-                f"{caller}: {name} must be {what}; got {type(value).__name__} {_short(value)}"
+                f"{caller}: {name} must be {what}; got {type(value).__name__} {value!r:.60}"
             )
-
-
-def _short(value) -> str:
-    """``repr(value)``, cut to a line's worth."""
-    text = repr(value)
-    return text if len(text) <= SHORT_REPR else f"{text[: SHORT_REPR - 3]}..."
-
-
-SHORT_REPR = 60  # characters of a wrong argument's repr an error line quotes
 
 
 # graphs in use by their inputs, held weakly: a graph lives as long as a run holds it
