@@ -273,7 +273,9 @@ class Trace:
         """Events as a pandas DataFrame, one row per event: ``start`` and ``duration`` in
         cycles of ``clock_hz`` (``start`` from the run's first step), ``bytes`` (B) and
         ``flops`` the event moves or computes, ``unit`` the unit's index; ``start_s`` and
-        ``duration_s`` the same times in seconds."""
+        ``duration_s`` the same times in seconds. ``layer`` holds the placement's keys (ints,
+        and ``"embed"``/``"head"``), so ``df[df.layer == 5]`` works; Parquet wants one type
+        per column: ``df.astype({"layer": str}).to_parquet(...)``."""
         import pandas as pd
 
         df = pd.DataFrame(self.events)
