@@ -64,7 +64,8 @@ def sweep_cmd(
                 bar(done, failed, remaining)
 
         table = sweep(grid, out_file, scheduler, workers,
-                      False if no_cache else (cache or True), progress)  # fmt: skip
+                      False if no_cache else (True if cache is None else cache),
+                      progress)  # fmt: skip
     failed = int(table["error"].notna().sum())
     where = f" -> {out_file}" if out_file else ""
     out.print(f"{len(table)} points, {len(table) - failed} ran, {failed} failed "

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from pyaccel.cli import app
 from pyaccel.errors import ConfigError
 from pyaccel.sweep import cache as sweep_cache
-from pyaccel.sweep import points, sweep
+from pyaccel.sweep import points, runner, sweep
+from pyaccel.sweep.grid import inputs_of
 from pyaccel.sweep.point import flatten
 
 GRID = {
@@ -52,10 +53,51 @@ def test_a_toml_grid_as_the_issue_writes_it(tmp_path):
     ({"axes": {"system": [], "model": ["m"]}}, "system: no values"),
     ({"axis": {}}, "unknown table"),
     ({}, "no points"),
+    # a value of the wrong type or beyond run's limits is the grid's error, not a failed row
+    ({"axes": {"system": ["taalas-hc1"], "model": ["m"], "etch": ["false"]}},
+     r"\[axes\] etch: 'false' is not true or false"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "batch": ["four"]}},
+     r"\[axes\] batch: workload field 'batch' must be an integer >= 1, got 'four'"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "batch": [1.5]}}, "got 1.5"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "context": [-1]}}, "'context' must be"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "tokens": [2_000_000]}},
+     "above the limit of 1,000,000"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "weights": ["int3"]}},
+     "unknown --weights format 'int3'"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "kv": [8]}}, "kv: 8 is not text"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "units": [0]}},
+     "units: 0 is not a positive integer or 'auto'"),
+    ({"axes": {"system": ["h100"], "model": ["m"], "units": [True]}}, "units: True is not"),
+    ({"axes": {"system": [3], "model": ["m"]}}, "system: 3 is not a preset name"),
+    ({"point": [{"system": "h100", "model": "m", "spec_decode": "drafty"}]},
+     r"\[\[point\]\] 1 spec_decode: --spec-decode 'drafty': kind 'drafty'"),
+    # the same run twice: as two axis values, or once with a default spelled out
+    ({"axes": {"system": ["h100", "h100"], "model": ["m"]}}, "point 2 .* repeats point 1"),
+    ({"axes": {"system": ["h100"], "model": ["m"]},
+      "point": [{"system": "h100", "model": "m", "batch": 1, "units": "auto"}]},
+     "point 2 .* repeats point 1"),
 ])  # fmt: skip
 def test_bad_grids_name_what_is_wrong(grid, message):
     with pytest.raises(ConfigError, match=message):
         points(grid)
+
+
+def test_a_grid_files_errors_name_the_file(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text('[axes]\nsystem = ["h100"]\nmodel = ["m"]\nbatchh = [1]\n')
+    with pytest.raises(ConfigError, match=f"^grid {path} \\[axes\\]: unknown name 'batchh'"):
+        points(path)
+
+
+def test_inputs_name_files_by_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sys.toml").write_text("a = 1\n")
+    (tmp_path / "tiny-llama").mkdir()  # a folder named like a preset: the loader decides
+    (tmp_path / "draft").mkdir()
+    got = inputs_of({"system": "sys.toml", "model": "tiny-llama", "spec_decode": "draft:draft"})
+    assert got["system"] == str(tmp_path / "sys.toml") and got["model"] == "tiny-llama"
+    assert got["spec_decode"] == f"draft:{tmp_path / 'draft'},k=4"
+    assert inputs_of({"system": "h100", "model": "m"})["system"] == "h100"
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +167,39 @@ def test_the_cache_key_covers_inputs_files_and_code(tmp_path, monkeypatch):
     changed = sweep_cache.point_key(inputs)
     monkeypatch.setattr(sweep_cache, "code_hash", lambda: "another build")
     assert sweep_cache.point_key(inputs) != changed
+
+
+def test_the_cache_key_covers_a_routing_trace_and_a_draft_model(tmp_path):
+    trace, draft = tmp_path / "r.npy", tmp_path / "draft"
+    trace.write_bytes(b"one trace")
+    draft.mkdir()
+    (draft / "config.json").write_text("{}")
+    inputs = {"system": "h100", "model": "tiny-llama", "router": str(trace),
+              "spec_decode": f"draft:{draft},k=2"}  # fmt: skip
+    key = sweep_cache.point_key(inputs)
+    trace.write_bytes(b"another trace")  # edited in place: its rows are not the old ones
+    assert sweep_cache.point_key(inputs) != key
+    key = sweep_cache.point_key(inputs)
+    (draft / "config.json").write_text('{"num_hidden_layers": 2}')
+    assert sweep_cache.point_key(inputs) != key
+
+
+@pytest.mark.parametrize("cache", ["file", "file/sub", ""])
+def test_a_cache_that_cannot_hold_points_is_refused_before_any_runs(tmp_path, cache):
+    (tmp_path / "file").write_text("not a folder")
+    grid = {"axes": {"system": ["h100"], "model": ["tiny-llama"], "tokens": [2]}}
+    folder = str(tmp_path / cache) if cache else cache
+    with pytest.raises(ConfigError, match=f"^--cache {folder!r}: empty path|^--cache {folder}: "
+                                          "cannot keep points there"):  # fmt: skip
+        sweep(grid, workers=1, cache=folder, progress=lambda *a: pytest.fail("it ran"))
+
+
+def test_an_axis_of_booleans_and_numbers_is_written_as_text(tmp_path):
+    given = [{"system": "h100", "set.host_overlap": True},
+             {"system": "h100", "set.host_overlap": 0.5}]  # fmt: skip
+    table = runner._table(given, [{"error": None}, {"error": "no"}])
+    runner.write_table(table, tmp_path / "t.parquet")  # one Parquet column holds one kind
+    assert pd.read_parquet(tmp_path / "t.parquet")["set.host_overlap"].tolist() == ["True", "0.5"]
 
 
 def test_cli_sweep_writes_the_table_and_refuses_a_bad_suffix(tmp_path):

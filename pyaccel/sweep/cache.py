@@ -1,15 +1,18 @@
 """Finished sweep points kept on disk, so that an interrupted or extended sweep runs only what is
-missing. A point's key covers its inputs, the contents of any system or model file it names and
-a hash of the installed pyaccel code and data: a code change never serves a stale row.
+missing. A point's key covers its inputs, the contents of any file it names (a system, a model
+or draft model, a routing trace) and a hash of the installed pyaccel code and data: neither a
+code change nor an edited file ever serves a stale row.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from functools import cache
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..io_util import write_atomic
 
 # what a point's key hashes of a folder it names (a model folder may also hold GBs of weights)
@@ -42,9 +45,20 @@ def code_hash() -> str:
 
 def point_key(inputs: dict) -> str:
     """The cache key of a point's inputs (:func:`~pyaccel.sweep.grid.inputs_of`)."""
-    files = {name: _file_digest(inputs[name]) for name in ("system", "model")}
+    files = {name: _file_digest(path) for name, path in _named_files(inputs).items()}
     text = json.dumps({"inputs": inputs, "files": files, "code": code_hash()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _named_files(inputs: dict) -> dict:
+    """What a point's run reads besides pyaccel's own files, by role: its system and model
+    (a file or folder, or a preset's name), a routing trace, a draft model."""
+    from ..spec_decode import parse
+
+    named = {name: inputs.get(name) for name in ("system", "model", "router")}
+    if inputs.get("spec_decode"):
+        named["draft"] = parse(str(inputs["spec_decode"])).draft
+    return {name: value for name, value in named.items() if value is not None}
 
 
 def _file_digest(value) -> str | None:
@@ -61,6 +75,29 @@ def _file_digest(value) -> str | None:
                 digest.update(f.read_bytes())
         return digest.hexdigest()
     return None
+
+
+def open_cache(cache: bool | str | Path) -> PointCache | None:
+    """The cache a sweep keeps its points in: ``cache`` True (the per-user folder), a folder
+    (created if missing), or False (None: no cache). A folder that cannot hold files is a
+    ConfigError naming it, before any point runs."""
+    if cache is False:
+        return None
+    if not isinstance(cache, (bool, str, os.PathLike)):
+        raise ConfigError(f"cache {cache!r}: expected True, False or a folder")
+    if cache is not True and not os.fspath(cache).strip():
+        raise ConfigError(f"--cache {os.fspath(cache)!r}: empty path; give a folder, or "
+                          "--no-cache")  # fmt: skip
+    folder, what = (default_folder(), "the sweep cache folder") if cache is True else (
+        Path(cache), "--cache")  # fmt: skip
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        not_folder = folder.exists() and not folder.is_dir()
+        why = "not a folder" if not_folder else getattr(exc, "strerror", None) or exc
+        raise ConfigError(f"{what} {folder}: cannot keep points there ({why}); give another "
+                          "folder (--cache DIR) or --no-cache") from None  # fmt: skip
+    return PointCache(folder)
 
 
 class PointCache:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from .cache import PointCache, default_folder, point_key
+from .cache import open_cache, point_key
 from .cluster import check_scheduler, check_workers, client
 from .grid import inputs_of, points
 from .point import ERROR, run_point
@@ -52,7 +52,7 @@ def sweep(
     check_workers(workers)
     given = points(grid)
     inputs = [inputs_of(p) for p in given]
-    store = None if cache is False else PointCache(default_folder() if cache is True else cache)
+    store = open_cache(cache)
     keys = [point_key(i) for i in inputs] if store else [None] * len(inputs)
     rows: list[dict | None] = [store.get(k) if store else None for k in keys]
     _run_missing(inputs, keys, rows, store, scheduler, workers, progress)
@@ -127,8 +127,7 @@ def _table(given: list[dict], rows: list[dict]):
     keys = list(dict.fromkeys(k for r in rows for k in r if k != ERROR))
     named = [RUN_PREFIX + k if k in axes else k for k in keys]  # e.g. run.units: as resolved
     data = [[r.get(k) for k in keys] + [r.get(ERROR)] for r in rows]
-    text = {k for k in axes if len({type(p[k]) for p in given if p.get(k) is not None}) > 1
-            and any(isinstance(p.get(k), str) for p in given)}  # fmt: skip
+    text = {k for k in axes if len({_kind(p[k]) for p in given if p.get(k) is not None}) > 1}
     inputs = [[_as_column(p.get(k), k in text) for k in axes] for p in given]
     table = pd.concat([pd.DataFrame(inputs, columns=axes),
                        pd.DataFrame(data, columns=[*named, ERROR])], axis=1)  # fmt: skip
@@ -146,9 +145,16 @@ def _whole_with_gaps(values) -> bool:
     return bool(present) and whole and len(present) < len(values)
 
 
+def _kind(value) -> str:
+    """What one Parquet column can hold of a value: text, a boolean or a number (integers and
+    floats share a column)."""
+    return "text" if isinstance(value, str) else "bool" if isinstance(value, bool) else "number"
+
+
 def _as_column(value, as_text: bool):
-    """An axis's value as its column holds it: as given, or as text where the axis mixes text
-    and numbers (``units = ["auto", 4]``), which one Parquet column cannot hold."""
+    """An axis's value as its column holds it: as given, or as text where the axis mixes
+    kinds (text and numbers, ``units = ["auto", 4]``; booleans and numbers,
+    ``"set.host_overlap" = [true, 0.5]``), which one Parquet column cannot hold."""
     return str(value) if as_text and value is not None else value
 
 
