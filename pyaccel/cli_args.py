@@ -24,8 +24,8 @@ def parse_units(text: str | int) -> int | str:
 
 
 def parse_batches(text: str | None, default: int) -> list[int]:
-    """``--batches 1,2,4``: positive integers (absent: ``[default]``; like ``--systems ""``, an
-    empty list is refused rather than silently meaning the default)."""
+    """``--batches 1,2,4``: positive integers, each once (absent: ``[default]``; like
+    ``--systems ""``, an empty list is refused rather than silently meaning the default)."""
     if text is None:
         return [default]
     items = [x.strip() for x in text.split(",")]
@@ -43,6 +43,9 @@ def parse_batches(text: str | None, default: int) -> list[int]:
     if max(values) > MAX_BATCH:
         raise ConfigError(f"--batches '{text}': batch size {max(values):,} is above the limit "
                           f"of {MAX_BATCH:,} sequences per step")  # fmt: skip
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:  # as --systems: the same runs twice, as two rows of one table
+        raise ConfigError(f"--batches '{text}': batch size {twice} is listed twice")
     return values
 
 

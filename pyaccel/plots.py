@@ -150,8 +150,14 @@ def compare_plot(records: list, path: Path) -> Path:
     if failed:
         ax.plot([], [], marker="x", color="red", linestyle="none",
                 label=f"failed (could not run): {len(failed)}")  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    if by_system:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    else:  # nothing to scale log axes to: say so on the picture
+        ax.text(0.5, 0.5, "no system could run the model", ha="center", va="center",
+                transform=ax.transAxes)  # fmt: skip
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.set_xlabel("total tokens/s")
     ax.set_ylabel("tokens/s per user")
     ax.set_title(f"{records[0].model if records else ''}: latency vs throughput (labels: batch)")

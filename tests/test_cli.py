@@ -388,6 +388,16 @@ def test_compare_plot_writes_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_compare_plot_when_no_system_can_run_the_model(tmp_path):
+    # every row an error (an etched chip of another model): log axes with nothing on them
+    # raised a matplotlib ValueError traceback; the picture says so instead
+    path = tmp_path / "cmp.png"
+    records = ok_json("compare", "--model", "tiny-llama", "--systems", "taalas-hc1", *FAST,
+                      "--context", "64", "--plot", path)  # fmt: skip
+    assert [r["error"] is not None for r in records] == [True]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 # ---------------------------------------------------------------- systems / models
 
 

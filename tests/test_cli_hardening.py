@@ -144,6 +144,13 @@ def test_huge_compare_batches_and_units_are_refused_with_the_limit():
     assert "--units 99999999999999999999 is above the limit of 65,536" in line
 
 
+def test_a_compare_batch_size_listed_twice_is_refused_as_a_system_listed_twice_is():
+    # it ran each system twice at that batch and printed the same row twice
+    line = error_line("compare", "--model", "tiny-llama", "--systems", "h100", "--batches",
+                      "1,4,1")  # fmt: skip
+    assert line == "error: --batches '1,4,1': batch size 1 is listed twice"
+
+
 # ---------------------------------------------------------------- --set, compare, --help
 
 
