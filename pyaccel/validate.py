@@ -5,7 +5,8 @@ The table is a CSV with the columns of :data:`COLUMNS` (``bench/published.csv`` 
 one; a copy ships as package data). Extra columns (date, source, quality, notes) are carried
 along and ignored. A row's published speed may be a range (``14357-17000``): it is judged
 against the end nearer the emulated speed. A batch or context that does not start with an
-integer (``unknown (served under load)``) is emulated at the CLI default, and the row says so.
+integer (``unknown (served under load)``) is emulated at the CLI default, and the row says so;
+one whose leading integer is not the whole number (``1.5``, ``8k``, ``1,024``) is refused.
 A context that names the published workload, ``N in / M out``, is emulated as that workload:
 M decode steps from context N, judged by their mean speed (the speed a user of that workload
 sees, the context growing to N + M); other rows emulate :data:`VALIDATE_TOKENS` steps. An
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -34,6 +36,8 @@ DEFAULTS = {"batch": Workload.batch, "context": Workload.context}
 _RANGE = re.compile(r"^\s*([0-9.eE+]+)\s*(?:-|–|to)\s*([0-9.eE+]+)\s*$")
 _IN_OUT = re.compile(r"^\s*(\d+)\s*in\s*/\s*(\d+)\s*out\s*$")
 _SET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S+$")
+# a batch or context whose leading integer is not the whole number: 1.5, 1e3, 8k, 1,024, 1-4
+_PART_NUMBER = re.compile(r"^\s*[-+]?\d+(?=[^\d\s(])")
 
 
 @dataclass(frozen=True)
@@ -122,12 +126,18 @@ def shipped_table() -> str:
 def read_table(text: str, where: str) -> list[PublishedRow]:
     """The rows of a published-speed CSV; a missing column or a malformed value raises
     :class:`ConfigError` naming the file, line, column and value."""
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # a spreadsheet's BOM
+    header = [name.strip() for name in next(reader, [])]
+    missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise ConfigError(f"{where}: missing column(s) {', '.join(missing)}; a published-speed "
                           f"table has the columns {', '.join(COLUMNS)}")  # fmt: skip
-    rows = [_parse(raw, where, i) for i, raw in enumerate(reader, start=2)]
+    rows, end = [], reader.line_num
+    for fields in reader:  # a row's line is where it starts: after blank lines, before the
+        start, end = end + 1, reader.line_num  # further lines of a quoted multi-line note
+        if fields:
+            raw = dict(zip(header, fields, strict=False))
+            rows.append(_parse({c: raw.get(c) for c in header}, where, start))
     if not rows:
         raise ConfigError(f"{where}: no rows below the header")
     return rows
@@ -142,7 +152,7 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
         if not (raw.get(column) or "").strip():
             raise bad(column, "a name")
     low, high = _speed(raw["tokens_per_s_per_user"] or "")
-    if not 0 < low <= high:
+    if not 0 < low <= high < math.inf:
         raise bad("tokens_per_s_per_user", "a positive number or a range LOW-HIGH")
     units = (raw["units"] or "").strip()
     if units != "auto" and not (units.isdigit() and int(units) >= 1):
@@ -152,6 +162,12 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
         number = re.match(r"\s*([-+]?\d+)", raw[column] or "")
         if number and int(number.group(1)) < 1:
             raise bad(column, "a positive integer, or text saying it is not published")
+        if _PART_NUMBER.match(raw[column] or ""):
+            raise bad(
+                column,
+                "a whole number alone or before words ('1 per user'), not a "
+                "fraction, a multiple or a list ('1.5', '8k', '1,024')",
+            )
         found = re.match(r"\s*(\d+)", raw[column] or "")
         values[column] = int(found.group(1)) if found else default
         if not found:
@@ -217,7 +233,7 @@ def load_table(path: str | Path | None = None) -> list[PublishedRow]:
     if path is None:
         return read_table(shipped_table(), "shipped published.csv")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__})") from None
     return read_table(text, str(path))

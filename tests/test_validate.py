@@ -9,7 +9,14 @@ from typer.testing import CliRunner
 import pyaccel as pa
 from pyaccel.cli import app
 from pyaccel.results import run
-from pyaccel.validate import COLUMNS, VALIDATE_TOKENS, read_table, shipped_table, validate
+from pyaccel.validate import (
+    COLUMNS,
+    VALIDATE_TOKENS,
+    load_table,
+    read_table,
+    shipped_table,
+    validate,
+)
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "published.csv"
 KEYS = ["system", "model", "published_tok_s", "emulated_tok_s", "ratio", "bottleneck", "error"]
@@ -133,6 +140,21 @@ def test_a_row_that_cannot_run_reports_its_error(tmp_path):
         (",".join(COLUMNS) + ",sets\nh100,tiny-llama,bf16,1,1,64,10,launch_mode\n",
          "line 2: column 'sets' must be KEY=VALUE overrides separated by ';'"),
         (HEADER, "no rows below the header"),
+        # an infinite speed was judged at ratio 0 with published_tok_s null
+        (HEADER + "h100,tiny-llama,bf16,1,1,64,inf,x\n",
+         "line 2: column 'tokens_per_s_per_user' must be a positive number"),
+        (HEADER + "h100,tiny-llama,bf16,1,1,64,1e400,x\n",
+         "line 2: column 'tokens_per_s_per_user' must be a positive number"),
+        # a leading integer that is not the whole number was emulated as that integer
+        (HEADER + "h100,tiny-llama,bf16,1,1.5,64,10,x\n",
+         "line 2: column 'batch' must be a whole number alone or before words"),
+        (HEADER + "h100,tiny-llama,bf16,1,1e3,64,10,x\n", "column 'batch' must be a whole"),
+        (HEADER + "h100,tiny-llama,bf16,1,1,8k,10,x\n", "got '8k'"),
+        (HEADER + 'h100,tiny-llama,bf16,1,1,"1,024",10,x\n', "got '1,024'"),
+        (HEADER + "h100,tiny-llama,bf16,1,1,4k in / 1k out,10,x\n", "got '4k in / 1k out'"),
+        # a row's line counts blank lines and the lines of a quoted multi-line note
+        (HEADER + '\nh100,tiny-llama,bf16,1,1,64,10,"two\nlines"\n'
+         "h100,tiny-llama,bf16,1,0,64,10,x\n", "line 5: column 'batch' must be a positive"),
     ],
 )  # fmt: skip
 def test_a_malformed_table_is_one_error_line(tmp_path, text, expected):
@@ -142,6 +164,15 @@ def test_a_malformed_table_is_one_error_line(tmp_path, text, expected):
     assert result.exit_code == 2
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and expected in lines[0]
+
+
+def test_a_spreadsheets_bom_and_spaces_after_commas_are_read(tmp_path):
+    # a CSV saved by a spreadsheet starts with a byte-order mark: 'missing column(s) system'
+    path = tmp_path / "excel.csv"
+    header = ", ".join(COLUMNS)
+    path.write_bytes(f"\ufeff{header}\nh100,tiny-llama,bf16,1,1,64,10\n".encode())
+    (row,) = load_table(path)
+    assert (row.line, row.system, row.batch, row.context) == (2, "h100", 1, 64)
 
 
 def test_plot_is_written_and_a_bad_path_is_refused_first(tmp_path):
