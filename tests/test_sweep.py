@@ -272,3 +272,17 @@ def test_a_separately_started_scheduler_and_worker(tmp_path):
         for p in reversed(procs):
             p.terminate()
             p.wait(timeout=30)
+
+
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
+    # each worker process imports the script and runs its top-level pa.sweep again: the user
+    # saw pages of Dask tracebacks ending in 'RuntimeError: Nanny failed to start.'
+    script = tmp_path / "script.py"
+    script.write_text("import pyaccel as pa\n"
+                      "pa.sweep({'axes': {'system': ['h100'], 'model': ['tiny-llama'], "
+                      "'tokens': [2]}}, workers=1, cache=False)\n")  # fmt: skip
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=180)  # fmt: skip
+    last = res.stderr.strip().splitlines()[-1]
+    assert res.returncode != 0 and last.startswith("pyaccel.errors.ConfigError: "), last
+    assert 'call pa.sweep under `if __name__ == "__main__":`' in last

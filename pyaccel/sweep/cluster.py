@@ -79,7 +79,7 @@ def _connect(address: str):
 def client(scheduler: str | None, workers: int | None):
     """A Dask client of the scheduler at ``scheduler``, or of a new local cluster of
     ``workers`` single-threaded worker processes (closed on exit)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if scheduler:
         session = _connect(check_scheduler(scheduler))
@@ -88,8 +88,22 @@ def client(scheduler: str | None, workers: int | None):
         finally:
             session.close()
         return
-    n = workers or os.cpu_count() or 1
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                      dashboard_address=":0", silence_logs=40) as cluster:  # fmt: skip
-        with Client(cluster) as session:
-            yield session
+    with _local_cluster(workers or os.cpu_count() or 1) as cluster, Client(cluster) as session:
+        yield session
+
+
+def _local_cluster(n: int):
+    """A local cluster of ``n`` single-threaded worker processes; a ConfigError when they do
+    not start. The usual cause: a script calling :func:`pyaccel.sweep` at its top level, which
+    each worker process (started by spawning a Python that imports the script) runs again."""
+    from distributed import LocalCluster
+
+    try:
+        return LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                            dashboard_address=":0", silence_logs=40)  # fmt: skip
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"the local Dask cluster's {n} worker process(es) did not start "
+            f"({type(exc).__name__}: {exc}); in a script, call pa.sweep under "
+            '`if __name__ == "__main__":` (each worker process imports the script)'
+        ) from None
