@@ -286,3 +286,33 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
     last = res.stderr.strip().splitlines()[-1]
     assert res.returncode != 0 and last.startswith("pyaccel.errors.ConfigError: "), last
     assert 'call pa.sweep under `if __name__ == "__main__":`' in last
+
+
+def test_a_point_whose_worker_died_is_an_error_row_not_kept(tmp_path, monkeypatch):
+    # a point that kills its worker process (out of memory) made Dask raise KilledWorker out
+    # of the client: the whole sweep ended in a traceback with no table
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from distributed import Client, KilledWorker
+
+    @contextmanager
+    def threads(scheduler, workers):  # the same client, its workers threads of this process
+        with Client(processes=False, n_workers=1, threads_per_worker=1,
+                    dashboard_address=":0") as session:  # fmt: skip
+            yield session
+
+    def dies_at_batch_3(inputs):
+        if inputs["batch"] == 3:
+            raise KilledWorker("run_point-a1b2c3", SimpleNamespace(address="tcp://1.2.3.4:5"), 3)
+        return {"tokens_per_s": 1.0, "error": None}
+
+    monkeypatch.setattr(runner, "client", threads)
+    monkeypatch.setattr(runner, "run_point", dies_at_batch_3)
+    grid = {"axes": {"system": ["h100"], "model": ["tiny-llama"], "batch": [1, 3]}}
+    table = sweep(grid, cache=tmp_path, out=tmp_path / "t.csv")
+    assert pd.isna(table["error"][0]) and table["tokens_per_s"].tolist()[0] == 1.0
+    assert table["error"].tolist()[1] == (
+        "the point did not finish: every worker process that ran it died (KilledWorker: out of "
+        "memory, or a crash; the workers' logs say which)")  # fmt: skip
+    assert len(list(tmp_path.rglob("*.json"))) == 1  # only the point that ran is kept

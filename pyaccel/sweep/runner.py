@@ -86,13 +86,30 @@ def _run_missing(inputs, keys, rows, store, scheduler, workers, progress) -> Non
                 time.sleep(POLL_S)
             for future in batch:
                 i = where[future.key]
-                rows[i] = future.result()
-                if store:
+                rows[i], keep = _outcome(future)
+                if store and keep:
                     store.put(keys[i], rows[i])
                 done += 1
                 failed += rows[i].get(ERROR) is not None
                 if progress:
                     progress(done, failed, len(rows) - done)
+
+
+def _outcome(future) -> tuple[dict, bool]:
+    """A finished point's row, and whether the cache may keep it. A point whose run never
+    returned (its worker process died, e.g. out of memory: Dask's KilledWorker) is an error
+    row like any other failure, so the sweep still gives its table; it is not kept, as it may
+    run another time."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result(), True
+    except KilledWorker:  # its message names a random task key: keep the table deterministic
+        why = ("every worker process that ran it died (KilledWorker: out of memory, or a "
+               "crash; the workers' logs say which)")  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - run_point returns its own errors as rows
+        why = f"{type(exc).__name__}: {str(exc).strip()}"
+    return {ERROR: f"the point did not finish: {why}"}, False
 
 
 @contextmanager
