@@ -67,10 +67,11 @@ def sweep_cmd(
                       False if no_cache else (True if cache is None else cache),
                       progress)  # fmt: skip
     failed = int(table["error"].notna().sum())
-    where = f" -> {out_file}" if out_file else ""
+    kept = "--no-cache kept no point" if no_cache else "its points are in the cache"
+    where = f" -> {out_file}" if out_file else f"; no --out: the table was not written ({kept})"
     out.print(f"{len(table)} points, {len(table) - failed} ran, {failed} failed "
               f"({cached[0] if cached else 0} from the cache){where}",
-              markup=False, highlight=False)  # fmt: skip
+              markup=False, highlight=False, soft_wrap=True)  # fmt: skip
 
 
 @contextmanager

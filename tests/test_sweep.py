@@ -214,7 +214,10 @@ def test_cli_sweep_writes_the_table_and_refuses_a_bad_suffix(tmp_path):
     # run again with a cache: the second run says its point came from there
     args = ["sweep", str(grid), "--workers", "1", "--cache", str(tmp_path / "cache")]
     assert "(0 from the cache)" in CliRunner().invoke(app, args).stdout
-    assert "1 points, 1 ran, 0 failed (1 from the cache)" in CliRunner().invoke(app, args).stdout
+    again = CliRunner().invoke(app, args).stdout
+    assert "1 points, 1 ran, 0 failed (1 from the cache)" in again
+    # without --out the table goes nowhere: the line says so (it said nothing)
+    assert again.endswith("; no --out: the table was not written (its points are in the cache)\n")
     res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(tmp_path / "t.txt")])
     assert res.exit_code == 2 and "not '.txt'" in res.output
 
