@@ -58,6 +58,14 @@ def test_a_scheduler_that_does_not_answer_says_how_long_it_waited(grid, monkeypa
     assert f"--scheduler '{address}': no Dask scheduler answered within 1 s" in line
 
 
+def test_workers_beside_a_scheduler_is_refused_not_ignored(grid):
+    # --workers only sizes the local cluster: beside --scheduler it was silently ignored
+    line = error_line("sweep", grid, "--no-cache", "--scheduler", "tcp://127.0.0.1:8786",
+                      "--workers", "2")  # fmt: skip
+    assert line.startswith("error: --workers 2: sets the local cluster's worker processes; "
+                           "with --scheduler 'tcp://127.0.0.1:8786'")  # fmt: skip
+
+
 def test_too_many_workers_is_refused_with_the_limit(grid):
     line = error_line("sweep", grid, "--no-cache", "--workers", "99999999999999999999")
     assert "--workers 99,999,999,999,999,999,999 is above the limit of 256" in line

@@ -49,10 +49,17 @@ def _address_problem(address: str) -> str | None:
     return None
 
 
-def check_workers(workers: int | None) -> None:
-    """A local cluster's worker count: at least 1 and at most :data:`MAX_WORKERS`."""
+def check_workers(workers: int | None, scheduler: str | None = None) -> None:
+    """A local cluster's worker count: at least 1 and at most :data:`MAX_WORKERS`; none with
+    a ``scheduler`` (its cluster's own workers run the points)."""
     if workers is None:
         return
+    if scheduler is not None:
+        raise ConfigError(
+            f"--workers {workers!r}: sets the local cluster's worker processes; with "
+            f"--scheduler '{scheduler}' that cluster's own workers run the points (start more "
+            "with dask worker), so leave one of them out"
+        )
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"--workers {workers!r}: expected a positive integer")
     if workers > MAX_WORKERS:

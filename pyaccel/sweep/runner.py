@@ -49,7 +49,7 @@ def sweep(
         check_output_file(out, "--out")
     if scheduler is not None:
         check_scheduler(scheduler)
-    check_workers(workers)
+    check_workers(workers, scheduler)
     given = points(grid)
     inputs = [inputs_of(p) for p in given]
     store = open_cache(cache)
