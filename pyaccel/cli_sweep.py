@@ -31,7 +31,8 @@ Workers = Annotated[
     typer.Option(
         "--workers",
         metavar="N",  # checked by sweep.cluster.check_workers: one error line as every other
-        help="worker processes of the local cluster (default: one per core)",
+        help="worker processes of the local cluster (default: one per core; never more "
+        "than the points to run)",
     ),  # fmt: skip
 ]
 CacheDir = Annotated[

@@ -300,7 +300,7 @@ def test_a_point_whose_worker_died_is_an_error_row_not_kept(tmp_path, monkeypatc
     from distributed import Client, KilledWorker
 
     @contextmanager
-    def threads(scheduler, workers):  # the same client, its workers threads of this process
+    def threads(scheduler, workers, points):  # the same client, workers threads of this process
         with Client(processes=False, n_workers=1, threads_per_worker=1,
                     dashboard_address=":0") as session:  # fmt: skip
             yield session
@@ -319,3 +319,23 @@ def test_a_point_whose_worker_died_is_an_error_row_not_kept(tmp_path, monkeypatc
         "the point did not finish: every worker process that ran it died (KilledWorker: out of "
         "memory, or a crash; the workers' logs say which)")  # fmt: skip
     assert len(list(tmp_path.rglob("*.json"))) == 1  # only the point that ran is kept
+
+
+def test_a_local_cluster_never_starts_more_workers_than_points(monkeypatch):
+    # one point on a many-core machine started a worker process per core (8 workers: 21 s
+    # for a point that takes 6 s with one)
+    from pyaccel.sweep import cluster
+
+    started = []
+
+    def record(n):
+        started.append(n)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(cluster, "_local_cluster", record)
+    monkeypatch.setattr(cluster.os, "cpu_count", lambda: 64)
+    grid = {"axes": {"system": ["h100"], "model": ["tiny-llama"], "batch": [1, 2, 3]}}
+    for workers in (None, 8, 2):
+        with pytest.raises(ConfigError, match="stop here"):
+            sweep(grid, workers=workers, cache=False)
+    assert started == [3, 3, 2]

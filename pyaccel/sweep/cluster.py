@@ -83,9 +83,10 @@ def _connect(address: str):
 
 
 @contextmanager
-def client(scheduler: str | None, workers: int | None):
+def client(scheduler: str | None, workers: int | None, points: int | None = None):
     """A Dask client of the scheduler at ``scheduler``, or of a new local cluster of
-    ``workers`` single-threaded worker processes (closed on exit)."""
+    ``workers`` single-threaded worker processes (default: one per core), never more than the
+    ``points`` to run (each is a Python process to start; closed on exit)."""
     from distributed import Client
 
     if scheduler:
@@ -95,7 +96,8 @@ def client(scheduler: str | None, workers: int | None):
         finally:
             session.close()
         return
-    with _local_cluster(workers or os.cpu_count() or 1) as cluster, Client(cluster) as session:
+    n = min(workers or os.cpu_count() or 1, points or MAX_WORKERS)
+    with _local_cluster(n) as cluster, Client(cluster) as session:
         yield session
 
 

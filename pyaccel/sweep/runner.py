@@ -40,8 +40,9 @@ def sweep(
 
     ``out``: also write it (Parquet, or CSV by a ``.csv`` suffix), atomically. ``scheduler``:
     the address of a running Dask scheduler; otherwise a local cluster of ``workers`` worker
-    processes (default: one per core). ``cache``: True (the per-user cache folder), a folder,
-    or False. ``progress(done, failed, remaining)`` after each point."""
+    processes (default: one per core; never more than the points to run). ``cache``: True (the
+    per-user cache folder), a folder, or False. ``progress(done, failed, remaining)`` after
+    each point."""
     from ..io_util import check_output_file
 
     if out is not None:
@@ -73,7 +74,7 @@ def _run_missing(inputs, keys, rows, store, scheduler, workers, progress) -> Non
         return
     from distributed import as_completed
 
-    with client(scheduler, workers) as session, _ctrl_c_flag() as stop:
+    with client(scheduler, workers, len(todo)) as session, _ctrl_c_flag() as stop:
         futures = session.map(run_point, [inputs[i] for i in todo], pure=False)
         where = {f.key: i for f, i in zip(futures, todo, strict=True)}
         finished = as_completed(futures)
