@@ -56,11 +56,13 @@ def sweep_cmd(
     from .sweep import sweep
 
     cached: list[int] = []  # the points done before any ran: those the cache held
+    seen = [0, 0]  # points done, points in all
 
-    with _user_errors(), _bar() as bar:
+    with _user_errors(), _bar() as bar, _stopped(seen, no_cache):
 
         def progress(done: int, failed: int, remaining: int) -> None:
             cached[:] = cached or [done]
+            seen[:] = [done, done + remaining]
             if bar:
                 bar(done, failed, remaining)
 
@@ -73,6 +75,24 @@ def sweep_cmd(
     out.print(f"{len(table)} points, {len(table) - failed} ran, {failed} failed "
               f"({cached[0] if cached else 0} from the cache){where}",
               markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+
+
+# exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it
+INTERRUPTED_EXIT = 130
+
+
+@contextmanager
+def _stopped(seen: list[int], no_cache: bool):
+    """A Ctrl-C as one line saying how far the sweep got and what a rerun does (it exited
+    without a word), then exit status 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        then = ("--no-cache kept none of them" if no_cache
+                else "they are in the cache: the same command runs only the rest")  # fmt: skip
+        err.print(f"interrupted: {seen[0]} of {seen[1]} points done; {then}", markup=False,
+                  highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(INTERRUPTED_EXIT) from None
 
 
 @contextmanager

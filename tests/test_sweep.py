@@ -240,6 +240,10 @@ def test_ctrl_c_stops_a_sweep_process_whose_rerun_runs_only_the_rest(tmp_path):
         raise
     kept = sum(1 for _ in cache.rglob("*.json"))
     assert proc.returncode != 0 and 1 <= kept < 24, (proc.returncode, kept, err[-2000:])
+    # it said nothing: now one line with what was done and what a rerun does
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == (
+        f"interrupted: {kept} of 24 points done; they are in the cache: the same command runs "
+        "only the rest")  # fmt: skip
     assert not (tmp_path / "t.parquet").exists()
     seen = []
     table = sweep(grid, workers=1, cache=cache, progress=lambda *a: seen.append(a))
