@@ -89,6 +89,13 @@ def test_a_grid_files_errors_name_the_file(tmp_path):
         points(path)
 
 
+def test_a_grid_saved_with_a_byte_order_mark_loads(tmp_path):
+    # an editor's UTF-8 BOM made it 'not valid TOML (Invalid statement (at line 1, column 1))'
+    path = tmp_path / "g.toml"
+    path.write_bytes('\ufeff[axes]\nsystem = ["h100"]\nmodel = ["m"]\n'.encode())
+    assert points(path) == [{"system": "h100", "model": "m"}]
+
+
 def test_inputs_name_files_by_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sys.toml").write_text("a = 1\n")

@@ -51,7 +51,7 @@ def load_grid(grid: str | Path | dict) -> dict:
         return grid
     path = Path(grid)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))  # an editor's BOM too
     except FileNotFoundError:
         raise ConfigError(f"grid {grid}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
