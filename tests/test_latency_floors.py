@@ -5,6 +5,7 @@ they stay bounds: every emulated step is at or above them on every preset x mode
 They also count the waits a token meets crossing between units (GPU stage sends, LPU stage
 hops, ASIC chip-link stages) and an ASIC layer's attention over its own KV banks."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -353,3 +354,26 @@ def test_lpu_gemv_waits_for_its_weight_installs():
     assert gate_up.resource == "lpu_mem"
     assert gate_up.seconds == pytest.approx(1440 / 9e8, rel=1e-12)
     assert gate_up.times["lpu_mem"] < gate_up.seconds / 2.5  # the pooled term the totals add
+
+
+@pytest.mark.parametrize("blocks, cycles_4, cycles_8", [(3, 10, 10), (574, 1440, 1435)])
+def test_lpu_install_bound_never_rises_with_more_planes(monkeypatch, blocks, cycles_4, cycles_8):
+    """SPEC §9: a faster resource never raises the lower bound. The engine splits a
+    hemisphere's 32 streams over its planes in fixed parts, so 8 planes install a 160 x 160 x
+    2 B block in 20 cycles (8 streams of 320 B each) against 4 planes' 10 (16 each); the bound
+    takes one plane's own 16 streams (10 cycles a block) and the chip's 64 together (a block
+    is 160 vectors). 3 blocks: 4 planes max(ceil(3/4) x 10, ceil(3 x 160 / 64)) = max(10, 8)
+    = 10; 8 planes max(1 x 10, 8) = 10 (it was 1 x 20). 574 blocks: 4 planes max(144 x 10,
+    1,435) = 1,440; 8 planes max(72 x 10, 1,435) = 1,435 (it was 72 x 20 = 1,440)."""
+    spec = pa.load_system("groq-tsp", units=8).spec
+    four, eight = spec.params, dataclasses.replace(spec.params, mxm_planes=8)
+    monkeypatch.setattr(lpu_bounds, "gemv_share", lambda op, tp: blocks * 160 * 160)
+    op = type("Op", (), {"op_class": "matmul"})()
+    slot = type("Slot", (), {"units": tuple(range(8))})()
+    got = []
+    for params, engine_cycles in ((four, 10), (eight, 20)):
+        chip = ChipModel.from_params(params)
+        assert (chip.install_cycles_alone, chip.install_cycles) == (10, engine_cycles)
+        assert (chip.block_install_vectors, chip.install_vectors_per_cycle) == (160, 64)
+        got.append(lpu_bounds._weight_installs(chip, 1.0)(op, slot))
+    assert got == [cycles_4, cycles_8]

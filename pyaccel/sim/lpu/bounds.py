@@ -38,13 +38,19 @@ def _weight_installs(chip: ChipModel, clock_hz: float):
     """``own_work_s(op, slot)``: a GEMV's weight installs on one chip of its ``tp``-wide group
     (s): its share of the weights in blocks of the MXM's side squared (:func:`.plans.op_plan`,
     as the engine plans it), round-robin over the planes, each plane installing its blocks one
-    after another (``install_cycles`` each, from ``weight_install_streams``); 0 for other ops."""
+    after another, each at least as long as with every stream one plane can take alone
+    (``install_cycles_alone``), and all of them no faster than the chip's install streams
+    together; 0 for other ops. (The engine's planes share a hemisphere's streams in fixed
+    parts, ``install_cycles``; the bound does not assume that split, so more planes or streams
+    never raise it, SPEC §9.)"""
 
     def installs(op, slot) -> float:
         if op.op_class not in ("matmul", "router"):
             return 0.0
         blocks = max(1, -(-gemv_share(op, len(slot.units)) // chip.block_weights))
-        return -(-blocks // chip.planes) * chip.install_cycles / clock_hz
+        per_plane = -(-blocks // chip.planes) * chip.install_cycles_alone
+        chip_wide = -(-blocks * chip.block_install_vectors // chip.install_vectors_per_cycle)
+        return max(per_plane, chip_wide) / clock_hz
 
     return installs
 

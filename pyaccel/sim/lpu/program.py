@@ -66,6 +66,11 @@ class ChipModel:
     reduce_rounds: int
     memio_vectors_per_cycle: int
     operand_bytes: int
+    # for the lower bound (sim/lpu/bounds.py): one block's install at the most streams one
+    # plane can take alone, a block's vectors, and the whole chip's install vectors per cycle
+    install_cycles_alone: int = 1
+    block_install_vectors: float = 0.0
+    install_vectors_per_cycle: float = 1.0
 
     @classmethod
     def from_params(cls, p) -> ChipModel:
@@ -86,6 +91,12 @@ class ChipModel:
             float(p.mem_slices) / planes,
         )
         install = _ceil(side * side * op_bytes / (wi * vec))
+        # the most a plane could take alone (its own streams, a direction's, every MEM slice)
+        # and the chip's total: the lower bound's rates, which more planes never lower
+        wi_alone = min(float(p.weight_install_streams), float(p.streams_per_direction),
+                       float(p.mem_slices))  # fmt: skip
+        wi_chip = min(planes * float(p.weight_install_streams),
+                      hemis * float(p.streams_per_direction), float(p.mem_slices))  # fmt: skip
         lanes = max(2, vec // max(1, int(p.superlanes)))  # lanes of one superlane
         elems = max(1, vec // ACT_BYTES)
         rounds, span = 0, 1
@@ -113,6 +124,9 @@ class ChipModel:
             reduce_rounds=rounds,
             memio_vectors_per_cycle=max(1, int(p.streams_per_direction)),
             operand_bytes=op_bytes,
+            install_cycles_alone=max(1, _ceil(side * side * op_bytes / (wi_alone * vec))),
+            block_install_vectors=side * side * op_bytes / vec,
+            install_vectors_per_cycle=wi_chip,
         )
 
     @property
