@@ -80,11 +80,11 @@ def _print_report(rep, head=None) -> None:
             f"layout {rep.meta['strategy']}, {rep.meta.get('stages', 1)} pipeline stage(s), "
             f"{rep.meta.get('micro_batches', 1)} micro-batch(es) in flight"
         )
-    t = _new_table(title="time by resource class (first recorded step)")
+    t = _new_table(title=f"time by resource class, {rep.step_title()}")
     for col in ("resource", "time", "occupancy"):
         t.add_column(col)
     for res, sec in sorted(rep.by_resource.items(), key=lambda kv: -kv[1]):
-        t.add_row(res, fmt_seconds(sec), f"{sec / s.step_time_s:.0%}")
+        t.add_row(res, fmt_seconds(sec), f"{rep.share(sec):.0%}")
     out.print(t)
     out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
     t = _new_table(title="by op kind")

@@ -122,7 +122,10 @@ class Report:
     layer key to the same per resource class; ``by_kind`` and ``what_if`` are typed rows.
     ``bottleneck`` is the what-if winner (the class whose doubling, re-emulated, gains most; the
     busiest class when no what-if ran), ``busiest_resource`` the largest occupancy share; the
-    ``_share`` fields are occupancy shares of the step."""
+    ``_share`` fields are occupancy shares of the step. The tables are of one step, the first
+    the trace recorded events for: ``step`` its index, ``step_context`` its context and
+    ``step_s`` its time (s), which the shares divide by (the summary's step time is the mean
+    over the run)."""
 
     summary: RunSummary
     by_resource: dict[str, float]
@@ -139,6 +142,9 @@ class Report:
     meta: dict = field(default_factory=dict)
     prefill: dict = field(default_factory=dict)
     roofline: dict = field(default_factory=dict)  # the ops on the roofline (report command)
+    step: int = 0
+    step_context: int = 0
+    step_s: float = 0.0
 
     @classmethod
     def from_trace(cls, trace, what_if: Sequence[WhatIfRow] | bool = True) -> Report:
@@ -162,7 +168,7 @@ class Report:
         busiest = max(by_res, key=by_res.get) if by_res else ""
         # the what-if winner (rows come largest gain first); without a what-if, the busiest
         bottleneck = what_if[0].resource if what_if else busiest
-        step_s = trace.step_cycles[step] / trace.clock_hz
+        step_s = float(trace.step_cycles[step]) / trace.clock_hz
         return cls(
             summary=RunSummary.from_trace(trace),
             by_resource=by_res,
@@ -179,6 +185,9 @@ class Report:
             left_out=list(trace.left_out),
             meta=dict(trace.meta),
             what_if=list(what_if),
+            step=step,
+            step_context=int(trace.step_context[step]) if len(trace.step_context) else 0,
+            step_s=step_s,
         )
 
     def to_json(self) -> str:
@@ -193,6 +202,11 @@ class Report:
         """The report as plain data."""
         return {
             "summary": self.summary.to_dict(),
+            "recorded_step": {
+                "step": self.step,
+                "context": self.step_context,
+                "step_time_s": self.step_s,
+            },  # fmt: skip
             "by_resource_s": self.by_resource,
             "by_kind": [row.to_dict() for row in self.by_kind],
             "by_layer_s": self.by_layer,
@@ -228,12 +242,13 @@ class Report:
                 else f"- ({NO_EVENTS_NOTE})"
             ),
             "",
+            f"Tables: {self.step_title()}.",
+            "",
             "| resource | time | occupancy |",
             "|---|---|---|",
         ]
-        step = s.step_time_s
         for res, t in sorted(self.by_resource.items(), key=lambda kv: -kv[1]):
-            lines.append(f"| {res} | {fmt_seconds(t)} | {t / step:.0%} |")
+            lines.append(f"| {res} | {fmt_seconds(t)} | {self.share(t):.0%} |")
         lines += ["", f"Note: {OCCUPANCY_NOTE}."]
         lines += [
             "",
@@ -260,6 +275,15 @@ class Report:
 
     def __str__(self) -> str:
         return self.to_markdown()
+
+    def step_title(self) -> str:
+        """Which step the tables are of, e.g. ``step 0 (context 1,024): 341 us``."""
+        return (f"step {self.step} (context {self.step_context:,}): "
+                f"{fmt_seconds(self.step_s)}")  # fmt: skip
+
+    def share(self, seconds: float) -> float:
+        """``seconds`` as a share of the tables' step (0 for a step of no time)."""
+        return seconds / self.step_s if self.step_s else 0.0
 
 
 def _prefill_lines(pf: dict) -> list[str]:

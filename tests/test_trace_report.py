@@ -250,3 +250,33 @@ def test_codes_follow_first_appearance_and_text():
     assert codes.tolist() == [0, 0, 1, 0] and names == ["0", "x"]
     codes, names = _codes([], as_str=True)
     assert codes.tolist() == [] and names == []
+
+
+def test_shares_divide_by_the_step_the_tables_are_of(llama8b, h100):
+    """The tables are of the first recorded step: their occupancy column divides by that step's
+    time, as the headline's busiest share does, not by the run's mean step (which, the
+    context growing over a long run, is far longer); the text, Markdown and JSON say which
+    step it is."""
+    from typer.testing import CliRunner
+
+    from pyaccel.cli import app
+    from pyaccel.units import fmt_seconds
+
+    work = pa.Workload(batch=32, context=64, tokens=2048)
+    trace = pa.emulate(llama8b, h100, pa.place(llama8b, h100, work), work)
+    rep = pa.Report.from_trace(trace, what_if=False)
+    first = trace.step_cycles[0] / trace.clock_hz
+    assert trace.step_time_s > 1.2 * first  # the mean is far from the first step
+    assert (rep.step, rep.step_context, rep.step_s) == (0, 64, pytest.approx(first))
+    row = f"| hbm | {fmt_seconds(rep.by_resource['hbm'])} | {rep.busiest_share:.0%} |"
+    md = rep.to_markdown()
+    assert rep.busiest_resource == "hbm" and row in md
+    assert f"Tables: step 0 (context 64): {fmt_seconds(first)}." in md
+    assert json.loads(rep.to_json())["recorded_step"] == {
+        "step": 0, "context": 64, "step_time_s": pytest.approx(first)}  # fmt: skip
+    args = ["report", "--system", "h100", "--model", "llama-3.1-8b", "--batch", "32",
+            "--context", "64", "--tokens", "2048"]  # fmt: skip
+    text = " ".join(CliRunner().invoke(app, args).stdout.split())
+    share = text.split("busiest hbm (")[1].split(" occupancy")[0]
+    assert f"│ hbm │ {fmt_seconds(rep.by_resource['hbm'])} │ {share} │" in text
+    assert f"step 0 (context 64): {fmt_seconds(first)}" in text
