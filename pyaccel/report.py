@@ -45,11 +45,17 @@ def union_cycles(starts: np.ndarray, durations: np.ndarray) -> int:
 def union_by(trace, column: str, step: int) -> dict[str, float]:
     """Seconds of one step covered by events of each value of ``column`` (values in the order
     they first appear)."""
+    covered = _union_cycles_by(trace, column, step)
+    return {name: c / trace.clock_hz for name, c in covered.items()}
+
+
+def _union_cycles_by(trace, column: str, step: int) -> dict[str, int]:
+    """:func:`union_by` in cycles."""
     ev = trace.events
     mask = ev["step"] == step
     codes, names = _codes(ev[column][mask].tolist())
     covered = grouped_union_cycles(codes, ev["start"][mask], ev["duration"][mask]).tolist()
-    return {str(name): covered[g] / trace.clock_hz for g, name in enumerate(names)}
+    return {str(name): covered[g] for g, name in enumerate(names)}
 
 
 def _codes(values: list, as_str: bool = False) -> tuple[np.ndarray, list]:
@@ -338,26 +344,49 @@ def _by_kind(trace, step: int) -> list[KindRow]:
 
     The bounds are the trace's ``op_bounds`` for the same step: each op bounded for the
     sequences one pass carries (a micro-batch when the batch is split over pipeline stages),
-    in whole cycles (:func:`op_bound_seconds`)."""
-    emulated = union_by(trace, "kind", step)
+    in whole cycles (:func:`op_bound_seconds`), summed as cycles so that a kind's ratio is
+    exact (never under 1 by float noise). An op's bound counts under the kind of the events
+    it books (:func:`_event_kinds`; a GPU residual's all-reduce books ``allreduce``), else
+    under its name's last part."""
+    clock = trace.clock_hz
+    emulated = _union_cycles_by(trace, "kind", step)
     bounds: dict[str, list] = {}
     ob = trace.op_bounds
     if ob:
         sel = ob["step"] == step
-        for op, resource, seconds in zip(ob["op"][sel].tolist(), ob["resource"][sel].tolist(),
+        ops = ob["op"][sel].tolist()
+        kinds = _event_kinds(trace, step, set(ops))
+        for op, resource, seconds in zip(ops, ob["resource"][sel].tolist(),
                                          ob["seconds"][sel].tolist(), strict=True):  # fmt: skip
-            kind = op.split(".")[-1]
-            sec = op_bound_seconds(seconds, trace.clock_hz)
-            acc = bounds.setdefault(kind, [0.0, {}])
-            acc[0] += sec
-            acc[1][resource] = acc[1].get(resource, 0.0) + sec
+            n = max(1, cycles(seconds, clock)) if seconds > 0 else 0  # as op_bound_seconds
+            acc = bounds.setdefault(kinds.get(op, op.split(".")[-1]), [0, {}])
+            acc[0] += n
+            acc[1][resource] = acc[1].get(resource, 0) + n
     rows = []
     for kind, t in sorted(emulated.items(), key=lambda kv: -kv[1]):
-        bound, res = bounds.get(kind, [0.0, {}])
+        bound, res = bounds.get(kind, [0, {}])
         ratio = t / bound if bound else None  # no bound: a fixed latency or free op
         resource = max(res, key=res.get) if res else "fixed_latency"
-        rows.append(KindRow(kind, t, bound, ratio, resource))
+        rows.append(KindRow(kind, t / clock, bound / clock, ratio, resource))
     return rows
+
+
+def _event_kinds(trace, step: int, ops: set[str]) -> dict[str, str]:
+    """The kind of the events each op of ``ops`` books in ``step`` where that is not the op
+    name's last part: its events are named as the op or as a part of it (``op.PART``,
+    ``op[u0]``), e.g. a GPU's ``L0.attn_residual.allreduce.launch`` of kind ``allreduce``
+    for the op ``L0.attn_residual``. An op with events of its own kind keeps it."""
+    ev = trace.events
+    mask = ev["step"] == step
+    seen: dict[str, set] = {}
+    names = zip(ev["op"][mask].tolist(), ev["kind"][mask].tolist(), strict=True)
+    for name, kind in dict(names).items():  # each event name once
+        head = str(name)
+        while head and head not in ops:
+            head = head[: max(head.rfind("."), head.rfind("["), 0)]
+        if head:
+            seen.setdefault(head, set()).add(str(kind))
+    return {op: min(kinds) for op, kinds in seen.items() if op.split(".")[-1] not in kinds}
 
 
 def _by_layer(trace, step: int) -> dict[str, dict[str, float]]:
