@@ -38,19 +38,37 @@ def roofline_points(trace) -> dict:
 
 def _busiest_unit_seconds(trace, names: set[str]) -> dict[str, float]:
     """Per graph op of the first recorded step: the largest, over units, of the time covered
-    by its spans on that unit (a span named ``op`` or ``op.PART``)."""
-    from .report import union_cycles
+    by its spans on that unit (a span named ``op`` or ``op.PART``, either with a user's tag
+    ``[uN]``, as an ASIC's batch has them). Spans are grouped once by (op, unit)."""
+    from .report import grouped_union_cycles
 
     ev = trace.events
-    step = ev["step"][0]
-    mask = ev["step"] == step
-    labels = ev["op"][mask]
-    base = np.array([lab if lab in names else lab.rsplit(".", 1)[0] for lab in labels.tolist()])
-    units, starts, durs = ev["unit"][mask], ev["start"][mask], ev["duration"][mask]
+    mask = ev["step"] == ev["step"][0]
+    of_label: dict = {}
+    for label in set(ev["op"][mask].tolist()):
+        op = _graph_op(str(label), names)
+        if op is not None:
+            of_label[label] = op
+    pairs: dict = {}  # (op, unit) -> group id
+    group = np.array([pairs.setdefault((of_label[lab], unit), len(pairs)) if lab in of_label
+                      else -1 for lab, unit in zip(ev["op"][mask].tolist(),
+                                                   ev["unit"][mask].tolist(), strict=True)],
+                     dtype=np.int64)  # fmt: skip
+    keep = group >= 0
+    covered = grouped_union_cycles(group[keep], ev["start"][mask][keep],
+                                   ev["duration"][mask][keep]).tolist()  # fmt: skip
     out: dict[str, float] = {}
-    for name in names & set(base.tolist()):
-        sel = base == name
-        per_unit = [union_cycles(starts[sel & (units == u)], durs[sel & (units == u)])
-                    for u in np.unique(units[sel])]  # fmt: skip
-        out[name] = max(per_unit) / trace.clock_hz
+    for (op, _), g in pairs.items():
+        out[op] = max(out.get(op, 0.0), covered[g] / trace.clock_hz)
     return out
+
+
+def _graph_op(label: str, names: set[str]) -> str | None:
+    """The graph op a span label belongs to: the label itself, or the label less its last
+    ``.PART``, once a user's tag (``L0.qkv_proj[u3]``) is set aside; ``None`` for a span of
+    no graph op (a collective between ops, a stage hop)."""
+    name = label.split("[", 1)[0] if label.endswith("]") else label
+    if name in names:
+        return name
+    head = name.rsplit(".", 1)[0]
+    return head if head in names else None

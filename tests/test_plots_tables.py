@@ -4,6 +4,7 @@ not only for a file existing; and the fixes to the older plots."""
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -119,6 +120,24 @@ def test_roofline_from_a_report_json(figures, tmp_path):
     assert "operational intensity" in ax.get_xlabel() and "FLOP/s" in ax.get_ylabel()
     assert sum(len(c.get_offsets()) for c in ax.collections) == len(ops)  # every op a point
     assert any("B/s" in t for t in _legend(figures[0]))  # the memory slope
+
+
+def test_roofline_points_of_an_asic_batch_stay_under_their_ceiling():
+    """An ASIC's batch tags each user's spans (``L0.qkv_proj[u1]``): every user's busy span counts
+    toward its op's time (only the tagged latency spans did, ``L0.qkv_proj.latency[u1]``
+    read as ``L0.qkv_proj``, so a GEMV took 2 x 9 ns and was drawn 3.6x above its peak)."""
+    model, sysm = pa.load_model("llama-3.1-8b"), pa.load_system("taalas-hc1", units=1)
+    work = pa.Workload(batch=2, context=64, tokens=2)
+    trace = pa.emulate(model, sysm, pa.place(model, sysm, work), work)
+    ops = {o["op"]: o for o in roofline_points(trace)["ops"]}
+    ev = trace.events
+    mine = (ev["step"] == 0) & np.isin(ev["op"], ["L0.qkv_proj[u0]", "L0.qkv_proj[u1]"])
+    busy = ev["duration"][mine]
+    assert len(busy) == 2  # the block serves one user after the other
+    assert ops["L0.qkv_proj"]["emulated_s"] * trace.clock_hz >= busy.sum()
+    peaked = [o for o in ops.values() if o["peak_flops_per_s"]]
+    assert peaked and all(o["flops"] / o["units"] / o["emulated_s"] <= o["peak_flops_per_s"]
+                          for o in peaked)  # fmt: skip
 
 
 def test_validation_band_and_failed_rows(figures):
