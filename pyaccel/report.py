@@ -151,6 +151,7 @@ class Report:
     step: int = 0
     step_context: int = 0
     step_s: float = 0.0
+    span_s: float = 0.0  # from the step's first event's start to its last event's end
 
     @classmethod
     def from_trace(cls, trace, what_if: Sequence[WhatIfRow] | bool = True) -> Report:
@@ -194,6 +195,7 @@ class Report:
             step=step,
             step_context=int(trace.step_context[step]) if len(trace.step_context) else 0,
             step_s=step_s,
+            span_s=_span_cycles(trace, step) / trace.clock_hz,
         )
 
     def to_json(self) -> str:
@@ -221,7 +223,7 @@ class Report:
             "busiest_resource": self.busiest_resource,
             "busiest_share": self.busiest_share,
             "share_is_occupancy": True,
-            "notes": [OCCUPANCY_NOTE] if self.by_resource else [OCCUPANCY_NOTE, NO_EVENTS_NOTE],
+            "notes": self.notes(),
             "emulated_over_lower_bound": self.bound_ratio,
             "what_if": [row.to_dict() for row in self.what_if],
             "assumptions": self.assumptions,
@@ -255,7 +257,7 @@ class Report:
         ]
         for res, t in sorted(self.by_resource.items(), key=lambda kv: -kv[1]):
             lines.append(f"| {res} | {fmt_seconds(t)} | {self.share(t):.0%} |")
-        lines += ["", f"Note: {OCCUPANCY_NOTE}."]
+        lines += ["", *[f"Note: {n}." for n in self.notes() if n != NO_EVENTS_NOTE]]
         lines += [
             "",
             "| op kind | emulated | lower bound | ratio | bound by |",
@@ -286,6 +288,19 @@ class Report:
         """Which step the tables are of, e.g. ``step 0 (context 1,024): 341 us``."""
         return (f"step {self.step} (context {self.step_context:,}): "
                 f"{fmt_seconds(self.step_s)}")  # fmt: skip
+
+    def notes(self) -> list[str]:
+        """What the shares mean: :data:`OCCUPANCY_NOTE`, and where the step's events span more
+        than the step, why one class's share can pass 100 % (without events,
+        :data:`NO_EVENTS_NOTE`)."""
+        if not self.by_resource:
+            return [OCCUPANCY_NOTE, NO_EVENTS_NOTE]
+        if self.span_s <= self.step_s:
+            return [OCCUPANCY_NOTE]
+        return [OCCUPANCY_NOTE, f"the step's events span {fmt_seconds(self.span_s)}, more than "
+                f"the step's {fmt_seconds(self.step_s)}: its sequences' tokens pass through one "
+                "after another and the last ones overlap the next step, so one class's share "
+                "can pass 100 %"]  # fmt: skip
 
     def share(self, seconds: float) -> float:
         """``seconds`` as a share of the tables' step (0 for a step of no time)."""
@@ -320,6 +335,16 @@ def prefill_note(pf: dict) -> str:
                 "to first token; the chunks stream through the stages at once, so a share may "
                 "exceed 100 %")  # fmt: skip
     return "prefill shares: a class's busy seconds over the time to first token"
+
+
+def _span_cycles(trace, step: int) -> int:
+    """Cycles from the first start to the last end of the events of ``step`` (0 without)."""
+    ev = trace.events
+    mask = ev["step"] == step
+    if not mask.any():
+        return 0
+    starts = ev["start"][mask]
+    return int((starts + ev["duration"][mask]).max() - starts.min())
 
 
 def _jsonable(x: Any):

@@ -302,3 +302,21 @@ def test_kind_ratios_are_never_under_one_by_float_noise(run70b):
     rep = pa.Report.from_trace(run70b, what_if=False)
     ratios = {r.kind: r.ratio for r in rep.by_kind if r.ratio is not None}
     assert min(ratios.values()) >= 1.0 and ratios["rope"] == 1.0
+
+
+def test_a_share_past_100_percent_comes_with_why(h100, llama8b):
+    """An ASIC batch's users enter the pipeline one after another, so a step's events span more
+    than the step and ROM reads fill more than 100 % of it: the report says why (it showed
+    104 % under a note that only explained shares adding up past 100 %)."""
+    asic = pa.load_system("taalas-hc1", units=1)
+    work = pa.Workload(batch=8, context=64, tokens=2)
+    rep = pa.Report.from_trace(pa.emulate(llama8b, asic, pa.place(llama8b, asic, work), work),
+                               what_if=False)  # fmt: skip
+    assert rep.busiest_share > 1.0 and rep.span_s > rep.step_s
+    assert len(rep.notes()) == 2 and "pass 100 %" in rep.notes()[1]
+    assert json.loads(rep.to_json())["notes"] == rep.notes()
+    assert f"Note: {rep.notes()[1]}." in rep.to_markdown()
+    one = pa.Workload(context=64, tokens=2)
+    rep = pa.Report.from_trace(pa.emulate(llama8b, h100, pa.place(llama8b, h100, one), one),
+                               what_if=False)  # fmt: skip
+    assert rep.span_s == rep.step_s and rep.notes() == [report.OCCUPANCY_NOTE]
