@@ -40,7 +40,8 @@ def _save(fig, path: Path) -> Path:
 
 
 def layer_plot(report, path: Path) -> Path:
-    """Stacked bar per layer key: seconds by resource class in the first recorded step."""
+    """Stacked bar per layer key: microseconds by resource class in the report's step (the
+    first recorded), which the title and footer name."""
     plt = _figure()
     layers = list(report.by_layer)
     resources = sorted({r for d in report.by_layer.values() for r in d})
@@ -56,8 +57,12 @@ def layer_plot(report, path: Path) -> Path:
     ax.set_xlim(-0.6, len(layers) - 0.4)
     ax.set_xlabel("layer key (embed, 0..L-1, head)")
     ax.set_ylabel("time (us)")
-    ax.set_title(f"{report.summary.model} on {report.summary.system}: time per layer")
+    s = report.summary
+    ax.set_title(f"{s.model} on {s.units} x {s.system}: time per layer, step {report.step}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _footer(fig, f"a bar: each resource class's busy time in the layer (union over units) in "
+                 f"step {report.step} (context {report.step_context:,}); classes work at the "
+                 "same time, so a bar can stand taller than the layer took")  # fmt: skip
     return _save(fig, path)
 
 

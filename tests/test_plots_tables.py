@@ -140,6 +140,20 @@ def test_roofline_points_of_an_asic_batch_stay_under_their_ceiling():
                           for o in peaked)  # fmt: skip
 
 
+def test_layer_plot_names_the_system_size_and_step(figures):
+    """The per-layer bars say how many units and which step they show, and that overlapping
+    classes stack (the title read 'llama-3.1-70b on wse3' for four wafers)."""
+    model, sysm = pa.load_model("tiny-llama"), pa.load_system("h100", units=2)
+    work = pa.Workload(context=32, tokens=3)
+    trace = pa.emulate(model, sysm, pa.place(model, sysm, work), work, trace_steps="1:2")
+    plots.layer_plot(Report.from_trace(trace, what_if=False), "layers.png")
+    fig = figures[0]
+    assert fig.axes[0].get_title() == "tiny-llama on 2 x h100: time per layer, step 1"
+    assert "time (us)" in fig.axes[0].get_ylabel()
+    footer = " ".join(t.get_text() for t in fig.texts)
+    assert "step 1 (context 33)" in footer and "taller" in footer
+
+
 def test_validation_band_and_failed_rows(figures):
     rows = [{"system": "a", "model": "m", "published_tok_s": 100.0, "emulated_tok_s": 120.0},
             {"system": "b", "model": "m", "published_tok_s": 50.0, "emulated_tok_s": None,
