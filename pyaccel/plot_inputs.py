@@ -59,9 +59,20 @@ def check_json_input(kind: str, data, source: str) -> None:
     if what != need:
         raise ConfigError(f"plot {kind}: TABLE {source} is {what}; {kind} draws from {need} "
                           f"(write one with: {command})")  # fmt: skip
-    if kind == "roofline" and not (data.get("roofline") or {}).get("ops"):
-        raise ConfigError(f"plot {kind}: TABLE {source} is a report --json file without "
+    if kind == "roofline":
+        _check_roofline(data.get("roofline"), source, command)
+
+
+def _check_roofline(roof, source: str, command: str) -> None:
+    """Refuse a report's ``roofline`` without ops, or with a field the plot cannot draw."""
+    from .roofline_points import malformed
+
+    if not isinstance(roof, dict) or not isinstance(roof.get("ops"), list) or not roof["ops"]:
+        raise ConfigError(f"plot roofline: TABLE {source} is a report --json file without "
                           f"'roofline' ops (write a new one with: {command})")  # fmt: skip
+    problem = malformed(roof)
+    if problem:
+        raise ConfigError(f"plot roofline: TABLE {source}: {problem}")
 
 
 def read_json_input(kind: str, path: str):

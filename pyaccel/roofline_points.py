@@ -5,7 +5,13 @@ busiest unit spends on it in the first recorded step)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+# each op's numbers a roofline plot divides by or draws on log axes: (key, may it be 0)
+_OP_NUMBERS = (("flops", False), ("bytes", False), ("units", False), ("emulated_s", False),
+               ("peak_flops_per_s", True))  # fmt: skip
 
 
 def roofline_points(trace) -> dict:
@@ -25,7 +31,7 @@ def roofline_points(trace) -> dict:
     busy = _busiest_unit_seconds(trace, {op.name for op in graph.ops})
     ops = []
     for op in graph.ops:
-        if op.name not in busy or not op.flops or not op.mem_bytes:
+        if not busy.get(op.name) or not op.flops or not op.mem_bytes:  # drawn on log axes
             continue
         ops.append({"op": op.name, "kind": op.kind, "class": op.op_class, "flops": int(op.flops),
                     "bytes": int(op.mem_bytes), "units": units.get(op.layer, 1),
@@ -34,6 +40,35 @@ def roofline_points(trace) -> dict:
     return {"memory_bytes_per_s": float(rates.mem_bytes_per_s),
             "memory_resource": rates.mem_resource,
             "compute_resource": rates.compute_resource, "ops": ops}  # fmt: skip
+
+
+def malformed(roof: dict) -> str | None:
+    """The first field of a report's ``roofline`` (:func:`roofline_points`, read back from a
+    file) that a plot cannot draw, e.g. ``roofline.ops[3].bytes is 0: must be a number > 0``;
+    ``None`` when every field is fine."""
+    bw = roof.get("memory_bytes_per_s")
+    if not _number(bw, zero_ok=False):
+        return f"roofline.memory_bytes_per_s is {bw!r}: must be a number > 0"
+    for key in ("memory_resource", "compute_resource"):
+        if not isinstance(roof.get(key), str):
+            return f"roofline.{key} is {roof.get(key)!r}: must be a resource class name"
+    for i, op in enumerate(roof["ops"]):
+        if not isinstance(op, dict):
+            return f"roofline.ops[{i}] is {op!r}: must be an object"
+        for key, zero_ok in _OP_NUMBERS:
+            if not _number(op.get(key), zero_ok):
+                return (f"roofline.ops[{i}].{key} is {op.get(key)!r}: must be a number "
+                        f"{'>=' if zero_ok else '>'} 0")  # fmt: skip
+        if not isinstance(op.get("class"), str):
+            return f"roofline.ops[{i}].class is {op.get('class')!r}: must be an op class name"
+    return None
+
+
+def _number(value, zero_ok: bool) -> bool:
+    """A finite JSON number (not a bool), > 0 or, ``zero_ok``, >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and (value >= 0 if zero_ok else value > 0)
 
 
 def _busiest_unit_seconds(trace, names: set[str]) -> dict[str, float]:

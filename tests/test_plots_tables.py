@@ -122,6 +122,32 @@ def test_roofline_from_a_report_json(figures, tmp_path):
     assert any("B/s" in t for t in _legend(figures[0]))  # the memory slope
 
 
+@pytest.mark.parametrize("edit, says", [
+    (lambda r: r["ops"][0].update(bytes=0), "roofline.ops[0].bytes is 0: must be a number > 0"),
+    (lambda r: r["ops"][1].update(emulated_s=0.0), "roofline.ops[1].emulated_s is 0.0"),
+    (lambda r: r["ops"][0].update(flops="x"), "roofline.ops[0].flops is 'x'"),
+    (lambda r: r.pop("memory_bytes_per_s"), "roofline.memory_bytes_per_s is None"),
+    (lambda r: r["ops"].__setitem__(2, 7), "roofline.ops[2] is 7: must be an object"),
+    (lambda r: r.update(ops={"a": 1}), "without 'roofline' ops"),
+])  # fmt: skip
+def test_cli_plot_roofline_names_a_malformed_field(tmp_path, edit, says):
+    """A report file edited by hand (or cut short) is one error line naming the field (a
+    zero, a string or a missing key gave a ZeroDivisionError, TypeError or KeyError)."""
+    model, sysm = pa.load_model("tiny-llama"), pa.load_system("h100", units=1)
+    work = pa.Workload(context=32, tokens=2)
+    trace = pa.emulate(model, sysm, pa.place(model, sysm, work), work)
+    rep = Report.from_trace(trace, what_if=False)
+    rep.roofline = roofline_points(trace)
+    data = json.loads(rep.to_json())
+    edit(data["roofline"])
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    res = CliRunner().invoke(app, ["plot", "roofline", str(path), "--out", str(tmp_path / "r.png")])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.output
+    assert lines[0].startswith(f"error: plot roofline: TABLE {path}") and says in lines[0]
+
+
 def test_roofline_points_of_an_asic_batch_stay_under_their_ceiling():
     """An ASIC's batch tags each user's spans (``L0.qkv_proj[u1]``): every user's busy span counts
     toward its op's time (only the tagged latency spans did, ``L0.qkv_proj.latency[u1]``
