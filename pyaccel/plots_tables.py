@@ -29,13 +29,32 @@ def _load(table):
     return pd.read_parquet(path) if table_format(path, "table") == "parquet" else pd.read_csv(path)
 
 
+# columns a plot reads as numbers (where a point ran: a failed point's are empty)
+NUMERIC = ("batch", "context", "units", "run.units", "tokens_per_s", "tokens_per_s_per_user",
+           "joules_per_token")  # fmt: skip
+
+
 def _need(df, columns: list[str], kind: str) -> None:
+    """The table has ``columns``, at least one row, and numbers in those of :data:`NUMERIC`
+    where its points ran; else one :class:`ConfigError` naming the column, row and value."""
+    import pandas as pd
+
+    from .errors import ConfigError
+
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        from .errors import ConfigError
-
         raise ConfigError(f"plot {kind}: the table has no column(s) {', '.join(missing)} (a "
                           "pyaccel sweep table with those axes)")  # fmt: skip
+    if df.empty:
+        raise ConfigError(f"plot {kind}: the table has no rows (no point to draw)")
+    ran = df[df["error"].isna()]
+    for c in (c for c in columns if c in NUMERIC):
+        bad = ran[c].notna() & pd.to_numeric(ran[c], errors="coerce").isna()
+        if bad.any():
+            row = bad.idxmax()
+            hint = " (a sweep table gives the units runs used in run.units)" if c == "units" else ""
+            raise ConfigError(f"plot {kind}: column {c} of row {row} is {ran.at[row, c]!r}, "
+                              f"not a number{hint}")  # fmt: skip
 
 
 def _units_column(df) -> str:

@@ -205,3 +205,20 @@ def test_cli_plot_draws_and_refuses_unknown_kinds(tmp_path):
     assert res.exit_code == 2 and "unknown kind" in res.output
     with pytest.raises(ConfigError, match="no column"):
         plots_tables.frontier_plot(pd.DataFrame({"system": ["h100"]}), out)
+
+
+@pytest.mark.parametrize("kind", ["frontier", "cost", "capacity"])
+def test_cli_plot_names_a_cell_that_is_not_a_number_and_refuses_an_empty_table(tmp_path, kind):
+    """A hand-edited table's text in a number column was a ValueError traceback, and a table of
+    no rows drew an empty picture; both are now one error line."""
+    table = _table().assign(context=1024)
+    column = {"frontier": "tokens_per_s", "cost": "joules_per_token", "capacity": "run.units"}[kind]
+    table[column] = table[column].astype(object)
+    table.loc[2, column] = "abc"
+    path, out = tmp_path / "t.csv", tmp_path / "p.png"
+    for rows, says in ((table, f"column {column} of row 2 is 'abc', not a number"),
+                       (table.iloc[:0], "the table has no rows")):  # fmt: skip
+        rows.to_csv(path, index=False)
+        res = CliRunner().invoke(app, ["plot", kind, str(path), "--out", str(out)])
+        assert res.exit_code == 2 and f"error: plot {kind}: {says}" in res.output, res.output
+        assert not out.exists()
