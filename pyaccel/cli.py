@@ -185,14 +185,21 @@ def run_cmd(
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
                       trace_steps)  # fmt: skip
-        if trace is not None:
-            result.trace.to_perfetto(trace)
+        written = [result.trace.to_perfetto(trace)] if trace is not None else []
         rec = measured_record(result)
         if as_json:
             _print_json(rec.to_dict())
         else:
             _print_run(rec)
             _print_warnings(rec.warnings)
+        _say_written(written, as_json)
+
+
+def _say_written(paths, as_json: bool) -> None:
+    """``wrote PATH`` for each file a command wrote beside its output (``--trace``, ``--plot``),
+    as ``plot`` says; not in ``--json`` output, whose stdout is the JSON alone."""
+    for path in [] if as_json else paths:
+        out.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("report")
@@ -240,8 +247,7 @@ def report_cmd(
             check_output_file(trace, "--trace")
         result = _run(system, model, units, work, sets, etch, not as_json, functional,
                       trace_steps, "events")  # fmt: skip
-        if trace is not None:
-            result.trace.to_perfetto(trace)
+        written = [result.trace.to_perfetto(trace)] if trace is not None else []
         rep = Report.from_trace(result.trace, run_what_if(result))
         rep.prefill = result.prefill.as_dict()
         rep.roofline = roofline_points(result.trace)
@@ -249,12 +255,13 @@ def report_cmd(
         if plot is not None:
             from .plots import report_plots
 
-            report_plots(result.trace, rep, plot)
+            written += report_plots(result.trace, rep, plot)
         rows = alts = None
         if sensitivity is not None:
             case = (model, system, parse_units(units), work, sets, etch)
             rows, alts = _sensitivity(case, result, sensitivity, not as_json)
         _print_full_report(rep, result, rows, alts, sensitivity, as_json)
+        _say_written(written, as_json)
 
 
 def _sensitivity(case: tuple, result, pct: float, show_progress: bool):

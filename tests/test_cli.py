@@ -231,8 +231,20 @@ def check_trace(path: Path) -> set[str]:
 
 def test_run_trace_is_a_chrome_trace(tmp_path):
     path = tmp_path / "t.json"
-    ok("run", "--system", "h100", "--model", MODEL, *FAST, "--trace", path, "--json")
+    text = ok("run", "--system", "h100", "--model", MODEL, *FAST, "--trace", path, "--json")
     assert {"hbm", "launch"} <= check_trace(path)
+    assert "wrote" not in text  # --json: stdout is the JSON alone
+
+
+def test_files_written_beside_the_output_are_named(tmp_path):
+    """run --trace and report --trace/--plot say what they wrote, as plot does."""
+    trace, folder = tmp_path / "t.json", tmp_path / "plots"
+    text = ok("run", "--system", "h100", "--model", MODEL, *FAST, "--trace", trace)
+    assert text.rstrip().endswith(f"wrote {trace}")
+    text = ok("report", "--system", "h100", "--model", MODEL, *FAST, "--trace", trace,
+              "--plot", folder)  # fmt: skip
+    wrote = [line for line in text.splitlines() if line.startswith("wrote ")]
+    assert wrote == [f"wrote {p}" for p in (trace, folder / "layers.png", folder / "roofline.png")]
 
 
 def test_run_trace_with_tensor_parallel_units(tmp_path):
