@@ -106,6 +106,12 @@ class SpecResult:
                 "shapes_assumed": d.assumed, "own_units": self.drafter_units}  # fmt: skip
 
 
+# what a speculative run's trace holds (its meta, and a Perfetto file's metadata)
+TIMELINE = ("speculative run: the target's {n} verification steps of {k1} tokens (k + 1), "
+            "back to back; the drafting between them (on the drafter's units) and the rounds' "
+            "accepted tokens are not on this timeline (the run's summary has them)")  # fmt: skip
+
+
 def speculate(model, system, placement, workload, progress=None, trace_steps="ends"):
     """(the target's verification trace over ``workload.tokens`` steps, the
     :class:`SpecResult`) of ``workload.spec_decode`` on the placed target."""
@@ -119,6 +125,7 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
     trace = emulate(model, system, placement, verify, progress=progress,
                     trace_steps=trace_steps)  # fmt: skip
     verify_s = trace.step_cycles / system.spec.clock_hz
+    trace.meta["timeline"] = TIMELINE.format(n=n, k1=k + 1)
     rounds = draw_rounds(profiles, draft_s, verify_s, n, workload.seed)
     mean = tuple(float(x) for x in np.mean([p.rates for p in profiles], axis=0))
     own = d_plc.n_units if system.kind in OWN_UNITS else 0

@@ -368,7 +368,12 @@ class Trace:
         return {
             "traceEvents": out,
             "displayTimeUnit": "ns",
-            "metadata": {"system": self.system, "model": self.model, "clock_hz": self.clock_hz},
+            "metadata": {
+                "system": self.system,
+                "model": self.model,
+                "clock_hz": self.clock_hz,
+                **({"timeline": self.meta["timeline"]} if "timeline" in self.meta else {}),
+            },
         }
 
 

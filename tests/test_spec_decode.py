@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -140,6 +142,19 @@ def test_record_has_the_distribution_and_spec_object():
     assert 1 < spec["tokens_per_round_mean"] < 5 and spec["sequences"] == 200
     assert any(a.startswith("spec.serial_round") for a in d["assumptions"])
     assert d["emulated_over_lower_bound"] >= 1
+
+
+def test_a_speculative_trace_says_what_its_timeline_holds(tmp_path):
+    """Its Perfetto file holds the target's verification steps back to back (k + 1 = 5 tokens
+    each, no drafting): the file's metadata and the trace's meta say so."""
+    res = _spec_run("draft:llama-3.2-1b,k=4")
+    meta = json.loads(res.trace.to_perfetto(tmp_path / "t.json").read_text())["metadata"]
+    assert meta["timeline"] == res.trace.meta["timeline"]
+    assert meta["timeline"].startswith(
+        f"speculative run: the target's {res.workload.tokens} verification steps of 5 tokens"
+    )
+    plain = run("tiny-llama", "h100", 1, pa.Workload(context=16, tokens=2))
+    assert "timeline" not in plain.trace.perfetto_events()["metadata"]
 
 
 def test_same_seed_same_result_other_seed_other_p10():
