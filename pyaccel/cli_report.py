@@ -23,6 +23,12 @@ SPEC_TABLES_NOTE = ("speculative: the summary is over the rounds (per generated 
                     "target's units; the what-if is over the whole round")  # fmt: skip
 
 
+def _ratio(summary: dict) -> float | None:
+    """A summary's emulated / lower-bound step time (None where the bound is 0 s)."""
+    bound = summary["lower_bound_step_time_s"]
+    return summary["step_time_s"] / bound if bound else None
+
+
 def _print_alternatives(alts) -> None:
     if not alts:
         return
@@ -67,7 +73,7 @@ def _print_report(rep, head=None) -> None:
         f"{h.tokens_per_s_per_user:,.1f} tok/s per user, {h.tokens_per_s:,.1f} "
         f"total; step {fmt_seconds(h.step_time_s)}, lower bound "
         f"{fmt_seconds(h.lower_bound_step_time_s)} "
-        f"(x{fmt_ratio(h.step_time_s / h.lower_bound_step_time_s if head else rep.bound_ratio)}); "
+        f"(x{fmt_ratio(_ratio(h.to_dict()) if head else rep.bound_ratio)}); "
         f"bottleneck [bold]{rep.bottleneck}[/bold] (what-if winner); busiest "
         f"{rep.busiest_resource} ({rep.busiest_share:.0%} occupancy)"
     )
@@ -161,9 +167,7 @@ def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
 
             data["summary"], extra = speculative_summary(data["summary"], spec)
             data.update(extra)
-            head = data["summary"]  # the ratio of the headline, as run --json gives it
-            ratio = head["step_time_s"] / head["lower_bound_step_time_s"]
-            data["emulated_over_lower_bound"] = ratio
+            data["emulated_over_lower_bound"] = _ratio(data["summary"])  # as run --json's
             data["notes"] = [*data.get("notes", []), SPEC_TABLES_NOTE]
             data["assumptions"] = [*data["assumptions"], *ASSUMPTIONS]
         if rows is not None:
