@@ -368,13 +368,14 @@ class Trace:
         return {
             "traceEvents": out,
             "displayTimeUnit": "ns",
-            "metadata": {
-                "system": self.system,
-                "model": self.model,
-                "clock_hz": self.clock_hz,
-                **({"timeline": self.meta["timeline"]} if "timeline" in self.meta else {}),
-            },
+            "metadata": self._perfetto_metadata(),
         }
+
+    def _perfetto_metadata(self) -> dict:
+        """The Perfetto file's ``metadata``: system, model, clock (Hz) and, for a speculative
+        run, what its timeline holds (the trace meta's ``timeline``)."""
+        timeline = {"timeline": self.meta["timeline"]} if "timeline" in self.meta else {}
+        return {"system": self.system, "model": self.model, "clock_hz": self.clock_hz, **timeline}
 
 
 def _lanes(units, resources, starts, durations) -> np.ndarray:
