@@ -144,15 +144,9 @@ def place_auto(graph, system) -> Placement:
     )
 
 
-def _layers_fit_alone(graph, spec: HardwareSpec) -> bool:
-    """Whether one layer per pipeline stage at the widest TP fits (else no layout does)."""
-    widest = tp_candidates(graph, spec)[0]
-    return _fits(build(graph, spec, widest, len(graph.layer_keys)))
-
-
 def _fewest(graph, spec: HardwareSpec) -> Placement | None:
     """The layout on the fewest GPUs that fits, or None."""
-    if not _layers_fit_alone(graph, spec):
+    if not _any_fits(graph, spec):  # one build answers "none" before the count search
         return None
     need = graph.total_resident_weight_bytes + graph.total_resident_kv_bytes
     for units in range(max(1, -(-need // max(1, _usable(spec)))), MAX_UNITS + 1):
