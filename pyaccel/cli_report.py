@@ -15,18 +15,13 @@ from .cli_show import (
     _table,
     out,
 )
+from .records import bound_ratio
 from .units import fmt_seconds
 
 # what a speculative run's report tables cover (text and JSON)
 SPEC_TABLES_NOTE = ("speculative: the summary is over the rounds (per generated token); the "
                     "resource, op-kind and layer tables are one verification step on the "
                     "target's units; the what-if is over the whole round")  # fmt: skip
-
-
-def _ratio(summary: dict) -> float | None:
-    """A summary's emulated / lower-bound step time (None where the bound is 0 s)."""
-    bound = summary["lower_bound_step_time_s"]
-    return summary["step_time_s"] / bound if bound else None
 
 
 def _print_alternatives(alts) -> None:
@@ -73,7 +68,7 @@ def _print_report(rep, head=None) -> None:
         f"{h.tokens_per_s_per_user:,.1f} tok/s per user, {h.tokens_per_s:,.1f} "
         f"total; step {fmt_seconds(h.step_time_s)}, lower bound "
         f"{fmt_seconds(h.lower_bound_step_time_s)} "
-        f"(x{fmt_ratio(_ratio(h.to_dict()) if head else rep.bound_ratio)}); "
+        f"(x{fmt_ratio(bound_ratio(h.to_dict()) if head else rep.bound_ratio)}); "
         f"bottleneck [bold]{rep.bottleneck}[/bold] (what-if winner); busiest "
         f"{rep.busiest_resource} ({rep.busiest_share:.0%} occupancy)"
     )
@@ -167,7 +162,7 @@ def _print_full_report(rep, result, rows, alts, pct, as_json: bool) -> None:
 
             data["summary"], extra = speculative_summary(data["summary"], spec)
             data.update(extra)
-            data["emulated_over_lower_bound"] = _ratio(data["summary"])  # as run --json's
+            data["emulated_over_lower_bound"] = bound_ratio(data["summary"])  # as run --json's
             data["notes"] = [*data.get("notes", []), SPEC_TABLES_NOTE]
             data["assumptions"] = [*data["assumptions"], *ASSUMPTIONS]
         if rows is not None:

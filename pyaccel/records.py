@@ -21,6 +21,13 @@ def pyaccel_version() -> str:
     return __version__
 
 
+def bound_ratio(summary: dict) -> float | None:
+    """A summary's emulated / lower-bound step time; None where the bound is 0 s (a bound under
+    one cycle floors to 0, e.g. tiny models on a wafer)."""
+    bound = summary["lower_bound_step_time_s"]
+    return summary["step_time_s"] / bound if bound else None
+
+
 def _plain(record) -> dict:
     """A flat dataclass as a dict in field order (values as they are, not copied deep)."""
     return {f.name: getattr(record, f.name) for f in fields(record)}

@@ -10,7 +10,7 @@ from .hw.io import load_system
 from .model.config import load_model
 from .place.kinds import as_dict
 from .placing import place
-from .records import SCHEMA_VERSION, ErrorRecord, RunRecord, pyaccel_version
+from .records import SCHEMA_VERSION, ErrorRecord, RunRecord, bound_ratio, pyaccel_version
 from .workload import Workload, resolve_workload
 
 
@@ -128,10 +128,7 @@ def run_record(result: Run, report) -> RunRecord:
         ttft_s=ttft,
         bottleneck=report.bottleneck,
         busiest_resource=report.busiest_resource,
-        # a bound under one cycle floors to 0 (tiny models on a wafer): no ratio, as in Report
-        emulated_over_lower_bound=summary["step_time_s"] / summary["lower_bound_step_time_s"]
-        if summary["lower_bound_step_time_s"]
-        else None,
+        emulated_over_lower_bound=bound_ratio(summary),
         layout=as_dict(result.placement.layout),
         placement_reason=result.placement.reason,
         assumptions=assumptions,
