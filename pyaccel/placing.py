@@ -8,6 +8,9 @@ A placer offers either ``place_auto(graph, system)`` and ``place_units(graph, sy
 (one layout per unit count), or ``layouts_auto`` and ``layouts_units`` (every layout that fits,
 never empty) with ``label(placement)`` and ``with_reason(graph, system, placement, tried)``;
 each layout is timed by the step driver on the kind's engine (:func:`sim.driver.step_cycles`).
+A placer whose layouts come in families that differ only in their pipeline stage count also
+offers ``family(placement)`` and ``restaged(graph, system, placement, stages)``: the counts
+between a family's fewest and most stages are then searched too.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .place.placement import Placement
 from .place.slot import MAX_UNITS
 from .sim.driver import step_cycles
 from .sim.inputs import check_args, engine_module, run_graph
+from .sim.pipeline import micro_batch_sizes
 from .workload import Workload
 
 
@@ -58,12 +62,78 @@ def place(model, system: System, workload=None, graph=None) -> Placement:
 def fastest(graph, system: System, layouts: list[Placement], placer) -> Placement:
     """The layout of ``layouts`` (all on the same units) whose decode step at the workload's
     context takes the fewest cycles on the kind's engine (the first of equals), with the
-    placer's reason naming every layout tried and its cycles."""
+    placer's reason naming every layout tried and its cycles. Where the placer can restage a
+    layout (``family`` and ``restaged``), stage counts between a family's fewest and most are
+    searched too (:func:`_search_stages`)."""
     engine = engine_module(system.kind)
-    tried, best = [], None
-    for plc in layouts:
+    timed: list[tuple[str, int, Placement]] = []
+
+    def time(plc: Placement) -> int:
         cycles = step_cycles(engine, graph, system, plc, graph.context)
-        tried.append((placer.label(plc), cycles))
-        if best is None or cycles < best[0]:
-            best = (cycles, plc)
-    return placer.with_reason(graph, system, best[1], tried)
+        timed.append((placer.label(plc), cycles, plc))
+        return cycles
+
+    known = {id(plc): time(plc) for plc in layouts}
+    if hasattr(placer, "restaged"):
+        _search_stages(graph, system, layouts, placer, engine, time, known)
+        timed.sort(key=_family_order(layouts, placer))  # each family's counts in order
+    best = min(timed, key=lambda t: t[1])  # the first of equals
+    return placer.with_reason(graph, system, best[2], [(lab, c) for lab, c, _ in timed])
+
+
+def _family_order(layouts, placer):
+    """Sort key of a timed layout: its family's place among ``layouts``, then its stages."""
+    rank: dict = {}
+    for plc in layouts:
+        rank.setdefault(placer.family(plc), len(rank))
+    return lambda t: (rank[placer.family(t[2])], _pp(t[2]))
+
+
+def _search_stages(graph, system, layouts, placer, engine, time, known: dict) -> None:
+    """Time (with ``time``) the stage counts :func:`_stage_counts` visits between the fewest
+    and the most stages of each family of ``layouts`` (``known``: their cycles by id)."""
+    families: dict = {}
+    for plc in layouts:
+        families.setdefault(placer.family(plc), []).append(plc)
+    for members in families.values():
+        few, most = min(members, key=_pp), max(members, key=_pp)
+        # with one micro-batch a step is one pass through every stage: more stages only add
+        # hops, so the fewest is fastest and the counts between need no timing
+        if len(micro_batch_sizes(graph.workload.batch, engine.n_stages(most))) < 2:
+            continue
+        memo = {_pp(few): known[id(few)], _pp(most): known[id(most)]}
+        _stage_counts(lambda pp, few=few: time(placer.restaged(graph, system, few, pp)),
+                      _pp(few), _pp(most), memo)  # fmt: skip
+
+
+def _pp(plc: Placement) -> int:
+    return plc.layout.pp
+
+
+def _stage_counts(cycles, lo: int, hi: int, memo: dict[int, int]) -> dict[int, int]:
+    """``memo`` (stage count -> cycles, holding ``lo`` and ``hi``) grown with the counts a
+    golden-section search between ``lo`` and ``hi`` visits for the fewest ``cycles(pp)``, each
+    asked once: about 1.44 log2(hi - lo) + 2 counts. The step over stage counts falls while
+    more micro-batches overlap and smaller blocks shorten the busiest stage, then rises with
+    the extra hops, so it is searched as unimodal; ties keep the fewer stages (a plateau that
+    falls further on can hide a better count), and the last window of at most four counts is
+    timed whole."""
+
+    def f(pp: int) -> int:
+        if pp not in memo:
+            memo[pp] = cycles(pp)
+        return memo[pp]
+
+    inv_phi = (5**0.5 - 1) / 2
+    a, b = lo, hi
+    while b - a > 3:
+        c, d = b - round((b - a) * inv_phi), a + round((b - a) * inv_phi)
+        if c >= d:  # rounding met in the middle: two neighbours tell which side falls
+            c, d = (a + b) // 2, (a + b) // 2 + 1
+        if f(c) <= f(d):
+            b = d
+        else:
+            a = c
+    for pp in range(a, b + 1):
+        f(pp)
+    return memo

@@ -5,9 +5,10 @@ node across racks. Inside a chip, a layer's shard occupies a contiguous range of
 (recorded in the slot's region); the embedding table and the LM head are sharded by vocabulary
 rows over the stage's chips like any row-split weight.
 
-The placer offers layouts (every width that fits, with its fewest and its most stages) and the
-orchestration layer keeps the fastest (:mod:`pyaccel.placing`); ``--units auto`` is the fewest
-chips that hold the model, searched by speed on that count.
+The placer offers layouts (every width that fits, with its fewest and its most stages, and
+:func:`restaged` for the counts between) and the orchestration layer keeps the fastest
+(:mod:`pyaccel.placing`); ``--units auto`` is the fewest chips that hold the model, searched by
+speed on that count.
 
 Capacity is one level, ``sram`` (220 MiB per chip), holding weights, KV cache and activation
 buffers; there is no runtime reservation (no caches, no OS: the compiler owns every byte).
@@ -230,6 +231,21 @@ def layouts_on(graph, spec, units: int) -> list[Placement]:
             if most.layout.pp != few.layout.pp:
                 out.append(most)
     return out
+
+
+def family(plc: Placement) -> tuple:
+    """What a layout keeps when only its stage count changes (the speed search's key for
+    :func:`restaged`): its tensor-parallel width and expert layout."""
+    return (plc.layout.tp, plc.layout.ep)
+
+
+def restaged(graph, system, plc: Placement, stages: int) -> Placement:
+    """``plc``'s layout (its width and expert layout on its chips) over ``stages`` pipeline
+    stages; any count between the fewest and the most stages that fit also fits, since more
+    stages hold fewer layers each."""
+    lay = plc.layout
+    return build(graph, system.spec, lay.tp, plc.n_units, reason=plc.reason, stages=stages,
+                 ep=bool(lay.ep))  # fmt: skip
 
 
 def _expert_layouts(graph, spec, tp: int) -> tuple[bool, ...]:
