@@ -88,7 +88,7 @@ def _print_report(rep, head=None) -> None:
         t.add_row(res, fmt_seconds(sec), f"{rep.share(sec):.0%}")
     out.print(t)
     out.print(f"note: {OCCUPANCY_NOTE}", markup=False, highlight=False)
-    for note in rep.notes()[1:]:  # why a class's share can pass 100 %
+    for note in rep.notes()[1:]:  # why a share can pass 100 %; which pass the op kinds are
         out.print(f"note: {note}", markup=False, highlight=False)
     t = _new_table(title="by op kind")
     for col in ("op kind", "emulated", "lower bound", "ratio", "bound by"):

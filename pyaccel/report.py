@@ -5,6 +5,7 @@ make it faster (SPEC §5). Built from a :class:`~pyaccel.trace.Trace`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -58,6 +59,45 @@ def _union_cycles_by(trace, column: str, step: int) -> dict[str, int]:
     return {str(name): covered[g] for g, name in enumerate(names)}
 
 
+def pass_sequences(trace, step: int) -> int:
+    """How many sequences pass through ``step`` one after another, each with its own events
+    (tagged ``[uN]``: an ASIC's batch), or 1 where one pass carries them all."""
+    ev = trace.events
+    names = set(ev["op"][ev["step"] == step].tolist())
+    return len({n[n.rindex("[u") :] for n in names if _USER_TAG.search(n)}) or 1
+
+
+_USER_TAG = re.compile(r"\[u\d+\]$")
+
+
+def _op_cycles_by_kind(trace, step: int) -> dict[str, int]:
+    """Per event kind, the cycles of each graph op (its events and its parts' of every
+    sequence, tag ``[uN]`` set aside, over every unit) summed over the kind's ops: the batch's
+    work on the kind, as its ops' bounds add up. A union over the kind would merge different
+    sequences' work, as sequences are at different layers at once (order: as
+    :func:`_union_cycles_by`)."""
+    ev = trace.events
+    mask = ev["step"] == step
+    ob = trace.op_bounds
+    names = set(ob["op"][ob["step"] == step].tolist()) if ob else set()
+    ops = [_graph_op(_USER_TAG.sub("", n), names) for n in ev["op"][mask].tolist()]
+    kinds = ev["kind"][mask].tolist()
+    codes, pairs = _codes(list(zip(ops, kinds, strict=True)))
+    covered = grouped_union_cycles(codes, ev["start"][mask], ev["duration"][mask]).tolist()
+    out = dict.fromkeys(dict.fromkeys(kinds), 0)
+    for (_, kind), c in zip(pairs, covered, strict=True):
+        out[kind] += c
+    return {str(k): c for k, c in out.items()}
+
+
+def _graph_op(name: str, names: set[str]) -> str:
+    """The graph op of ``names`` an event of ``name`` (tag set aside) is part of: the name,
+    or the name less its last ``.PART`` (``L0.qkv_proj.latency``); else the name itself (a
+    span of no graph op: a chip-link hop)."""
+    head = name.rsplit(".", 1)[0]
+    return head if name not in names and head in names else name
+
+
 def _codes(values: list, as_str: bool = False) -> tuple[np.ndarray, list]:
     """Each value's code (0, 1, ... in order of first appearance) and the values by code;
     ``as_str``: values that read the same as text share a code, and names are text."""
@@ -106,7 +146,8 @@ _INT64_SAFE = 2**62  # shifted cycles stay below this (int64 with room to spare)
 
 @dataclass(frozen=True)
 class KindRow:
-    """One op kind in one step: its emulated time (union over units, s), its lower bound in
+    """One op kind in one step: its emulated time (union over units, s; summed over its ops
+    where sequences pass one after another), its lower bound in
     whole cycles (s), their ratio (``None`` where there is no bound: a fixed latency or a free
     op) and the resource that sets most of the bound (``fixed_latency`` when none does)."""
 
@@ -152,6 +193,7 @@ class Report:
     step_context: int = 0
     step_s: float = 0.0
     span_s: float = 0.0  # from the step's first event's start to its last event's end
+    pass_sequences: int = 1  # sequences passing one after another (by_kind: summed op times)
 
     @classmethod
     def from_trace(cls, trace, what_if: Sequence[WhatIfRow] | bool = True) -> Report:
@@ -196,6 +238,7 @@ class Report:
             step_context=int(trace.step_context[step]) if len(trace.step_context) else 0,
             step_s=step_s,
             span_s=_span_cycles(trace, step) / trace.clock_hz,
+            pass_sequences=pass_sequences(trace, step),
         )
 
     def to_json(self) -> str:
@@ -290,17 +333,23 @@ class Report:
                 f"{fmt_seconds(self.step_s)}")  # fmt: skip
 
     def notes(self) -> list[str]:
-        """What the shares mean: :data:`OCCUPANCY_NOTE`, and where the step's events span more
-        than the step, why one class's share can pass 100 % (without events,
+        """What the shares mean: :data:`OCCUPANCY_NOTE`, where the step's events span more
+        than the step, why one class's share can pass 100 %, and where sequences pass one after
+        another, what the op-kind table's time is (without events,
         :data:`NO_EVENTS_NOTE`)."""
         if not self.by_resource:
             return [OCCUPANCY_NOTE, NO_EVENTS_NOTE]
-        if self.span_s <= self.step_s:
-            return [OCCUPANCY_NOTE]
-        return [OCCUPANCY_NOTE, f"the step's events span {fmt_seconds(self.span_s)}, more than "
-                f"the step's {fmt_seconds(self.step_s)}: its sequences' tokens pass through one "
-                "after another and the last ones overlap the next step, so one class's share "
-                "can pass 100 %"]  # fmt: skip
+        notes = [OCCUPANCY_NOTE]
+        if self.span_s > self.step_s:
+            notes.append(f"the step's events span {fmt_seconds(self.span_s)}, more than the "
+                         f"step's {fmt_seconds(self.step_s)}: its sequences' tokens pass through "
+                         "one after another and the last ones overlap the next step, so one "
+                         "class's share can pass 100 %")  # fmt: skip
+        if self.pass_sequences > 1:
+            notes.append(f"the op-kind table's emulated time is each op's over all "
+                         f"{self.pass_sequences} sequences, summed over the kind's ops, as "
+                         "their lower bounds add up")  # fmt: skip
+        return notes
 
     def share(self, seconds: float) -> float:
         """``seconds`` as a share of the tables' step (0 for a step of no time)."""
@@ -364,8 +413,9 @@ def op_bound_seconds(seconds: float, clock_hz: float) -> float:
 
 
 def _by_kind(trace, step: int) -> list[KindRow]:
-    """Per op kind: emulated time in the step (union over units), its lower bound and the
-    resource that sets the bound.
+    """Per op kind: emulated time in the step (union over units; where the step's sequences
+    pass one after another, an ASIC's batch, each op's time over them all summed over the
+    kind's ops, :func:`_op_cycles_by_kind`), its lower bound and the resource that sets it.
 
     The bounds are the trace's ``op_bounds`` for the same step: each op bounded for the
     sequences one pass carries (a micro-batch when the batch is split over pipeline stages),
@@ -374,7 +424,10 @@ def _by_kind(trace, step: int) -> list[KindRow]:
     it books (:func:`_event_kinds`; a GPU residual's all-reduce books ``allreduce``), else
     under its name's last part."""
     clock = trace.clock_hz
-    emulated = _union_cycles_by(trace, "kind", step)
+    if pass_sequences(trace, step) > 1:
+        emulated = _op_cycles_by_kind(trace, step)
+    else:
+        emulated = _union_cycles_by(trace, "kind", step)
     bounds: dict[str, list] = {}
     ob = trace.op_bounds
     if ob:
