@@ -22,7 +22,7 @@ from .hw.spec import System
 from .place import placer_module
 from .place.placement import Placement
 from .place.slot import MAX_UNITS
-from .sim.driver import step_cycles
+from .sim.driver import stage_cycles_of, step_cycles
 from .sim.inputs import check_args, engine_module, run_graph
 from .sim.pipeline import micro_batch_sizes
 from .workload import Workload
@@ -67,11 +67,13 @@ def fastest(graph, system: System, layouts: list[Placement], placer) -> Placemen
     searched too (:func:`_search_stages`)."""
     engine = engine_module(system.kind)
     timed: list[tuple[str, int, Placement]] = []
+    by_slots: dict = {}  # a layout built again (another split that came out the same): once
 
     def time(plc: Placement) -> int:
-        cycles = step_cycles(engine, graph, system, plc, graph.context)
-        timed.append((placer.label(plc), cycles, plc))
-        return cycles
+        if plc.layers not in by_slots:
+            by_slots[plc.layers] = step_cycles(engine, graph, system, plc, graph.context)
+            timed.append((placer.label(plc), by_slots[plc.layers], plc))
+        return by_slots[plc.layers]
 
     known = {id(plc): time(plc) for plc in layouts}
     if hasattr(placer, "restaged"):
@@ -104,6 +106,37 @@ def _search_stages(graph, system, layouts, placer, engine, time, known: dict) ->
         memo = {_pp(few): known[id(few)], _pp(most): known[id(most)]}
         _stage_counts(lambda pp, few=few: time(placer.restaged(graph, system, few, pp)),
                       _pp(few), _pp(most), memo)  # fmt: skip
+        costs = _key_cycles(graph, system, placer, engine, few)
+        if costs is not None:
+            _stage_counts(_by_costs(graph, system, placer, few, costs, time),
+                          _pp(few), _pp(most), {})  # fmt: skip
+
+
+def _key_cycles(graph, system, placer, engine, plc) -> tuple[int, ...] | None:
+    """Each layer key's cycles on a stage of its own of ``plc``'s family (the placer's
+    ``keywise`` layout, timed by the step driver at the workload's context), or None where the
+    placer or engine has no such layout or times."""
+    keywise = getattr(placer, "keywise", None)
+    if keywise is None:
+        return None
+    one = keywise(graph, system, plc)
+    wide = replace(system, units=one.n_units)  # as many units as one key a stage takes
+    costs = stage_cycles_of(engine, graph, wide, one, graph.context)
+    return None if costs is None else tuple(costs)
+
+
+def _by_costs(graph, system, placer, plc, costs: tuple, time):
+    """``cycles(pp)`` of ``plc``'s family over ``pp`` stages balanced by ``costs`` (timed with
+    ``time``); a split that leaves a chip short is never the fastest."""
+
+    def cycles(pp: int) -> int:
+        out = placer.restaged(graph, system, plc, pp, costs)
+        return _NEVER if out is None else time(out)
+
+    return cycles
+
+
+_NEVER = 2**62  # the cycles of a layout that cannot run: slower than any that can
 
 
 def _pp(plc: Placement) -> int:
@@ -111,7 +144,7 @@ def _pp(plc: Placement) -> int:
 
 
 def _stage_counts(cycles, lo: int, hi: int, memo: dict[int, int]) -> dict[int, int]:
-    """``memo`` (stage count -> cycles, holding ``lo`` and ``hi``) grown with the counts a
+    """``memo`` (stage count -> cycles, holding ``lo`` and ``hi`` or empty) grown with the counts a
     golden-section search between ``lo`` and ``hi`` visits for the fewest ``cycles(pp)``, each
     asked once: about 1.44 log2(hi - lo) + 2 counts. The step over stage counts falls while
     more micro-batches overlap and smaller blocks shorten the busiest stage, then rises with
@@ -134,6 +167,6 @@ def _stage_counts(cycles, lo: int, hi: int, memo: dict[int, int]) -> dict[int, i
             b = d
         else:
             a = c
-    for pp in range(a, b + 1):
+    for pp in sorted({lo, hi, *range(a, b + 1)}):
         f(pp)
     return memo

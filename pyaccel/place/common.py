@@ -1,8 +1,11 @@
-"""Helpers shared by the placers: even integer splits and contiguous layer partitions."""
+"""Helpers shared by the placers: even integer splits and contiguous layer partitions (by bytes,
+or by cost under a byte limit)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 
 def split_even(total: int, parts: int) -> list[int]:
@@ -48,6 +51,43 @@ def _assign(weights: Sequence[int], cap: int, parts: int) -> list[int]:
         out.append(stage)
         acc += w
     return out
+
+
+def capped_partition(costs: Sequence[int], unit_bytes: np.ndarray, room: int,
+                     parts: int) -> list[int] | None:  # fmt: skip
+    """Stage index of each item: ``parts`` contiguous blocks (each non-empty when there are
+    enough items) with the smallest possible largest block cost, where a block's bytes on each
+    unit (``unit_bytes``: items x units, summed over the block's items) stay within ``room``;
+    None when no such split exists. Splitting a block keeps it within both limits, so the
+    fewest blocks under a cost cap is a greedy fill, and the cap is bisected as in
+    :func:`contiguous_partition`."""
+    costs = [int(c) for c in costs]
+    rows = np.asarray(unit_bytes, dtype=np.int64)
+    if not costs or (rows > room).any():
+        return None
+    parts = min(max(1, parts), len(costs))
+
+    def fill(cap: int, at_least: int) -> list[int]:
+        """Each item's block, filling under ``cap`` and ``room``, opening a block early when
+        the items left would otherwise leave one of ``at_least`` blocks empty."""
+        out, block, acc, used, n = [], 0, 0, np.zeros(rows.shape[1], np.int64), len(costs)
+        for i, (c, b) in enumerate(zip(costs, rows, strict=True)):
+            if out and (acc + c > cap or (used + b > room).any() or n - i < at_least - block):
+                block, acc, used = block + 1, 0, np.zeros_like(used)
+            out.append(block)
+            acc, used = acc + c, used + b
+        return out
+
+    lo, hi = max(costs), sum(costs)
+    if fill(hi, 1)[-1] + 1 > parts:  # the bytes alone need more blocks
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fill(mid, 1)[-1] + 1 <= parts:
+            hi = mid
+        else:
+            lo = mid + 1
+    return fill(lo, parts)
 
 
 def largest_fitting(fits: Callable[[int], bool], high: int) -> int:

@@ -24,9 +24,16 @@ import numpy as np
 from ..errors import CapacityError, PlacementError
 from ..model.graph import ACT_BYTES
 from ..units import fmt_bytes
-from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
+from .common import (
+    capped_partition,
+    contiguous_partition,
+    parts_text,
+    resident_parts,
+    shrink_hint,
+    split_even,
+)
 from .experts import held, spread
-from .kinds.lpu import LpuLayout, LpuRegion, unit_capacity
+from .kinds.lpu import TIME_SPLIT, LpuLayout, LpuRegion, unit_capacity
 from .placement import LayerSlot, Placement
 
 
@@ -104,12 +111,19 @@ def _shards(graph, layer, chips: list[int], experts: tuple = ()) -> tuple[list, 
     return w, kv
 
 
-def _stage_of(graph, spec, tp: int, units: int, stages: int | None) -> list[int]:
+def _stage_of(graph, spec, tp: int, units: int, stages: int | None,
+              costs: tuple[int, ...] | None = None) -> list[int]:  # fmt: skip
     """Each layer key's stage: contiguous blocks balanced by resident bytes over ``stages``
-    stages of ``tp`` chips (by default as many as ``units`` chips hold, at most one a key)."""
+    stages of ``tp`` chips (by default as many as ``units`` chips hold, at most one a key); with
+    ``costs`` (each key's cycles on a stage of its own, :func:`keywise`), balanced by those
+    within each chip's SRAM (by bytes where no split by cost holds them)."""
     keys = graph.layer_keys
     top = max(1, min(units // tp, len(keys)))
     n_stages = top if stages is None else max(1, min(stages, top))
+    if costs is not None:
+        split = _time_split(graph, spec, tp, n_stages, costs)
+        if split is not None:
+            return split
     # the same for every chip and stage count tried (buffers: the preset's copies)
     key = ("lpu_stage_sizes", tp, int(spec.params.activation_buffers))
     sizes = graph.placer_memo.get(key)
@@ -121,6 +135,17 @@ def _stage_of(graph, spec, tp: int, units: int, stages: int | None) -> list[int]
     if n_stages not in split:
         split[n_stages] = contiguous_partition(sizes, n_stages)
     return list(split[n_stages])
+
+
+def _time_split(graph, spec, tp: int, n_stages: int, costs: tuple) -> list[int] | None:
+    """:func:`_stage_of` by ``costs``, kept per graph (a search asks again for a count)."""
+    memo = graph.placer_memo.setdefault(("lpu_time_split", tp, costs), {})
+    if n_stages not in memo:
+        cap, _, reserved = unit_capacity(spec)
+        room = cap["sram"] - reserved["sram"]
+        memo[n_stages] = capped_partition(costs, _chip_bytes(graph, spec, tp), room, n_stages)
+    hit = memo[n_stages]
+    return None if hit is None else list(hit)
 
 
 def fits(graph, spec, tp: int, units: int, stages: int | None = None, ep: bool = False) -> bool:
@@ -169,12 +194,13 @@ def _memo_shards(graph, layer, chips: list[int]) -> tuple[list, list]:
 
 
 def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None = None,
-          ep: bool = False):  # fmt: skip
+          ep: bool = False, costs: tuple[int, ...] | None = None):  # fmt: skip
     """Layers over ``stages`` stages of ``tp`` chips (by default as many as ``units`` chips
     hold, at most one stage per layer key; any chips left over stay idle); ``ep``: routed
-    experts whole on the stage's chips (expert parallel)."""
+    experts whole on the stage's chips (expert parallel); ``costs``: stages balanced by each
+    key's cycles (:func:`_stage_of`) instead of its bytes."""
     keys = graph.layer_keys
-    stage_of = _stage_of(graph, spec, tp, units, stages)
+    stage_of = _stage_of(graph, spec, tp, units, stages, costs)
     slots, used = [], {}
     for k, s in zip(keys, stage_of, strict=True):
         chips = list(range(s * tp, s * tp + tp))
@@ -194,6 +220,7 @@ def build(graph, spec, tp: int, units: int, reason: str = "", stages: int | None
             pp=max(stage_of) + 1,
             idle_chips=units - (max(stage_of) + 1) * tp,
             ep=tp if ep else None,
+            split=None if costs is None else TIME_SPLIT,
         ),  # fmt: skip
         workload=graph.workload,
         reason=reason,
@@ -239,13 +266,25 @@ def family(plc: Placement) -> tuple:
     return (plc.layout.tp, plc.layout.ep)
 
 
-def restaged(graph, system, plc: Placement, stages: int) -> Placement:
+def restaged(graph, system, plc: Placement, stages: int,
+             costs: tuple[int, ...] | None = None) -> Placement | None:  # fmt: skip
     """``plc``'s layout (its width and expert layout on its chips) over ``stages`` pipeline
-    stages; any count between the fewest and the most stages that fit also fits, since more
-    stages hold fewer layers each."""
+    stages (by resident bytes, any count between the fewest and the most stages that fit also
+    fits, since more stages hold fewer layers each); ``costs``: each layer key's cycles on a
+    stage of its own (:func:`keywise`), to balance the stages by instead (None when that split
+    leaves a chip short)."""
     lay = plc.layout
-    return build(graph, system.spec, lay.tp, plc.n_units, reason=plc.reason, stages=stages,
-                 ep=bool(lay.ep))  # fmt: skip
+    out = build(graph, system.spec, lay.tp, plc.n_units, reason=plc.reason, stages=stages,
+                ep=bool(lay.ep), costs=costs)  # fmt: skip
+    return None if costs is not None and out.shortfalls() else out
+
+
+def keywise(graph, system, plc: Placement) -> Placement:
+    """``plc``'s width and expert layout with every layer key on a stage of its own, on as
+    many chips as that takes (more than the system may have): a layout only for timing each
+    key's work on such a stage, the ``costs`` of :func:`restaged`."""
+    lay, n = plc.layout, len(graph.layer_keys)
+    return build(graph, system.spec, lay.tp, lay.tp * n, stages=n, ep=bool(lay.ep))
 
 
 def _expert_layouts(graph, spec, tp: int) -> tuple[bool, ...]:
@@ -301,7 +340,8 @@ def fewest(graph, spec) -> Placement | None:
 def label(plc: Placement) -> str:
     """A layout's short name for the placement reason."""
     lay = plc.layout
-    return f"TP {lay.tp} x {lay.pp}" + (" (EP)" if lay.ep else "")
+    return (f"TP {lay.tp} x {lay.pp}" + (" (EP)" if lay.ep else "")
+            + (" by time" if lay.split == TIME_SPLIT else ""))  # fmt: skip
 
 
 def layouts_auto(graph, system) -> list[Placement]:
@@ -367,7 +407,8 @@ def with_reason(graph, system, plc: Placement, tried) -> Placement:
         + ("; the fewest chips that hold it" if plc.reason == FEWEST else "")
         + f"; on {units} chips each pipeline stage "
         f"is a tensor-parallel group of whole nodes of one rack or part of a node, holding "
-        f"whole layers (plus activation buffers and norms copied to every chip); layouts that "
+        f"whole layers (plus activation buffers and norms copied to every chip), balanced by "
+        f"their bytes or ('by time') by each one's cycles on a stage of its own; layouts that "
         f"fit, one step each: {opts}; kept {label(plc)} = {pp * t} chips{idle}"
     )
     return replace(plc, reason=why)

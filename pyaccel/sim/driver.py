@@ -308,6 +308,16 @@ def step_cycles(engine, graph, system, placement, context: int) -> int:
     return MicroBatchPasses(engine, graph, system, placement).step(context)[0]
 
 
+def stage_cycles_of(engine, graph, system, placement, context: int) -> list[int] | None:
+    """Each pipeline stage's own cycles (its work, without the hop after it) in the first
+    micro-batch's pass of a step at ``context``; None for an engine that runs sequences one
+    after another (a speed search balances stages with it)."""
+    if engine.PIPELINE == SEQUENCES:
+        return None
+    timing = MicroBatchPasses(engine, graph, system, placement).pass_timing(context)
+    return [int(c) for c in timing.stage_cycles]
+
+
 def _micro_batch_steps(engine, graph, system, placement, kept, progress) -> Stepped:
     work = graph.workload
     passes = MicroBatchPasses(engine, graph, system, placement)

@@ -29,16 +29,22 @@ class LpuRegion(Record):
     mem_slices: tuple[int, int] | None = jfield(ints(2), "[first, last] MEM slice")
 
 
+TIME_SPLIT = "time"
+"""``LpuLayout.split`` of stages balanced by each layer key's cycles, not its bytes."""
+
+
 @dataclass(frozen=True)
 class LpuLayout(Record):
     """An LPU placement's ``tp`` chips per stage (inside one node) x ``pp`` stages, and the
     ``idle_chips`` left over; ``ep``: the routed experts are whole on the stage's ``tp`` chips
-    (expert parallel) instead of split over them."""
+    (expert parallel) instead of split over them; ``split``: ``"time"`` where the stages
+    balance each layer's cycles on a stage of its own (absent: its resident bytes)."""
 
     tp: int | None = jfield(is_int, "a chip count (integer)")
     pp: int | None = jfield(is_int, "a stage count (integer)")
     idle_chips: int | None = jfield(is_int, "a chip count (integer)")
     ep: int | None = jfield(is_int, "a chip count (integer)")
+    split: str | None = jfield(lambda v: v == TIME_SPLIT, f"{TIME_SPLIT!r} or absent")
 
 
 REGION, LAYOUT = LpuRegion, LpuLayout
