@@ -249,7 +249,11 @@ class BoundRates:
 
     ``compute_splits``: whether an op's compute work divides over its units (False on an
     ASIC: a GEMV split over dies by output channels keeps each lane's row reads, so its pass
-    does not shorten)."""
+    does not shorten).
+
+    ``reduce_units(slot)``: how many of a slot's units sum a reducing op's partial outputs
+    (by default all of them): fewer where some of them each run the whole op instead (a GPU
+    layer's data-parallel ranks)."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -270,6 +274,7 @@ class BoundRates:
     pass_kind: str = "crossing"
     pass_resource: str = "fixed_latency"
     compute_splits: bool = True
+    reduce_units: Callable[[Any], int] | None = None
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
@@ -295,6 +300,10 @@ class BoundRates:
         """:attr:`own_work_s` of ``op`` where ``slot`` places it (s; 0 where the engine names
         none)."""
         return 0.0 if self.own_work_s is None else float(self.own_work_s(op, slot))
+
+    def reduced_over(self, slot) -> int:
+        """:attr:`reduce_units` of ``slot`` (all its units where the engine names none)."""
+        return len(slot.units) if self.reduce_units is None else int(self.reduce_units(slot))
 
     def place_key(self, slot):
         """What of ``slot`` (a layer's :class:`~pyaccel.place.slot.LayerSlot`) an op's floor

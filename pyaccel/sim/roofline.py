@@ -126,11 +126,12 @@ def placed_seconds(weight_bytes, kv_bytes, n_units: int, placed: tuple):
 
 def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = (),
              tokens: int | None = None, placed: tuple = (None, None),
-             own_s: float = 0.0) -> OpBound:  # fmt: skip
+             own_s: float = 0.0, reduce_units: int | None = None) -> OpBound:  # fmt: skip
     """Bound of ``op`` spread perfectly over ``n_units``: memory, compute and, for ops whose
-    output must be reduced across units (``op.reduces``), the share each unit must receive
-    over its link (a row-split matmul's output; the routed experts' combined ``hidden``-wide
-    output of the step's ``tokens``, default ``op.m``); and
+    output must be reduced across units (``op.reduces``; over ``reduce_units`` of them,
+    default all, :meth:`~pyaccel.sim.contract.BoundRates.reduced_over`), the share each unit
+    must receive over its link (a row-split matmul's output; the routed experts' combined
+    ``hidden``-wide output of the step's ``tokens``, default ``op.m``); and
     the least latency it waits on where it is placed (``floor``: ``(class, s)`` pairs, the
     engine's :meth:`~pyaccel.sim.contract.BoundRates.latency_floor`), added to its largest
     work term when the engine's floor is serial with the work, else the larger of the two.
@@ -149,10 +150,11 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     if compute:
         split = n_units if rates.compute_splits else 1
         times[rates.compute_resource] = op.flops / (split * compute)
-    if n_units > 1 and op.reduces:
+    summed = n_units if reduce_units is None else reduce_units
+    if summed > 1 and op.reduces:
         experts = op.split == "experts"
         out = ACT_BYTES * ((tokens or op.m) * hidden if experts else op.m * op.n)
-        times[rates.link_resource] = (n_units - 1) / n_units * out / rates.link_bytes_per_s
+        times[rates.link_resource] = (summed - 1) / summed * out / rates.link_bytes_per_s
     resource = max(times, key=times.get)
     work_s = times[resource]
     placed_s = placed_seconds(op.weight_bytes, op.kv_read_bytes + op.kv_write_bytes, n_units,
@@ -255,14 +257,15 @@ class StepBounds:
         reads only :meth:`BoundRates.place_key` of its slot."""
         slot = self.slots[op.layer]
         placed = self.placed[op.layer]
-        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor, placed)
+        summed = self.rates.reduced_over(slot)
+        key = (shape_of(op), len(slot.units), self.rates.place_key(slot), floor, placed, summed)
         hit = self._memo.get(key)
         if hit is None:
             if floor is None:
                 floor = self.rates.latency_floor(op, slot)
             hit = self._memo[key] = op_bound(op, len(slot.units), self.rates, self.graph.hidden,
                                              floor, self.graph.workload.batch, placed,
-                                             self.rates.own_seconds(op, slot))  # fmt: skip
+                                             self.rates.own_seconds(op, slot), summed)  # fmt: skip
         return OpBound(op.name, op.layer, hit.n_units, hit.resource, hit.seconds,
                        dict(hit.times), hit.floor)  # fmt: skip
 
