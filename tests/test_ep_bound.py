@@ -1,10 +1,18 @@
-"""Lower bounds under expert parallelism (SPEC §5, §9): a GPU stage's data-parallel ranks sum
-no partial outputs."""
+"""Lower bounds under expert parallelism (SPEC §5, §9): a GPU stage's dispatch and combine are
+bounds of their own (an :class:`~pyaccel.sim.contract.Exchange`: its messages' latency, then
+the fewest bytes any routing leaves its busiest unit to move at the link's peak rate), and its
+data-parallel ranks sum no partial outputs; emulated >= bound for every op and the step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 import pyaccel as pa
+from pyaccel.emulation import engine_module
 from pyaccel.report import Report
+from pyaccel.sim.experts import fewest_owners
 from pyaccel.sim.roofline import StepBounds
 
 
@@ -23,6 +31,57 @@ def _bounds(cfg, system, plc, work):
                       system, plc)  # fmt: skip
 
 
+def _without_exchanges(monkeypatch, kind):
+    """The kind's bound rates with no exchanges (to see what they add)."""
+    module = engine_module(kind)
+    rates = module.rates
+    monkeypatch.setattr(
+        module, "rates", lambda spec, work: replace(rates(spec, work), exchanges=None)
+    )
+
+
+def test_fewest_owners_by_hand():
+    assert fewest_owners(2, tuple(range(8))) == 2  # mixtral on 8 GPUs: one expert each
+    assert fewest_owners(2, (0, 0, 1, 1, 2, 2, 3, 3)) == 1  # two a GPU: both may be home's
+    assert fewest_owners(3, (0, 0, 1, 2)) == 2  # at most two on one unit: ceil(3 / 2)
+    assert fewest_owners(8, (0,) * 64 + (1,) * 64) == 1  # qwen3-like: 8 of 64 a unit
+    assert fewest_owners(2, ()) == 0
+
+
+# --- golden cases, by hand from the presets ------------------------------------------------------
+
+
+def test_gpu_dispatch_and_combine_bound_by_hand(monkeypatch):
+    # tiny-mixtral, batch 16 on 4 H100s, EP 4: one expert a GPU, so a row's 2 experts sit on
+    # 2 GPUs, at most one its home: >= 1 copy of its 64 x 2 = 128 B hidden vector. The home
+    # of the most sequences holds ceil(16 / 4) = 4: 4 x 128 = 512 B at NVLink's 450e9 B/s =
+    # 1.1378e-9 s, after a launch (1.3e-6 s) and NVLink's latency (5.9e-6 s, sync):
+    # 7.2011378e-6 s each, x 1.98e9 = 14,258.25 -> 14,259 cycles a dispatch or combine.
+    cfg, system, plc, work = _gpu("tiny-mixtral", 16)
+    assert plc.layout.ep == 4 and plc.layout.pp == 1
+    bounds = _bounds(cfg, system, plc, work)
+    one = 7.2e-6 + 512 / 450e9
+    names = [b.op for b in bounds.exchange_ops]
+    assert names == [f"L{i}.{k}" for i in range(4) for k in ("dispatch", "combine")]
+    for b in bounds.exchange_ops:
+        assert b.seconds == pytest.approx(one, rel=1e-12) and b.resource == "sync"
+        assert b.times == {"nvlink": pytest.approx(512 / 450e9, rel=1e-12)}
+    # on the chain, one sequence (batch 1): 8 exchanges of 7.2e-6 + 128 / 450e9 s; nothing
+    # in the GPUs' NVLink totals (no other op of an EP stage has any either)
+    _without_exchanges(monkeypatch, "gpu")
+    bare = _bounds(cfg, system, plc, work)
+    assert bounds.fixed_totals == bare.fixed_totals
+    assert not any(res == "nvlink" for _, res in bounds.fixed_totals)
+    assert bounds.one_fixed - bare.one_fixed == pytest.approx(8 * (7.2e-6 + 128 / 450e9))
+    # the report's rows: 4 layers x 14,259 cycles each
+    monkeypatch.undo()
+    rep = Report.from_trace(pa.emulate(cfg, system, plc, work), what_if=False)
+    rows = {r.kind: r for r in rep.by_kind}
+    for kind in ("dispatch", "combine"):
+        assert rows[kind].bound_s == 4 * 14_259 / 1.98e9
+        assert rows[kind].emulated_s >= rows[kind].bound_s
+
+
 def test_gpu_no_partial_sums_cross_data_parallel_ranks():
     # under EP a stage's GPUs run their own sequences' o_proj and experts whole: no
     # all-reduce, so no NVLink term in those ops' bounds. One of (4 - 1) / 4 x 64 x 64 x 2 B
@@ -34,3 +93,35 @@ def test_gpu_no_partial_sums_cross_data_parallel_ranks():
     rows = {r.kind: r for r in Report.from_trace(pa.emulate(cfg, system, plc, work),
                                                  what_if=False).by_kind}  # fmt: skip
     assert rows["o_proj"].ratio >= 1.0 and rows["experts_down_proj"].ratio >= 1.0
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+MODELS = ("tiny-mixtral", "tiny-deepseek-v3", "mixtral-8x7b")
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("batch", (1, 16, 64))
+def test_gpu_emulated_at_or_above_the_bound_for_every_op_and_the_step(model, batch):
+    cfg, system, plc, work = _gpu(model, batch, units=8)
+    tr = pa.emulate(cfg, system, plc, work)
+    assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+    rows = {r.kind: r for r in Report.from_trace(tr, what_if=False).by_kind}
+    assert rows["dispatch"].ratio is not None and rows["combine"].ratio is not None
+    for r in rows.values():
+        assert r.ratio is None or r.ratio >= 1.0, r
+
+
+def test_a_skewed_router_moves_more_and_the_bound_stays():
+    # rows crowding onto a few experts (zipf:2) make the busiest GPU receive more than under
+    # uniform routing (mixtral, 64 rows on 8 GPUs: dispatch x1.04 -> x1.13 its bound); the
+    # bound, the fewest copies any routing sends, is the same for both
+    cfg, system, plc, work = _gpu("mixtral-8x7b", 64, units=8)
+    rows = {}
+    for router in ("uniform", "zipf:2"):
+        tr = pa.emulate(cfg, system, plc, replace(work, router=router))
+        assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+        rows[router] = {r.kind: r for r in Report.from_trace(tr, what_if=False).by_kind}
+    for kind in ("dispatch", "combine"):
+        even, skew = rows["uniform"][kind], rows["zipf:2"][kind]
+        assert skew.bound_s == even.bound_s and skew.emulated_s > even.emulated_s > even.bound_s

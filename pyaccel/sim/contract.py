@@ -206,6 +206,25 @@ def unique_rows(rows) -> tuple[Any, Any]:
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """A collective an engine runs between a layer's graph ops, held by none of them (an
+    expert-parallel dispatch or combine), as the lower bound takes it: ``name`` as the engine
+    names its events, on ``units``; ``floor`` the ``(class, s)`` latencies its messages wait
+    on before their last byte arrives (serial with the bytes); ``busiest_s`` the link time
+    (s, at the link's peak rate) of the unit that must move the most in one pass of the
+    graph's batch, ``each_s`` the link time every one of ``units`` surely spends receiving
+    over the step (its passes together; 0 where none is sure), which a unit's link total
+    counts as it counts the receives of the ops' reductions."""
+
+    name: str
+    layer: Any
+    units: tuple[int, ...]
+    floor: tuple[tuple[str, float], ...]
+    busiest_s: float
+    each_s: float
+
+
+@dataclass(frozen=True)
 class BoundRates:
     """Peak rates an engine's lower bound uses: memory (bytes/s), each op's compute (a function
     of the op, ops/s, 0 for none) and the link that carries reductions between units (bytes/s),
@@ -253,7 +272,12 @@ class BoundRates:
 
     ``reduce_units(slot)``: how many of a slot's units sum a reducing op's partial outputs
     (by default all of them): fewer where some of them each run the whole op instead (a GPU
-    layer's data-parallel ranks)."""
+    layer's data-parallel ranks).
+
+    ``exchanges(graph, placement)``: the collectives the engine runs between a layer's graph
+    ops that no graph op holds (:class:`Exchange`: an expert-parallel dispatch or combine),
+    for ``graph``'s batch; each bounds itself and the dependent chain, and adds to its units'
+    link totals."""
 
     mem_bytes_per_s: float
     mem_resource: str
@@ -275,6 +299,7 @@ class BoundRates:
     pass_resource: str = "fixed_latency"
     compute_splits: bool = True
     reduce_units: Callable[[Any], int] | None = None
+    exchanges: Callable[[Any, Any], tuple[Exchange, ...]] | None = None
 
     def latency_floor(self, op, slot) -> tuple[tuple[str, float], ...]:
         """The least time ``op`` waits on fixed latencies where ``slot`` (its layer's
@@ -304,6 +329,10 @@ class BoundRates:
     def reduced_over(self, slot) -> int:
         """:attr:`reduce_units` of ``slot`` (all its units where the engine names none)."""
         return len(slot.units) if self.reduce_units is None else int(self.reduce_units(slot))
+
+    def exchanges_of(self, graph, placement) -> tuple[Exchange, ...]:
+        """:attr:`exchanges` of ``graph`` on ``placement`` (none where the engine names none)."""
+        return () if self.exchanges is None else tuple(self.exchanges(graph, placement))
 
     def place_key(self, slot):
         """What of ``slot`` (a layer's :class:`~pyaccel.place.slot.LayerSlot`) an op's floor

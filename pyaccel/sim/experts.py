@@ -10,6 +10,7 @@ same way (so a unit's sends in one are its receives in the other).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +90,14 @@ def busiest_link_rows_over(load: ExpertLoad) -> np.ndarray:
     """:meth:`ExpertLoad.busiest_link_rows` of each step of a :func:`expert_loads_over` load
     (int64 ``[steps]``)."""
     return np.maximum(load.sent.max(axis=1, initial=0), load.received.max(axis=1, initial=0))
+
+
+def fewest_owners(top_k: int, expert_units) -> int:
+    """The fewest units that hold a token row's experts, whatever it picks: its ``top_k``
+    distinct experts, living where ``expert_units`` (the unit of each expert) says, span at
+    least ``ceil(top_k / h)`` units, ``h`` the most experts one unit holds (0 without any)."""
+    most = max(Counter(expert_units).values(), default=0)
+    return -(-top_k // most) if most else 0
 
 
 def homes(sequences: list[int], step_tokens: int) -> np.ndarray:

@@ -16,7 +16,11 @@ region of PEs), the op's bytes over that part bound the op, while the unit's tot
 work keeps the pooled rate (its layers' parts serve other sequences at the same time). Waits
 between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages, an LPU's
 hops between pipeline stages, the hand-offs between wafers, a GPU's stage sends) add to the
-chain.
+chain. Collectives an engine runs between a layer's ops that no graph op holds
+(``BoundRates.exchanges``: a GPU's expert-parallel dispatch and combine) are bounds of their
+own, by the fewest bytes any routing leaves their busiest unit to move
+(:func:`exchange_bound`): on the chain, in the report, and, the bytes every unit must
+receive, in its link's total.
 """
 
 from __future__ import annotations
@@ -169,6 +173,19 @@ def op_bound(op, n_units: int, rates: BoundRates, hidden: int, floor: tuple = ()
     return OpBound(op.name, op.layer, n_units, resource, seconds, times, floor)
 
 
+def exchange_bound(ex, rates: BoundRates) -> OpBound:
+    """Bound of an :class:`~pyaccel.sim.contract.Exchange`: its busiest unit's bytes at the
+    link's peak rate after its latency floor (a link's last byte arrives its latency after it
+    leaves, so the two add up, whatever the engine's ``latency_serial``); named by the floor's
+    largest part where the floor is the larger."""
+    latency_s = sum(t for _, t in ex.floor)
+    resource = rates.link_resource
+    if latency_s > ex.busiest_s:
+        resource = max(ex.floor, key=lambda part: part[1])[0]
+    return OpBound(ex.name, ex.layer, len(ex.units), resource, ex.busiest_s + latency_s,
+                   {rates.link_resource: ex.busiest_s}, ex.floor)  # fmt: skip
+
+
 def _add_times(acc: dict, units, times: dict, count: int = 1) -> None:
     """Add ``times`` (an op's work terms; its latency floor is a term of the dependent chain
     only, not a throughput a unit's total can be held to) to each unit's totals."""
@@ -232,11 +249,18 @@ class StepBounds:
         self.one = graph.with_workload(replace(graph.workload, batch=1), graph.context)
         full = [(op, self._bound(op)) for op in graph.ops if op.kind != "attention"]
         self.fixed_ops = [b for _, b in full]
+        exchanges = self.rates.exchanges_of(graph, placement)
+        self.exchange_ops = [exchange_bound(ex, self.rates) for ex in exchanges]
+        link = self.rates.link_resource  # what every unit of an exchange surely receives
         self.fixed_totals = _fixed_totals([(self.unit_sets[op.layer], b.times)
-                                           for op, b in full])  # fmt: skip
+                                           for op, b in full]
+                                          + [(ex.units, {link: ex.each_s})
+                                             for ex in exchanges if ex.each_s])  # fmt: skip
         self.one_fixed = sum(
             self._bound(op).seconds for op in self.one.ops if op.kind != "attention"
         )
+        self.one_fixed += sum(exchange_bound(ex, self.rates).seconds
+                              for ex in self.rates.exchanges_of(self.one, placement))  # fmt: skip
         self.pass_s = 0.0  # waits between ops (die or stage hops), one sequence's
         if self.rates.pass_floor_s is not None:
             self.pass_s = self.rates.pass_floor_s(self.one, placement)
@@ -283,7 +307,8 @@ class StepBounds:
                 attn_ops += [replace(full, op=f"L{i}.attention", layer=i) for i in layers]
         by_res = _max_by_resource(totals)
         chain, by_res = self._with_host(chain, by_res)
-        ops = tuple(self.fixed_ops + attn_ops + self._pass_ops()) if with_ops else ()
+        ops = (tuple(self.fixed_ops + self.exchange_ops + attn_ops + self._pass_ops())
+               if with_ops else ())  # fmt: skip
         return Roofline(ops, chain, by_res, max([chain, *by_res.values()]))
 
     def _pass_ops(self) -> list[OpBound]:

@@ -177,7 +177,7 @@ def rates(spec, work) -> BoundRates:
     """Peak rates the lower bound uses: HBM at its datasheet rate, each op's arithmetic at its
     format's dense tensor-core peak (vector ops: memory only), NVLink per direction; the host's
     per-step work (gpu.step_host); partial sums reduced over a layer's tensor-parallel ranks
-    only."""
+    only, and the expert-parallel all-to-alls (:func:`.expert_parallel.exchanges`)."""
     p = spec.params
     weights = tensor_core_rate(p, work.weights_format.compute)
     experts = tensor_core_rate(p, work.expert_weights_format.compute)
@@ -192,13 +192,14 @@ def rates(spec, work) -> BoundRates:
                       p.nvlink_bytes_per_s, "nvlink", _launch_floor(p), latency_serial=True,
                       host_step_s=p.step_host_s, host_serial=p.host_overlap == "serial",
                       pass_floor_s=partial(_stage_sends, p), pass_kind="send",
-                      pass_resource="sync", reduce_units=_tp_width)  # fmt: skip
+                      pass_resource="sync", reduce_units=_tp_width,
+                      exchanges=partial(ep.exchanges, p))  # fmt: skip
 
 
 def _tp_width(slot) -> int:
     """``reduce_units``: the tensor-parallel ranks of a layer's stage, which sum a row-split
     op's partial outputs (an expert-parallel stage's ranks each run their own sequences' ops
-    whole, and their experts' outputs return to them in the combine all-to-all)."""
+    whole, and their experts' outputs return in the combine, an exchange of its own)."""
     ranks = slot.region.tp_ranks if slot.region is not None else None
     return len(ranks) if ranks else len(slot.units)
 

@@ -19,7 +19,9 @@ import numpy as np
 
 from ...model.ops import ACT_BYTES, shape_of
 from ...place.common import split_even
-from ..experts import busiest_link_rows_over, expert_load, expert_loads_over, homes
+from ..contract import Exchange
+from ..experts import busiest_link_rows_over, expert_load, expert_loads_over, fewest_owners, homes
+from .cost import launch_s
 
 DISPATCH, COMBINE = "dispatch", "combine"
 A2A_KINDS = (DISPATCH, COMBINE)
@@ -125,3 +127,37 @@ def _on_gpu(op, pairs: int, experts: int, n_experts: int):
     flops, act = (getattr(op, f) // max(1, op.m) * pairs for f in ("flops", "act_bytes"))
     weights = op.resident_weight_bytes // n_experts * experts
     return replace(op, m=pairs, flops=flops, act_bytes=act, weight_bytes=weights, hot_rows=0)
+
+
+def exchanges(p, graph, placement) -> tuple[Exchange, ...]:
+    """``BoundRates.exchanges``: each expert-parallel MoE layer's dispatch and combine, as the
+    engine runs them (:meth:`GpuCost.all_to_all`): a launch and NVLink's small-message latency
+    (``sync``), then the bytes of the GPU that sends (dispatch) or receives (combine) the
+    most, here at NVLink's peak rate per direction. Whatever the routing, a row's experts
+    live on at least ``d`` GPUs (:func:`~pyaccel.sim.experts.fewest_owners`), at most one of
+    them its home, so the home of the most sequences (``ceil(B / ep)`` of the graph's batch)
+    sends ``d - 1`` copies of each of its rows (``hidden`` x 2 B) and receives as many partial
+    sums back. Nothing goes into the GPUs' NVLink totals: how many sequences each GPU is home
+    to over a step's passes follows the driver's micro-batches, which an engine leaves alone.
+
+    Not achievable by construction where routing spreads a row's experts over more GPUs than
+    the fewest that hold them (top_k experts on top_k GPUs: mixtral on 8 GPUs sends 1 copy
+    a row here, ~1.75 under uniform routing), or piles rows onto one GPU's experts (the
+    engine times the GPU that receives the most), and the engine moves bytes at NCCL's
+    effective rate, below the peak."""
+    lay = placement.layout
+    if not lay.ep:
+        return ()
+    work = graph.workload
+    busiest = -(-work.batch // lay.ep)
+    floor = tuple(sorted({"launch": launch_s(p), "sync": float(p.nvlink_latency_s)}.items()))
+    row_bytes = work.step_tokens * ACT_BYTES * graph.hidden
+    out = []
+    for slot in placement.layers:
+        if not slot.expert_units:
+            continue
+        copies = max(0, fewest_owners(graph.top_k, slot.expert_units) - 1)
+        link_s = busiest * copies * row_bytes / p.nvlink_bytes_per_s
+        out += [Exchange(f"L{slot.layer}.{kind}", slot.layer, tuple(slot.units), floor, link_s, 0.0)
+                for kind in A2A_KINDS]  # fmt: skip
+    return tuple(out)
