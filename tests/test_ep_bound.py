@@ -1,6 +1,7 @@
-"""Lower bounds under expert parallelism (SPEC §5, §9): a GPU stage's dispatch and combine are
-bounds of their own (an :class:`~pyaccel.sim.contract.Exchange`: its messages' latency, then
-the fewest bytes any routing leaves its busiest unit to move at the link's peak rate), and its
+"""Lower bounds under expert parallelism (SPEC §5, §9): a GPU stage's dispatch and combine and a
+wafer group's expert combine are bounds of their own (an
+:class:`~pyaccel.sim.contract.Exchange`: its messages' latency, then the fewest bytes any
+routing leaves its busiest unit to move at the link's peak rate), and a GPU stage's
 data-parallel ranks sum no partial outputs; emulated >= bound for every op and the step."""
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import pytest
 
 import pyaccel as pa
 from pyaccel.emulation import engine_module
+from pyaccel.place import wafer as wafer_placer
 from pyaccel.report import Report
 from pyaccel.sim.experts import fewest_owners
 from pyaccel.sim.roofline import StepBounds
+
+TINY_GRID = ["usable_width_pes=12", "usable_height_pes=12"]
 
 
 def _work(batch, context=64):
@@ -24,6 +28,17 @@ def _gpu(model, batch, units=4):
     cfg, work = pa.load_model(model), _work(batch)
     system = pa.load_system("h100", units, overrides=["expert_layout=ep"])
     return cfg, system, pa.place(cfg, system, work), work
+
+
+def _wafer(model, batch, units, ep):
+    """The first layout of ``model`` on ``units`` wafers with its experts over ``ep`` of them
+    (a small grid for the tiny models, whose layers would not spread on their own)."""
+    cfg, work = pa.load_model(model), _work(batch)
+    system = pa.load_system("wse3", units, overrides=TINY_GRID if "tiny" in model else [])
+    graph = pa.build_graph(cfg, work, native_format=system.spec.native_format)
+    plc = next(p for p in wafer_placer.candidates(graph, system, units)
+               if p.layout.expert_wafers == ep)  # fmt: skip
+    return cfg, system, plc, work
 
 
 def _bounds(cfg, system, plc, work):
@@ -95,19 +110,58 @@ def test_gpu_no_partial_sums_cross_data_parallel_ranks():
     assert rows["o_proj"].ratio >= 1.0 and rows["experts_down_proj"].ratio >= 1.0
 
 
+def test_wafer_combine_bound_by_hand(monkeypatch):
+    # tiny-mixtral, batch 3 (3 rows of 64 x 2 = 128 B: 384 B) on 12 x 12-PE wafers. Over 2
+    # wafers, 2 experts each: a row's 2 experts may both sit on one (d = 1); every wafer needs
+    # every row's sum, so the wafers together receive d x (2 - 1) = 1 partial sum a row, the
+    # busiest half of them: 192 B at 150e9 B/s = 1.28e-9 s after the crossing's 2e-6 s:
+    # 2.00128e-6 s x 0.85e9 = 1,701.09 -> 1,702 cycles. No wafer surely receives any.
+    cfg, system, plc, work = _wafer("tiny-mixtral", 3, units=2, ep=2)
+    bounds = _bounds(cfg, system, plc, work)
+    for i, b in enumerate(bounds.exchange_ops):
+        assert b.op == f"L{i}.experts_down_proj.combine" and b.resource == "wafer_io_latency"
+        assert b.seconds == pytest.approx(2e-6 + 192 / 150e9, rel=1e-12)
+    assert not any(res == "wafer_io" for _, res in bounds.fixed_totals)  # (o_proj's is gone)
+    rep = Report.from_trace(pa.emulate(cfg, system, plc, work), what_if=False)
+    row = next(r for r in rep.by_kind if r.kind == "expert_combine")
+    assert row.bound_s == 4 * 1_702 / 0.85e9 and row.emulated_s >= row.bound_s
+    # over 4 wafers, one expert each: d = 2, the wafers receive 2 x 3 = 6 partial sums a row,
+    # the busiest 6 / 4: 1.5 x 384 = 576 B; and every wafer at least d - 1 = 1 a row, 384 B,
+    # 2.56e-9 s into its system I/O total for each of the 4 layers
+    cfg, system, plc, work = _wafer("tiny-mixtral", 3, units=4, ep=4)
+    bounds = _bounds(cfg, system, plc, work)
+    for b in bounds.exchange_ops:
+        assert b.seconds == pytest.approx(2e-6 + 576 / 150e9, rel=1e-12)
+    for u in range(4):
+        assert bounds.fixed_totals[u, "wafer_io"] == pytest.approx(4 * 384 / 150e9)
+    _without_exchanges(monkeypatch, "wafer")
+    bare = _bounds(cfg, system, plc, work)
+    # one sequence's pass: 4 combines of 2e-6 s + 1.5 x 128 B
+    assert bounds.one_fixed - bare.one_fixed == pytest.approx(4 * (2e-6 + 192 / 150e9))
+
+
 # --- properties ----------------------------------------------------------------------------------
 
 MODELS = ("tiny-mixtral", "tiny-deepseek-v3", "mixtral-8x7b")
 
 
-@pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("batch", (1, 16, 64))
-def test_gpu_emulated_at_or_above_the_bound_for_every_op_and_the_step(model, batch):
-    cfg, system, plc, work = _gpu(model, batch, units=8)
+SETUPS = {
+    "gpu": lambda model, batch: _gpu(model, batch, units=8),
+    "wafer": lambda model, batch: _wafer(model, batch, units=4, ep=2),
+}
+EP_KINDS = {"gpu": ("dispatch", "combine"), "wafer": ("expert_combine",)}
+CASES = [(kind, model, batch) for kind in SETUPS for model in MODELS for batch in (1, 16, 64)]
+
+
+@pytest.mark.parametrize("kind, model, batch", CASES)
+def test_emulated_at_or_above_the_bound_for_every_op_and_the_step(kind, model, batch):
+    cfg, system, plc, work = SETUPS[kind](model, batch)
+    assert any(len(set(s.expert_units)) > 1 for s in plc.layers)  # experts over units
     tr = pa.emulate(cfg, system, plc, work)
     assert (tr.step_cycles >= tr.lower_bound_cycles).all()
     rows = {r.kind: r for r in Report.from_trace(tr, what_if=False).by_kind}
-    assert rows["dispatch"].ratio is not None and rows["combine"].ratio is not None
+    for name in EP_KINDS[kind]:
+        assert rows[name].ratio is not None, name  # bounded
     for r in rows.values():
         assert r.ratio is None or r.ratio >= 1.0, r
 

@@ -272,7 +272,7 @@ class BoundRates:
 
     ``reduce_units(slot)``: how many of a slot's units sum a reducing op's partial outputs
     (by default all of them): fewer where some of them each run the whole op instead (a GPU
-    layer's data-parallel ranks).
+    layer's data-parallel ranks, a wafer layer's copies on an expert-parallel group).
 
     ``exchanges(graph, placement)``: the collectives the engine runs between a layer's graph
     ops that no graph op holds (:class:`Exchange`: an expert-parallel dispatch or combine),

@@ -17,10 +17,10 @@ work keeps the pooled rate (its layers' parts serve other sequences at the same 
 between ops that no op holds (``BoundRates.pass_floor_s``: an ASIC's chip-link stages, an LPU's
 hops between pipeline stages, the hand-offs between wafers, a GPU's stage sends) add to the
 chain. Collectives an engine runs between a layer's ops that no graph op holds
-(``BoundRates.exchanges``: a GPU's expert-parallel dispatch and combine) are bounds of their
-own, by the fewest bytes any routing leaves their busiest unit to move
-(:func:`exchange_bound`): on the chain, in the report, and, the bytes every unit must
-receive, in its link's total.
+(``BoundRates.exchanges``: a GPU's expert-parallel dispatch and combine, a wafer group's
+expert combine) are bounds of their own, by the fewest bytes any routing leaves their busiest
+unit to move (:func:`exchange_bound`): on the chain, in the report, and, the bytes every unit
+must receive, in its link's total.
 """
 
 from __future__ import annotations

@@ -13,13 +13,14 @@ from ...model.ops import ACT_BYTES
 from ...place.kinds.wafer import wafer_of
 from ...units import FLOPS_PER_MAC
 from ..contract import BoundRates
+from .experts import combines
 
 
 def rates(spec, work) -> BoundRates:
     """Peak rates for the lower bound: the SRAM read bandwidth and FMAC rate of every usable PE
     of a wafer, and the system I/O for cross-wafer traffic (bandwidth only, by design); each
-    op's latency floor, its bytes at its layer region's SRAM rate, and a token's hand-offs
-    between wafers on the chain."""
+    op's latency floor, its bytes at its layer region's SRAM rate, a token's hand-offs
+    between wafers on the chain, and the expert combines of a layer over several wafers."""
     p = spec.params
     pes = int(p.usable_width_pes) * int(p.usable_height_pes)
     mem = pes * float(p.sram_read_bytes_per_cycle) * p.clock_hz
@@ -32,7 +33,15 @@ def rates(spec, work) -> BoundRates:
                       "wafer_io", _latency_floor(p), "mesh_hop",
                       region_bytes_per_s=partial(_region_rate, p),
                       pass_floor_s=partial(_wafer_crossings, p), pass_kind="handoff",
-                      pass_resource="wafer_io_latency")  # fmt: skip
+                      pass_resource="wafer_io_latency", reduce_units=_one_wafer,
+                      exchanges=partial(combines, p))  # fmt: skip
+
+
+def _one_wafer(slot) -> int:
+    """``reduce_units``: an op's partial outputs are summed on one wafer; a layer on several
+    (its experts spread over an expert-parallel group) runs its other ops whole on each, and
+    its experts' partial sums cross in the combine (:func:`.experts.combines`)."""
+    return 1
 
 
 def _region_rate(p, slot, placement) -> float | None:
