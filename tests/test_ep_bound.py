@@ -1,22 +1,29 @@
-"""Lower bounds under expert parallelism (SPEC §5, §9): a GPU stage's dispatch and combine and a
-wafer group's expert combine are bounds of their own (an
+"""Lower bounds of expert parallelism's all-to-alls (SPEC §5, §9): a GPU stage's dispatch and
+combine and a wafer group's expert combine are bounds of their own (an
 :class:`~pyaccel.sim.contract.Exchange`: its messages' latency, then the fewest bytes any
-routing leaves its busiest unit to move at the link's peak rate), and a GPU stage's
-data-parallel ranks sum no partial outputs; emulated >= bound for every op and the step."""
+routing leaves its busiest unit to move at the link's peak rate); the LPU's combine is its
+expert down projection's all-reduce and the ASIC's each expert die's chip-link stage, bounded
+where those are. Every kind holds emulated >= bound for these ops and the step, and no
+resource twice as fast raises the bound."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import pyaccel as pa
-from pyaccel.emulation import engine_module
+from pyaccel.emulation import engine_module, what_if_system
 from pyaccel.place import wafer as wafer_placer
 from pyaccel.report import Report
+from pyaccel.sim.asic import bound as asic_bound
 from pyaccel.sim.experts import fewest_owners
 from pyaccel.sim.roofline import StepBounds
 
+# tiny-mixtral (4 experts, top 2, hidden 64, 4 layers, all MoE) on dies whose transistors hold
+# about half a layer: every layer spans two dies, two experts on each (as test_expert_parallel)
+SPAN_DIES = {"transistors": 9.61e8, "kv_sram_bytes": 2e7}
 TINY_GRID = ["usable_width_pes=12", "usable_height_pes=12"]
 
 
@@ -39,6 +46,18 @@ def _wafer(model, batch, units, ep):
     plc = next(p for p in wafer_placer.candidates(graph, system, units)
                if p.layout.expert_wafers == ep)  # fmt: skip
     return cfg, system, plc, work
+
+
+def _lpu(model, batch):
+    cfg, work = pa.load_model(model), _work(batch)
+    system = pa.load_system("groq-tsp", "auto", overrides=["expert_layout=ep"])
+    return cfg, system, pa.place(cfg, system, work), work
+
+
+def _asic(model, batch):
+    cfg, work = pa.load_model(model), _work(batch, context=16)
+    system = pa.load_system("taalas-hc1", "auto", etch=True, overrides=SPAN_DIES)
+    return cfg, system, pa.place(cfg, system, work), work
 
 
 def _bounds(cfg, system, plc, work):
@@ -140,17 +159,54 @@ def test_wafer_combine_bound_by_hand(monkeypatch):
     assert bounds.one_fixed - bare.one_fixed == pytest.approx(4 * (2e-6 + 192 / 150e9))
 
 
-# --- properties ----------------------------------------------------------------------------------
+def test_lpu_combine_is_the_down_projections_all_reduce_by_hand():
+    # tiny-mixtral EP on groq-tsp: each layer's 2-chip group holds 2 experts a chip, and every
+    # row reaches both chips (no dispatch); the combine is the expert down projection's
+    # all-reduce. Its floor at 900 MHz: the expert GEMV (1 cycle + MXM latency 320 + stream
+    # transit 1 x (88 / 2 + 20) = 64) and the all-reduce (C2C hop 600 ns = 540 cycles, the
+    # transit to the ports and back 2 x 64, one VXM add) = 385 + 669 = 1,054 cycles; its
+    # bytes: half of the 16 rows x 64 x 2 B over a chip's 16 C2C links of 14e9 B/s each
+    cfg, system, plc, work = _lpu("tiny-mixtral", 16)
+    assert plc.layout.ep == 2 and plc.layout.tp == 2
+    bounds = _bounds(cfg, system, plc, work)
+    down = next(b for b in bounds.fixed_ops if b.op == "L0.experts_down_proj")
+    assert down.floor == (("fixed_latency", pytest.approx(1_054 / 0.9e9, rel=1e-12)),)
+    assert down.times["c2c_link"] == pytest.approx(1 / 2 * 16 * 128 / (16 * 14e9), rel=1e-12)
+    assert not bounds.exchange_ops
+
+
+def test_asic_combine_is_each_expert_dies_link_stage_by_hand():
+    # tiny-mixtral, batch 4, every layer over 2 dies: after the expert down projection each
+    # die holding one of a token's experts sends its partial sum over its own chip link. The
+    # pass floor waits for each: the link's 2e-6 s and a 1-cycle pipeline register at 1 GHz,
+    # 2.001e-6 s a layer, 8.004e-6 s for the 4; the down projection's bytes: half of the 4
+    # tokens x 64 x 2 B at the link's 64e9 B/s
+    cfg, system, plc, work = _asic("tiny-mixtral", 4)
+    graph = pa.build_graph(cfg, work, native_format=system.spec.native_format)
+    assert [len(plc.slot(i).units) for i in graph.moe_layers] == [2, 2, 2, 2]
+    floor = asic_bound.rates(system.spec, graph.workload).pass_floor_s
+    alone = replace(graph, ops=tuple(replace(op, reduces=False) if op.expert else op
+                                     for op in graph.ops))  # fmt: skip
+    assert floor(graph, plc) - floor(alone, plc) == pytest.approx(4 * (2e-6 + 1e-9))
+    bounds = StepBounds(graph, system, plc)
+    down = next(b for b in bounds.fixed_ops if b.op == "L0.experts_down_proj")
+    assert down.times["chip_link"] == pytest.approx(1 / 2 * 4 * 128 / 64e9, rel=1e-12)
+    assert not bounds.exchange_ops
+
+
+# --- properties on every kind with expert parallelism ----------------------------------------
 
 MODELS = ("tiny-mixtral", "tiny-deepseek-v3", "mixtral-8x7b")
-
-
 SETUPS = {
     "gpu": lambda model, batch: _gpu(model, batch, units=8),
     "wafer": lambda model, batch: _wafer(model, batch, units=4, ep=2),
+    "lpu": _lpu,
+    "asic": _asic,  # the tiny models only: mixtral's etched layers each fit one die
 }
-EP_KINDS = {"gpu": ("dispatch", "combine"), "wafer": ("expert_combine",)}
-CASES = [(kind, model, batch) for kind in SETUPS for model in MODELS for batch in (1, 16, 64)]
+EP_KINDS = {"gpu": ("dispatch", "combine"), "wafer": ("expert_combine",),
+            "lpu": ("experts_down_proj",), "asic": ("chip_link",)}  # fmt: skip
+CASES = [(kind, model, batch) for kind in SETUPS for model in MODELS for batch in (1, 16, 64)
+         if not (kind == "asic" and model == "mixtral-8x7b")]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind, model, batch", CASES)
@@ -179,3 +235,24 @@ def test_a_skewed_router_moves_more_and_the_bound_stays():
     for kind in ("dispatch", "combine"):
         even, skew = rows["uniform"][kind], rows["zipf:2"][kind]
         assert skew.bound_s == even.bound_s and skew.emulated_s > even.emulated_s > even.bound_s
+
+
+WHAT_IF_CASES = [("gpu", "tiny-mixtral", 16), ("gpu", "mixtral-8x7b", 64),
+              ("wafer", "tiny-mixtral", 3), ("lpu", "tiny-mixtral", 16),
+              ("asic", "tiny-mixtral", 4)]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind, model, batch", WHAT_IF_CASES)
+def test_a_resource_twice_as_fast_never_raises_the_bound(kind, model, batch):
+    """SPEC §9, exactly: the step's bound at several contexts and every op's (the
+    exchanges' too) on the same placement, each resource class doubled in turn."""
+    setup = (lambda m, b: _wafer(m, b, units=4, ep=4)) if kind == "wafer" else SETUPS[kind]
+    cfg, system, plc, work = setup(model, batch)
+    contexts = np.array([16, 64, 256])
+    base = _bounds(cfg, system, plc, work)
+    base_ops = {b.op: b.seconds for b in base.at(64, with_ops=True).ops}
+    for resource in engine_module(system.kind).WHAT_IF:
+        fast = _bounds(cfg, what_if_system(system, resource), plc, work)
+        assert (fast.step_seconds(contexts) <= base.step_seconds(contexts)).all(), resource
+        for b in fast.at(64, with_ops=True).ops:
+            assert b.seconds <= base_ops[b.op], (resource, b.op)
