@@ -155,14 +155,14 @@ def prefill_assumptions(result: Run) -> list[str]:
 def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:
     """The summary of a speculative run: ``units`` every unit the run occupies (the target's,
     ``summary``'s, and the drafter's own: an ASIC's etched dies, an LPU's chips), tokens/s per
-    user the mean over the drawn sequences, the step time the mean time per token (rounds over
-    tokens, s), its lower bound a round's least drafting bound plus the verification step's,
-    over the k + 1 tokens a round yields at most, energy per token (J) all those units' power
-    over that time (scaled from the verification step's, which counts the target's units); and
-    its distribution and ``spec_decode`` object."""
+    user the mean over the drawn sequences, the step time the mean time per token (the rounds'
+    seconds over the tokens they delivered, s), its lower bound a round's least drafting bound
+    plus the verification step's, over the k + 1 tokens a round yields at most, energy per
+    token (J) all those units' power over that time (scaled from the verification step's,
+    which counts the target's units); and its distribution and ``spec_decode`` object."""
     r = spec.rounds
     per_user = float(r.tokens_per_s.mean())
-    per_token_s = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
+    per_token_s = r.time_per_token_s  # the last round's surplus tokens are not delivered
     # the drafter's own units draw the same power a unit as the target's (same kind of chip)
     all_units = summary["units"] + spec.drafter_units
     out = dict(summary)

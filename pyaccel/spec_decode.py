@@ -105,15 +105,19 @@ class Profile:
 
 @dataclass(frozen=True)
 class Rounds:
-    """The drawn rounds of ``n`` sequences: each sequence's tokens per second, and over all
-    rounds the mean tokens a round and the mean time a round spends drafting and verifying
-    (s)."""
+    """The drawn rounds of ``n`` sequences: each sequence's tokens per second; over all rounds
+    the mean tokens a round makes (accepted drafts + 1, what acceptance alone sets) and the mean
+    time a round spends drafting and verifying (s); and ``time_per_token_s``, all the rounds'
+    seconds over the tokens they delivered (s): a sequence's last round keeps only the tokens
+    it still needs, so with ``tokens`` not a multiple of what rounds make this is more than a
+    round's time over its mean tokens."""
 
     tokens_per_s: np.ndarray
     tokens_per_round_mean: float
     draft_s_mean: float
     verify_s_mean: float
     rounds: int
+    time_per_token_s: float
 
     def percentile(self, q: float) -> float:
         """The ``q``-th percentile of the sequences' tokens per second."""
@@ -145,7 +149,8 @@ def draw_rounds(profiles, draft_s, verify_s, tokens: int, seed: int = 0,
             made += accepted + 1
             rounds += 1
         out[s] = tokens / t
-    return Rounds(out, made / rounds, draft_t / rounds, verify_t / rounds, rounds)
+    return Rounds(out, made / rounds, draft_t / rounds, verify_t / rounds, rounds,
+                  (draft_t + verify_t) / (n * tokens))  # fmt: skip
 
 
 def _accepted(rng, rates: np.ndarray) -> int:

@@ -218,7 +218,8 @@ def round_what_if(result) -> list:
     d_system, d_plc, d_work, base_draft = spec.drafter_run
     r, k, n = spec.rounds, spec.request.k, work.tokens
     graph = run_graph(model, system, work)
-    per_token = (r.draft_s_mean + r.verify_s_mean) / r.tokens_per_round_mean
+    round_s_base = r.draft_s_mean + r.verify_s_mean
+    per_token = r.time_per_token_s  # what the run's summary gives as its step time
     rows = []
     for resource in engine_module(system.kind).WHAT_IF:
         verify = step_time_s(graph, what_if_system(system, resource), placement)
@@ -226,7 +227,7 @@ def round_what_if(result) -> list:
                              k, n)  # fmt: skip
         round_s = (r.draft_s_mean * float(np.mean(draft)) / base_draft
                    + r.verify_s_mean * verify / tr.step_time_s)  # fmt: skip
-        new = round_s / r.tokens_per_round_mean
+        new = per_token * round_s / round_s_base
         rows.append(WhatIfRow(resource, new, per_token / new))
     return sorted(rows, key=lambda row: -row.gain)
 

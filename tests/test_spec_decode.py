@@ -69,6 +69,14 @@ def test_none_accepted_gives_one_token_a_round():
     assert r.tokens_per_round_mean == 1 and np.allclose(r.tokens_per_s, 0.5)
 
 
+def test_a_last_round_cut_short_costs_its_whole_time_per_token():
+    # 7 tokens, every draft kept (k = 3, 4 tokens a round): rounds of 4 and 3 tokens, 2 s each:
+    # 4 s for 7 tokens, 4/7 s a token (a round's 2 s over its 4 tokens would say 0.5 s)
+    r = draw_rounds([Profile("all", (1.0,) * 3)], FLAT, FLAT, tokens=7, n=2)
+    assert r.tokens_per_round_mean == 4 and np.allclose(r.tokens_per_s, 7 / 4)
+    assert r.time_per_token_s == pytest.approx(4 / 7, rel=1e-12)
+
+
 def test_seed_fixes_the_draws_and_another_seed_moves_p10():
     prof = [Profile("a", (0.8, 0.7, 0.6)), Profile("b", (0.4, 0.4, 0.4))]
     one = draw_rounds(prof, FLAT, FLAT, tokens=32, seed=0)
@@ -117,6 +125,14 @@ def test_accept_one_is_k_plus_one_tokens_and_the_drafter_costs():
     # the round's time is the drafter's 3 steps plus one verification of 4 tokens
     plain = _plain().trace.step_time_s
     assert r.verify_s_mean >= plain
+
+
+def test_step_time_is_the_time_per_delivered_token_when_tokens_are_not_whole_rounds():
+    """Every draft kept, k = 3: 30 tokens are 7 rounds of 4 and one of 2. The step time is the
+    8 rounds' time over 30 tokens, 1 / the tokens/s per user (it was a round's time over 4)."""
+    res = _spec_run("draft:llama-3.2-1b,k=3,accept=1", tokens=30)
+    rec = run_record(res, _report(res))
+    assert rec.step_time_s * rec.tokens_per_s_per_user == pytest.approx(1.0, rel=1e-9)
 
 
 def test_accept_zero_is_never_faster_than_no_speculation():
@@ -184,7 +200,7 @@ def test_drafter_and_target_must_fit_together():
 def _spec_result(own: int, target: int, draft_bound_s: float = 0.0):
     """A speculative result of eagle3 k=3 whose rounds take 1 ms drafting and 2 ms verifying
     and yield 2 tokens on average: 1.5 ms a token."""
-    rounds = Rounds(np.array([2 / 3e-3]), 2.0, 1e-3, 2e-3, 1)
+    rounds = Rounds(np.array([2 / 3e-3]), 2.0, 1e-3, 2e-3, 1, 1.5e-3)
     return SpecResult(parse("eagle3,k=3"), (0.5,) * 3, "given", rounds, drafter_units=own,
                       target_units=target, draft_bound_s=draft_bound_s)  # fmt: skip
 
