@@ -180,6 +180,14 @@ def speculative_summary(summary: dict, spec) -> tuple[dict, dict]:
     return out, spec.record()
 
 
+def summary_step_time_s(result: Run) -> float:
+    """The step time ``result``'s summary gives (s): its trace's mean step, or of a speculative
+    run the time per generated token over its rounds (drafting and verifying)."""
+    if result.spec is None:
+        return result.trace.step_time_s
+    return result.spec.rounds.time_per_token_s
+
+
 def _spec_assumptions() -> list[str]:
     from .speculate import ASSUMPTIONS
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 
 from .errors import PyaccelError
 from .hw.spec import PARAMS_BY_KIND
-from .results import run
+from .results import run, summary_step_time_s
 from .workload import Workload
 
 
@@ -116,6 +116,7 @@ def assumption_sensitivity(
     if base is None:
         base = run(model, system, units, workload, sets, etch, prefill=None)
     spec, n_units = base.system.spec, base.placement.n_units
+    base_s = summary_step_time_s(base)  # of a speculative run, per token over its rounds
     kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
     names = params if params is not None else list(spec.assumptions)
     out = []
@@ -132,16 +133,16 @@ def assumption_sensitivity(
         steps, error = [], ""
         for new in values:
             if new == value:  # an integer too small to move by this fraction
-                steps.append(base.trace.step_time_s)
+                steps.append(base_s)
                 continue
             try:
                 new_sets = [*(sets or []), f"{name}={new}"]
-                steps.append(run(model, system, n_units, workload, new_sets, etch,
-                                 prefill=None).trace.step_time_s)  # fmt: skip
+                steps.append(summary_step_time_s(run(model, system, n_units, workload,
+                                                     new_sets, etch, prefill=None)))  # fmt: skip
             except PyaccelError as exc:  # e.g. fewer bytes per PE: the model no longer fits
                 steps.append(None)
                 error = str(exc).splitlines()[0]
-        ends = (float(value), float(values[0]), float(values[1]), base.trace.step_time_s)
+        ends = (float(value), float(values[0]), float(values[1]), base_s)
         out.append(Sensitivity(name, *ends, steps[0], steps[1], error, span is not None))
     return sorted(out, key=lambda s: -s.spread)
 
@@ -219,11 +220,12 @@ def choice_alternatives(
                 try:
                     r = run(model, system, count, workload, [*(sets or []), f"{name}={choice}"],
                             etch, prefill=None)  # fmt: skip
-                    step, used, error = r.trace.step_time_s, r.placement.n_units, ""
+                    step, used, error = summary_step_time_s(r), r.placement.n_units, ""
                     break
                 except PyaccelError as exc:  # e.g. no layout of that strategy fits
                     error = str(exc).splitlines()[0]
             out.append(
-                Alternative(name, value, choice, base.trace.step_time_s, step, used, n_units, error)
-            )
+                Alternative(name, value, choice, summary_step_time_s(base), step, used, n_units,
+                            error)
+            )  # fmt: skip
     return out

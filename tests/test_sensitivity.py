@@ -155,3 +155,20 @@ def test_a_choice_that_needs_more_units_is_placed_again_on_auto():
     pinned = {a.choice: a for a in choice_alternatives("llama-3.1-70b", "wse3", 4, one)}
     assert pinned["layer_regions"].step_s is None
     assert "no layer_regions layout fits on 4 wse3 wafer(s)" in pinned["layer_regions"].note
+
+
+def test_a_speculative_run_s_sensitivity_is_over_its_rounds():
+    """Under --spec-decode the step time that moves is the summary's, per generated token over
+    the rounds (drafting and verifying), not the verification step alone."""
+    from pyaccel.results import run, speculative_summary
+
+    work = Workload(context=64, tokens=8, spec_decode="draft:tiny-llama,k=2,accept=0.5")
+    base = run("tiny-llama", "wse3", 1, work, prefill=None)
+    per_token = speculative_summary(base.trace.summary(), base.spec)[0]["step_time_s"]
+    (row,) = assumption_sensitivity("tiny-llama", "wse3", 1, work, params=["clock_hz"], base=base)
+    assert row.base_step_s == per_token != base.trace.step_time_s
+    low, _ = pa.load_system("wse3").spec.ranges["clock_hz"]
+    slow = run("tiny-llama", "wse3", 1, work, [f"clock_hz={low}"], prefill=None)
+    assert row.low_step_s == speculative_summary(slow.trace.summary(), slow.spec)[0]["step_time_s"]
+    for alt in choice_alternatives("tiny-llama", "wse3", 1, work, base=base):
+        assert alt.base_step_s == per_token
