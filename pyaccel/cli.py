@@ -318,18 +318,18 @@ def place_cmd(
                 raise PlacementError(f"{check}: {exc}") from None
         else:
             from .cli_args import parse_units
-            from .results import prepare
+            from .results import prepare_run
 
             if not system or not model:
                 raise ConfigError("place needs --system and --model (or --check FILE.json)")
             work = _workload(
                 batch, context, tokens, weights, expert_weights, kv, spec_decode, seed, router
             )
-            plc = prepare(model, system, parse_units(units), work, sets, etch).placement
+            plc = prepare_run(model, system, parse_units(units), work, sets, etch).placement
         if as_json:
             _print_json(plc.to_dict())
         else:
-            _print_place(plc)
+            _print_place(plc, spec_decode and check is None)
 
 
 @app.command("compare")

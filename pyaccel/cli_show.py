@@ -227,9 +227,18 @@ def _functional_rows(metrics: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _print_place(plc) -> None:
+# what `place --spec-decode` shows: the target's placement on the units a run would use
+PLACE_SPEC_NOTE = (
+    "--spec-decode: the unit count is the one a run uses with its drafter, which was placed as "
+    "the run places it (beside the target, or on an ASIC's or LPU's units of its own) and fits; "
+    "the table shows the target's bytes"
+)
+
+
+def _print_place(plc, speculative: bool = False) -> None:
     """What each unit holds; the runtime's reserve is a column, so the columns add up to used
-    (every unit of a system has the same capacity, given once)."""
+    (every unit of a system has the same capacity, given once); ``speculative``: placed with
+    a drafter (:data:`PLACE_SPEC_NOTE`)."""
     layout = json.dumps(as_dict(plc.layout))
     out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {layout}")
     if plc.reason:
@@ -260,6 +269,8 @@ def _print_place(plc) -> None:
             f"{fmt_bytes(used)} ({used / cap:.0%})",
         )
     out.print(t)
+    if speculative:
+        out.print(f"note: {PLACE_SPEC_NOTE}", markup=False, highlight=False)
 
 
 def experts_by_unit(plc) -> dict[int, str]:

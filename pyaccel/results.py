@@ -57,6 +57,20 @@ def prepare(
     return Prepared(cfg, sysm, resolved.workload, plc, resolved.formats_from, resolved.warnings)
 
 
+def prepare_run(model: str, system: str, units: int | str = "auto",
+                workload: Workload | None = None, sets: list[str] | None = None,
+                etch: bool = False) -> Prepared:  # fmt: skip
+    """:func:`prepare` as :func:`run` places the case: with ``--spec-decode``, on the units
+    that also hold the drafter (ConfigError/PlacementError where it does not fit)."""
+    p = prepare(model, system, units, workload, sets, etch)
+    if not p.workload.spec_decode:
+        return p
+    from .speculate import place_with_drafter
+
+    system_, placement = place_with_drafter(p.model, p.system, p.placement, p.workload)
+    return replace(p, system=system_, placement=placement)
+
+
 def run(
     model: str,
     system: str,

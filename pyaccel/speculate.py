@@ -166,6 +166,17 @@ def fit_with_drafter(model, system, placement, workload):
     )
 
 
+def place_with_drafter(model, system, placement, workload):
+    """(system, placement) of the target as a run with ``workload.spec_decode`` lays it out
+    (:func:`fit_with_drafter`), its drafter placed as that run places it, so that what does not
+    fit fails here as it would there (``place --spec-decode``)."""
+    system, placement = fit_with_drafter(model, system, placement, workload)
+    req = parse(workload.spec_decode)
+    drafter = drafter_for(req.kind, req.draft, model)
+    _placed_drafter(model, drafter, req, system, placement, workload)
+    return system, placement
+
+
 def _fewest_shared(model, system, workload, drafter, req, first: int, placement=None):
     """(the target's placement on the fewest units from ``first`` on, at most
     :data:`MAX_EXTRA_UNITS` more, where the drafter fits beside it, or None; the error of the

@@ -194,6 +194,25 @@ def test_drafter_and_target_must_fit_together():
         run("llama-3.1-70b", "h100", 2, w)
 
 
+def test_place_lays_out_the_target_as_a_speculative_run_does():
+    """llama-3.1-70b in fp8 fits one H100 alone, not beside llama-3.2-1b: place --spec-decode
+    gives the units run uses (it said 1 and ignored the drafter), and refuses a count too small
+    as run does."""
+    from typer.testing import CliRunner
+
+    from pyaccel.cli import app
+
+    args = ["place", "--system", "h100", "--model", "llama-3.1-70b", "--weights", "fp8",
+            "--spec-decode", "draft:llama-3.2-1b"]  # fmt: skip
+    got = CliRunner().invoke(app, [*args, "--json"])
+    w = pa.Workload(weights="fp8", tokens=4, spec_decode="draft:llama-3.2-1b")
+    assert json.loads(got.stdout)["units"] == run("llama-3.1-70b", "h100", "auto", w,
+                                                  prefill=None).placement.n_units == 2  # fmt: skip
+    small = CliRunner().invoke(app, [*args, "--units", "1"])
+    assert small.exit_code == 2 and "drafter llama-3.2-1b does not fit" in small.stderr
+    assert "--spec-decode: the unit count" in CliRunner().invoke(app, args).stdout
+
+
 # --- units and energy: the drafter's own units count ----------------------------------------
 
 
