@@ -334,6 +334,10 @@ def _print_compare(records) -> None:
     title = records[0].model if records else "compare"
     if records and not several:
         title = f"{title}, batch {batches[0]}"
+    spec = next((r.extra["spec_decode"] for r in ran if "spec_decode" in r.extra), None)
+    if spec:  # the numbers are over speculative rounds, the units the drafter's too
+        head = f"{spec['kind']}:{spec['draft']}" if spec["draft"] else spec["kind"]
+        title = f"{title}, --spec-decode {head},k={spec['k']}"
     t = _table(
         title,
         ("system", ">units", "~layout", *((">batch",) if several else ()), ">tok/s\nper user",

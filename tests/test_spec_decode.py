@@ -213,6 +213,17 @@ def test_place_lays_out_the_target_as_a_speculative_run_does():
     assert "--spec-decode: the unit count" in CliRunner().invoke(app, args).stdout
 
 
+def test_compare_s_table_says_its_runs_speculate():
+    from typer.testing import CliRunner
+
+    from pyaccel.cli import app
+
+    got = CliRunner().invoke(app, ["compare", "--model", "tiny-llama", "--systems", "h100",
+                                   "--context", "16", "--tokens", "2",
+                                   "--spec-decode", "draft:tiny-llama,k=2,accept=1"])  # fmt: skip
+    assert got.exit_code == 0 and "--spec-decode draft:tiny-llama,k=2" in got.stdout
+
+
 # --- units and energy: the drafter's own units count ----------------------------------------
 
 
