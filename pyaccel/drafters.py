@@ -38,7 +38,10 @@ class Drafter:
 def drafter_for(kind: str, draft: str | None, target: ModelConfig) -> Drafter:
     """The :class:`Drafter` of ``kind`` for ``target`` (``draft``: the model of kind ``draft``)."""
     if kind == "draft":
-        cfg = load_model(draft)
+        try:
+            cfg = load_model(draft)
+        except ConfigError as exc:  # say it is the drafter that is unknown, not the target
+            raise ConfigError(f"--spec-decode draft:{draft}: {exc}") from None
         if cfg.vocab != target.vocab:
             raise ConfigError(
                 f"--spec-decode draft:{draft}: its vocabulary ({cfg.vocab:,}) is not the "

@@ -186,6 +186,11 @@ def test_drafter_must_share_the_vocabulary():
         _spec_run("draft:tiny-llama,k=2", model="llama-3.1-8b")
 
 
+def test_an_unknown_drafter_is_named_as_the_drafter():
+    with pytest.raises(ConfigError, match=r"^--spec-decode draft:no-such-model: unknown model"):
+        _spec_run("draft:no-such-model")
+
+
 def test_drafter_and_target_must_fit_together():
     # llama-3.1-70b in bf16 at context 16,000 leaves ~90 MB of each H100's HBM (TP 2); the
     # drafter's 1.2 GB share of weights no longer fits beside it
