@@ -24,6 +24,9 @@ SPEC_TABLES_NOTE = ("speculative: the summary is over the rounds (per generated 
                     "target's units; the what-if is over the whole round")  # fmt: skip
 
 
+NOT_MOVED = "not moved"  # a sensitivity end equal to the value: nothing was re-run
+
+
 def _print_alternatives(alts) -> None:
     if not alts:
         return
@@ -38,9 +41,11 @@ def _print_alternatives(alts) -> None:
 
 
 def _print_sensitivity(rows, pct: float) -> None:
-    def cell(change, value, ranged):
+    def cell(change, value, row):
+        if not row.ranged and value == row.value:
+            return NOT_MOVED  # a whole number -/+PCT % rounds back to: nothing was re-run
         moved = "cannot run" if change is None else f"{change:+.1%}"
-        return f"{moved} at {value:g}" if ranged else moved
+        return f"{moved} at {value:g}" if row.ranged else moved
 
     t = _table(
         f"step time with each named assumption at the ends of its preset's range, else "
@@ -50,9 +55,12 @@ def _print_sensitivity(rows, pct: float) -> None:
     why = [r for r in rows if r.error]  # a sentence each: below the table, not in a column
     for r in rows:
         note = f"[{why.index(r) + 1}]" if r.error else ""
-        t.add_row(r.param, f"{r.value:g}", cell(r.low_change, r.low_value, r.ranged),
-                  cell(r.high_change, r.high_value, r.ranged), note)  # fmt: skip
+        t.add_row(r.param, f"{r.value:g}", cell(r.low_change, r.low_value, r),
+                  cell(r.high_change, r.high_value, r), note)  # fmt: skip
     out.print(t)
+    if any(NOT_MOVED in (cell(0.0, r.low_value, r), cell(0.0, r.high_value, r)) for r in rows):
+        out.print(f"{NOT_MOVED}: a whole-number assumption that -/+{pct:g} % rounds back to "
+                  "its value (not re-emulated)", markup=False, highlight=False)  # fmt: skip
     for n, r in enumerate(why, start=1):
         out.print(f"[{n}] {r.param}: {r.error}", markup=False, highlight=False)
 

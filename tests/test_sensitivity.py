@@ -103,6 +103,10 @@ def test_report_cli_sensitivity_json_and_bad_percent():
     row = next(ln for ln in text.splitlines() if ln.startswith("host_sampling "))
     assert "cannot run at 1" in row and row.rstrip().endswith("[1]")
     assert "[1] host_sampling: --set host_sampling=1: host_sampling (1) must be <=" in text
+    # an integer that -/+50 % rounds back to itself was not re-run: said so, not "+0.0%"
+    row = next(ln for ln in text.splitlines() if ln.startswith("elementwise_task_messages "))
+    assert "+0.0%" not in row and "not moved" in row
+    assert "not moved: a whole-number assumption that -/+50 % rounds back" in text
 
 
 def test_auto_units_are_pinned_to_the_unchanged_placement(monkeypatch):
