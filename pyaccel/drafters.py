@@ -111,4 +111,12 @@ def _feature_drafter(kind: str, target: ModelConfig) -> Drafter:
 
 def _table() -> dict:
     text = resources.files("pyaccel.data").joinpath(DRAFTERS_FILE).read_text("utf-8")
-    return tomllib.loads(text)
+    table = tomllib.loads(text)
+    for kind, spec in table.items():
+        for name, shape in spec.get("targets", {}).items():
+            if "source" not in shape:  # [k.targets.llama-3.1-8b] nests at its dots: quote it
+                raise ConfigError(
+                    f"{DRAFTERS_FILE} [{kind}.targets.{name}] has no source (a model name "
+                    'with dots must be quoted: [KIND.targets."NAME"])'
+                )
+    return table

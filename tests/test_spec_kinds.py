@@ -227,3 +227,35 @@ def test_what_if_covers_the_whole_round():
     for row in rows:  # each row: the new time per generated token, and the gain it gives
         assert row.step_time_s * row.gain == pytest.approx(per_token, rel=1e-12)
         assert row.gain >= 1.0 - 1e-12
+
+
+def test_llama_3_1_8b_s_eagle3_head_is_the_published_checkpoint_not_assumed():
+    """The [eagle3] source is the head trained for Llama-3.1-8B-Instruct: a run on llama-3.1-8b
+    said its shapes were 'assumed from the kind's rule'. Its shapes are the checkpoint's."""
+    from pyaccel.drafters import drafter_for
+
+    d = drafter_for("eagle3", None, pa.load_model("llama-3.1-8b"))
+    assert not d.assumed and "eagle/traineagle3/config.json" in d.source
+    c = d.config
+    assert (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.ffn, c.vocab) == (
+        1, 4096, 32, 8, 14336, 32000)  # fmt: skip
+    assert drafter_for("eagle3", None, pa.load_model("llama-3.1-70b")).assumed
+
+
+def test_a_drafter_table_entry_without_a_source_is_refused(monkeypatch):
+    """An unquoted dotted name ([eagle3.targets.llama-3.1-8b]) nests as tables llama-3 / 1-8b
+    and silently matched no target: such an entry has no source and is refused."""
+    import pyaccel.drafters as drafters
+
+    text = '[eagle3]\nlayers = 1\n[eagle3.targets.llama-3.1-8b]\nsource = "x"\n'
+
+    class _Files:
+        def joinpath(self, name):
+            return self
+
+        def read_text(self, encoding):
+            return text
+
+    monkeypatch.setattr(drafters.resources, "files", lambda package: _Files())
+    with pytest.raises(ConfigError, match=r"\[eagle3.targets.llama-3\] has no source"):
+        drafters._table()
