@@ -37,6 +37,7 @@ from .cli_options import (
 )
 from .cli_report import _print_full_report
 from .cli_show import (
+    _flagged,
     _labelled,
     _print_compare,
     _print_json,
@@ -50,7 +51,7 @@ from .cli_show import (
 )
 from .cli_sweep import register as register_sweep
 from .cli_validate import _print_validate
-from .errors import ConfigError, PlacementError, PyaccelError
+from .errors import ConfigError, PlacementError, PyaccelError, as_flags
 from .io_util import PLOT_SUFFIXES, check_output_file, check_output_folder
 from .workload import Workload
 
@@ -76,7 +77,8 @@ class _OneLineErrors(typer.core.TyperGroup):
                       soft_wrap=True)  # fmt: skip
             rv = 2
         except PyaccelError as exc:  # an option's callback checks its value (e.g. --set)
-            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"error: {as_flags(str(exc))}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
             rv = 2
         except typer.Abort:
             err.print("error: aborted", markup=False, highlight=False)
@@ -381,7 +383,7 @@ def compare_cmd(
         _check_plot_file(plot)
         with _progress(not as_json) as bar:
             sizes = parse_batches(batches, base.batch)
-            records = compare(model, names, base, sizes, _labelled(bar, "compare"))
+            records = _flagged(compare(model, names, base, sizes, _labelled(bar, "compare")))
         if plot is not None:
             from .plots import compare_plot
 

@@ -106,13 +106,13 @@ def _progress(show: bool):
 @contextmanager
 def _user_errors():
     """Turn input errors into one ``error:`` line and exit status 2."""
-    from .errors import PyaccelError
+    from .errors import PyaccelError, as_flags
     from .kernels import KernelBuildError
 
     try:
         yield
-    except (PyaccelError, KernelBuildError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    except (PyaccelError, KernelBuildError) as exc:  # settings named as the flags that set them
+        err.print(f"error: {as_flags(str(exc))}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -320,6 +320,17 @@ def layout_text(layout: dict) -> str:
     if "etched" in layout:
         return "etched" if layout["etched"] else "as built"
     return ", ".join(f"{k} {v}" for k, v in layout.items())
+
+
+def _flagged(records) -> list:
+    """``compare`` records with each error's settings named as the command line's flags
+    (``--units 4``, not the Python API's ``units=4``)."""
+    from dataclasses import replace
+
+    from .errors import as_flags
+
+    return [replace(r, error=as_flags(r.error)) if isinstance(r, ErrorRecord) else r
+            for r in records]  # fmt: skip
 
 
 def _print_compare(records) -> None:

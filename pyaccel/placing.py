@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .errors import ConfigError
+from .errors import ConfigError, option
 from .hw.spec import System
 from .place import placer_module
 from .place.placement import Placement
@@ -32,14 +32,16 @@ def place(model, system: System, workload=None, graph=None) -> Placement:
     """Place ``model`` (a ModelConfig or DecodeGraph) on ``system`` for ``workload`` (default
     ``Workload()``); ``system.units`` may be ``"auto"`` (the fewest units that hold weights, KV
     cache and buffers in a valid layout). Raises :class:`PlacementError` naming the unit, the
-    bytes it needs and has, and the ``--units`` that would fit, when it cannot fit; arguments
+    bytes it needs and has, and the unit count that would fit, when it cannot fit; arguments
     of another type raise :class:`ConfigError`."""
     workload = Workload() if workload is None else workload
     check_args("place()", model, system, workload)
     auto = system.units == "auto"
     if not auto and int(system.units) > MAX_UNITS:  # before a placer walks that many units
-        raise ConfigError(f"--units {int(system.units)} is above the limit of {MAX_UNITS:,} "
-                          "units (far above any placer's largest layout)")  # fmt: skip
+        raise ConfigError(
+            f"{option('units', int(system.units))} is above the limit of {MAX_UNITS:,} units "
+            "(far above any placer's largest layout)"
+        )
     if graph is None:  # formats as SPEC §6 decides them: flag, etched, quantization_config, system
         graph = run_graph(model, system, workload, "place()")
     placer = placer_module(system.kind)

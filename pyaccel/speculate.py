@@ -19,7 +19,7 @@ import numpy as np
 
 from .drafters import BLOCK, Drafter, drafter_for
 from .emulation import emulate
-from .errors import CapacityError, ConfigError, PlacementError
+from .errors import CapacityError, ConfigError, PlacementError, option
 from .placing import place
 from .spec_decode import Profile, Rounds, SpecDecode, draw_rounds, parse
 from .units import fmt_bytes
@@ -140,7 +140,7 @@ def speculate(model, system, placement, workload, progress=None, trace_steps="en
 # target alone needs are tried before the drafter's shortfall is reported
 MAX_EXTRA_UNITS = 64
 # what may still fit when no unit count holds the target and its drafter together
-SHRINK_HINT = "a smaller --context or --batch, or a smaller drafter, may fit"
+SHRINK_HINT = "a smaller context or batch, or a smaller drafter, may fit"
 
 
 def fit_with_drafter(model, system, placement, workload):
@@ -160,7 +160,8 @@ def fit_with_drafter(model, system, placement, workload):
         return system, plc
     top = first + MAX_EXTRA_UNITS
     raise type(last)(
-        f"--units auto: the target {model.name} and {_the_drafter(req, drafter.config.name)} "
+        f"{option('units', 'auto')}: the target {model.name} and "
+        f"{_the_drafter(req, drafter.config.name)} "
         f"do not fit together on {first} to {top} units of {system.name} (at {top}: {last}); "
         f"{SHRINK_HINT}"
     )
@@ -207,8 +208,8 @@ def _placed_drafter(model, drafter, req, system, placement, workload):
         plc, _ = _fewest_shared(model, system, workload, drafter, req, first)
         last = first + MAX_EXTRA_UNITS
         advice = (
-            f"--units {plc.n_units} holds the target and the drafter (--units auto finds the "
-            "fewest)"
+            f"{option('units', plc.n_units)} holds the target and the drafter "
+            f"({option('units', 'auto')} finds the fewest)"
             if plc is not None
             else f"no count of {first} to {last} units holds both; {SHRINK_HINT}"
         )

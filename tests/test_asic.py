@@ -426,7 +426,7 @@ def test_other_model_without_etch_names_the_etched_model():
 
 
 def test_other_format_without_etch_is_an_error():
-    with pytest.raises(ConfigError, match="--etch"):
+    with pytest.raises(ConfigError, match=r"weights='mxfp4' needs new silicon; pass etch=True"):
         _run("llama-3.1-8b", pa.Workload(tokens=2, weights="mxfp4"))
 
 
@@ -459,7 +459,7 @@ def test_etch_more_dies_never_lose_capacity():
 
 
 def test_etch_too_few_units_says_how_many_fit():
-    with pytest.raises(PlacementError, match=r"--units \d+ would fit"):
+    with pytest.raises(PlacementError, match=r"units=\d+ would fit"):
         _run("llama-3.1-70b", pa.Workload(tokens=2), etch=True, units=2)
 
 
@@ -477,7 +477,7 @@ def test_layer_larger_than_a_die_spans_dies():
 
 
 def test_units_without_etch_is_one_chip():
-    with pytest.raises(PlacementError, match="--units 1"):
+    with pytest.raises(PlacementError, match="use units=1"):
         _run("llama-3.1-8b", pa.Workload(tokens=2), units=2)
 
 

@@ -236,7 +236,7 @@ def test_too_few_chips_names_chip_and_fit(tmp_path):
     model = _tiny(tmp_path, layers=4)
     work = pa.Workload(context=64, tokens=1)
     sets = ["sram_bytes=40000"]
-    with pytest.raises(PlacementError, match=r"unit \d+ is short of .*--units \d+ would fit"):
+    with pytest.raises(PlacementError, match=r"unit \d+ is short of .*; units=\d+ would fit"):
         pa.place(model, pa.load_system("groq-tsp", 2, sets), work)
 
 

@@ -444,7 +444,7 @@ def test_groq_units_error_describes_the_units_asked_for():
     line = error_line(invoke("place", "--system", "groq-tsp", "--model", "llama-3.1-70b",
                              "--units", 576, "--set", "tp_max_chips=8"))  # fmt: skip
     assert "576" in line and "656" not in line
-    assert "'embed'" in line and "no format flag" in line  # the 16-bit embedding is the cause
+    assert "'embed'" in line and "no format setting" in line  # the 16-bit embedding is the cause
 
 
 @pytest.mark.parametrize("system, batch", [("wse3", 256), ("groq-tsp", 64)])

@@ -162,12 +162,12 @@ def test_too_few_units_name_the_drafter_and_the_units_that_hold_both():
     # 2 GPUs: 91.972 - 85.045 = 6.927 GB short (the sum above), the drafter's
     text = _big_drafter_error(CapacityError, "h100", 2)
     assert "the drafter llama-3.1-70b does not fit beside the target on unit 0" in text
-    assert "short 6,927,018,240 B (6.93 GB)" in text and "--units 3 holds" in text
+    assert "short 6,927,018,240 B (6.93 GB)" in text and "units=3 holds" in text
     # 1 GPU: the drafter alone needs 152.93 GB (reserve included): 152.93 - 85.05 = 67.89 GB short
     text = _big_drafter_error(PlacementError, "h100", 1)
     assert "drafter llama-3.1-70b does not fit on the 1 h100 unit(s) it shares" in text
     assert "short of 67.89 GB" in text and text.endswith(
-        "--units 3 holds the target and the drafter (--units auto finds the fewest)"
+        "units=3 holds the target and the drafter (units='auto' finds the fewest)"
     )
 
 
@@ -176,7 +176,7 @@ def test_a_wafer_drafter_needs_no_more_wafers_than_the_target_has():
     # on 2 wafers of the target's; 4 hold both
     text = _big_drafter_error(CapacityError, "wse3", 2)
     assert "the drafter llama-3.1-70b needs 4 wse3 units even alone" in text
-    assert "short 2 unit(s)" in text and "--units 4 holds" in text
+    assert "short 2 unit(s)" in text and "units=4 holds" in text
 
 
 # --- acceptance measured with the functional path --------------------------------------------

@@ -128,7 +128,7 @@ def test_70b_on_one_wafer_names_the_wafer_and_bytes():
         pa.place(model, pa.load_system("wse3", units=1), pa.Workload())
     msg = str(err.value)
     assert "unit 0" in msg and "short of" in msg and " B" in msg
-    assert "--units 4 would fit" in msg
+    assert "; units=4 would fit" in msg
 
 
 def test_auto_strategy_is_the_fastest_candidate():
@@ -184,8 +184,9 @@ def test_a_named_strategy_that_cannot_fit_says_so():
         pa.place(model, inter, work)
     msg = str(err.value)
     assert "no interleave layout fits on 1 wse3 wafer(s)" in msg
-    assert "but layer_groups and layer_regions do: --set placement_strategy=auto" in msg
-    assert "for interleave, --units 2 would fit" in msg
+    assert ("but layer_groups and layer_regions do: overrides=['placement_strategy=auto']"
+            in msg)  # fmt: skip
+    assert "for interleave, units=2 would fit" in msg
 
 
 def test_layer_group_tiles_cover_the_grid_in_serpentine_order():
@@ -410,7 +411,7 @@ def test_more_wafers_than_layer_blocks_says_the_limit():
     with pytest.raises(pa.PlacementError) as err:
         pa.place(model, pa.load_system("wse3", units=40), pa.Workload(tokens=1))
     assert "40 wse3 wafer(s) for 34 layer blocks" in str(err.value)
-    assert "at most --units 34" in str(err.value)
+    assert "at most units=34" in str(err.value)
 
 
 def test_layer_groups_on_wafers_holding_one_block_each():

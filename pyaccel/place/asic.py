@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import CapacityError, PlacementError
+from ..errors import CapacityError, PlacementError, option
 from ..units import fmt_bytes
 from .common import contiguous_partition
 from .experts import spread
@@ -127,14 +127,16 @@ def check_kv(graph, system, assign) -> None:
     tokens = _largest(lambda t: fits(b, t), n)
     users = _largest(lambda u: fits(u, n), b)
     where = f"die {die} ({len(layers)} layer keys)" if n_dies(assign) > 1 else "the chip"
-    more = " or more dies (--units)" if system.etch else ""
+    more = f", or more dies ({option('units', n_dies(assign) + 1)} or more)" if system.etch else ""
+    smaller = f"batch ({option('batch', b)}) or " if b > 1 else ""
     raise CapacityError(
         f"{graph.model_name} KV cache ({work.kv}) for batch {b} x {n} tokens (context "
         f"{work.context} + {work.tokens} generated) needs {fmt_bytes(need)} of SRAM on "
         f"{where} of {system.name}, which holds {fmt_bytes(avail)} for KV after "
         f"{fmt_bytes(p.lora_sram_bytes)} for LoRA: at batch {b} each user fits {tokens} "
-        f"tokens (context <= {max(0, tokens - work.tokens)} with --tokens {work.tokens}); "
-        f"at {n} tokens {users} user(s) fit. Try a smaller --batch/--context, --kv fp8{more}"
+        f"tokens (context <= {max(0, tokens - work.tokens)} with "
+        f"{option('tokens', work.tokens)}); at {n} tokens {users} user(s) fit. Try a smaller "
+        f"{smaller}context ({option('context', work.context)}), or {option('kv', 'fp8')}{more}"
     )
 
 
@@ -236,8 +238,9 @@ def place_units(graph, system, units: int) -> Placement:
     if not system.etch:
         if units != 1:
             raise PlacementError(
-                f"{system.name} holds all of {graph.model_name} on one chip; --units {units} "
-                "would be independent replicas (run each with its own --batch): use --units 1"
+                f"{system.name} holds all of {graph.model_name} on one chip; "
+                f"{option('units', units)} would be independent replicas (run each with a "
+                f"batch of its own): use {option('units', 1)}"
             )
         return place_auto(graph, system)
     p = system.spec.params
@@ -246,7 +249,7 @@ def place_units(graph, system, units: int) -> Placement:
         raise PlacementError(
             f"{graph.model_name} at {graph.workload.weights} needs "
             f"{fmt_bytes(graph.total_resident_weight_bytes)} of ROM; one etched die holds "
-            f"{fmt_bytes(design.rom_capacity_bytes(graph, p))}: --units {need} would fit"
+            f"{fmt_bytes(design.rom_capacity_bytes(graph, p))}: {option('units', need)} would fit"
         )
     assign = assign_dies(graph, p, units)
     check_kv(graph, system, assign)

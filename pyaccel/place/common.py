@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..errors import option
+
 
 def split_even(total: int, parts: int) -> list[int]:
     """``total`` split into ``parts`` integers that differ by at most one and sum to ``total``."""
@@ -119,9 +121,9 @@ def kv_capacity_message(fits: Callable[[int, int], bool], batch: int, max_len: i
 
 
 def resident_parts(graph, layer) -> dict[str, int]:
-    """A layer's resident bytes by what a flag can shrink: routed experts (--expert-weights),
-    other linear weights (--weights), 16-bit tables, norms and routers (no flag: SPEC §6), and
-    the KV cache (--batch, --context, --kv)."""
+    """A layer's resident bytes by what a setting can shrink: routed experts (expert_weights),
+    other linear weights (weights), 16-bit tables, norms and routers (none: SPEC §6), and the KV
+    cache (batch, context, kv)."""
     parts = dict.fromkeys(("routed experts", "linear weights", "16-bit tables and norms",
                            "KV cache"), 0)  # fmt: skip
     for op in graph.ops_of(layer):
@@ -156,9 +158,9 @@ def smallest_format() -> str:
 def shrink_hint(
     graph, parts: dict[str, int], fewest: Callable, can_fit: Callable | None = None
 ) -> str:
-    """What could make the largest part smaller: for weights, the smallest format of its flag,
-    tried (``fewest(graph)`` gives the fewest units that fit, or None) so that the hint says
-    ``--units N`` where one exists, or that even that format does not fit; for the KV cache,
+    """What could make the largest part smaller: for weights, the smallest format of its
+    setting, tried (``fewest(graph)`` gives the fewest units that fit, or None) so that the hint
+    says the unit count where one exists, or that even that format does not fit; for the KV cache,
     how many users (at this length) or tokens per user (at this batch) fit, by ``can_fit(graph)``
     (default: ``fewest`` finds a placement)."""
     from dataclasses import replace
@@ -177,23 +179,24 @@ def shrink_hint(
 
         told = kv_capacity_message(fits, work.batch, work.max_len)
         return told or (
-            f"a smaller --batch ({work.batch}) or --context ({work.context}), or a smaller "
-            f"--kv format than {work.kv}, may fit"
+            f"a smaller batch ({option('batch', work.batch)}) or context "
+            f"({option('context', work.context)}), or a KV format smaller than "
+            f"{option('kv', work.kv)}, may fit"
         )
     field = {"routed experts": "expert_weights", "linear weights": "weights"}.get(biggest)
     if field is None:
-        return "embeddings, norms and routers stay 16-bit (SPEC §6): no format flag shrinks them"
-    flag, now, small = "--" + field.replace("_", "-"), getattr(work, field), smallest_format()
+        return "embeddings, norms and routers stay 16-bit (SPEC §6): no format setting shrinks them"
+    now, small = getattr(work, field), smallest_format()
 
     def size(name: str) -> int:
         return get_format(name).tensor_bytes(4096, 4096)
 
     if size(small) >= size(now):
-        return f"{flag} {now} is already the smallest format"
+        return f"{option(field, now)} is already the smallest format"
     trial = replace(work, **{field: small})
     if field == "weights" and work.expert_weights == work.weights:
         trial = replace(trial, expert_weights=small)
     plc = fewest(graph.with_workload(trial, graph.context))
     if plc is None:
-        return f"even {flag} {small} (the smallest format) does not fit"
-    return f"{flag} {small} would fit on --units {plc.n_units}"
+        return f"even {option(field, small)} (the smallest format) does not fit"
+    return f"{option(field, small)} would fit on {option('units', plc.n_units)}"

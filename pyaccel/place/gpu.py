@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import CapacityError, PlacementError
+from ..errors import CapacityError, PlacementError, option
 from ..hw.spec import HardwareSpec
 from ..units import fmt_bytes
 from . import gpu_ep
@@ -201,7 +201,8 @@ def _no_fit_cause(graph, spec: HardwareSpec) -> str:
         f"TP {widest} x PP {len(graph.layer_keys)}: TP rank {rank} of stage {stage}), more "
         f"than its {have:,} B "
         f"({fmt_bytes(have)}); the layer holds {parts_text(parts)}, and a layer is not split "
-        f"across pipeline stages, so no --units fits; {shrink_hint(graph, parts, fewest, can_fit)}"
+        f"across pipeline stages, so no GPU count fits; "
+        f"{shrink_hint(graph, parts, fewest, can_fit)}"
     )
 
 
@@ -225,7 +226,7 @@ def place_units(graph, system, units: int) -> Placement:
     failed = build(graph, spec, tp, pp)
     plc = _fewest(graph, spec)
     fit = (
-        f"--units {plc.n_units} would fit"
+        f"{option('units', plc.n_units)} would fit"
         if plc
         else f"no GPU count fits: {_no_fit_cause(graph, spec)}"
     )
@@ -258,7 +259,7 @@ def _no_layout_message(graph, spec: HardwareSpec, units: int) -> str:
                   if layouts(graph, spec, n)), None)  # fmt: skip
     above = next((n for n in range(units + 1, widths[0] * n_blocks + 1)
                   if layouts(graph, spec, n)), None)  # fmt: skip
-    near = " or ".join(f"--units {n}" for n in (below, above) if n is not None)
+    near = " or ".join(option("units", n) for n in (below, above) if n is not None)
     return f"{rule}{why}; the nearest counts that do: {near}"
 
 
@@ -303,7 +304,7 @@ def _ep_auto(graph, system) -> Placement:
     raise PlacementError(
         f"expert_layout = ep: no expert-parallel layout of any number of {spec.name} GPUs "
         f"holds {graph.model_name} (attention and dense weights are copied to every GPU of a "
-        "stage); --set expert_layout=auto or tp"
+        f"stage); {option('overrides', 'expert_layout=auto')} (or tp)"
     )
 
 
@@ -329,7 +330,8 @@ def _with_experts(graph, system, plc: Placement) -> list[Placement]:
             raise PlacementError(
                 f"expert_layout = ep: no expert-parallel layout of {plc.n_units} "
                 f"{system.spec.name} GPUs holds {graph.model_name} (attention and dense weights "
-                f"are copied to every GPU of a stage); --set expert_layout=auto or tp"
+                f"are copied to every GPU of a stage); "
+                f"{option('overrides', 'expert_layout=auto')} (or tp)"
             )
         return [ep]
     return [plc, ep] if ep is not None else [plc]

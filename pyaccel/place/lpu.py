@@ -21,7 +21,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from ..errors import CapacityError, PlacementError
+from ..errors import CapacityError, PlacementError, option
 from ..model.graph import ACT_BYTES
 from ..units import fmt_bytes
 from .common import (
@@ -365,7 +365,7 @@ FEWEST = "fewest"
 
 def layouts_units(graph, system, units: int) -> list[Placement]:
     """Every layout the speed search times on exactly ``units`` chips; raises with the chip,
-    the bytes short and the ``--units`` that would fit."""
+    the bytes short and the unit count that would fit."""
     found = layouts_on(graph, system.spec, units)
     if found:
         return found
@@ -386,7 +386,7 @@ def _no_expert_layout(graph, spec, chips: str) -> PlacementError:
         f"expert_layout = ep: no expert-parallel layout of {chips} {spec.name} chips holds "
         f"{graph.model_name} (2+ chips a stage, each expert whole on one chip; one expert of a "
         f"layer holds {fmt_bytes(expert)}, one chip {fmt_bytes(int(spec.params.sram_bytes))} "
-        "of SRAM); --set expert_layout=auto or tp"
+        f"of SRAM); {option('overrides', 'expert_layout=auto')} (or tp)"
     )
 
 
@@ -430,18 +430,18 @@ def no_fit_cause(graph, spec) -> str:
         f"{have:,} B "
         f"({fmt_bytes(have)}) of SRAM; the layer holds {parts_text(parts)}, plus "
         f"{fmt_bytes(buf)} of activation buffers per chip, and a layer is not split across "
-        f"stages, so no --units fits; {shrink_hint(graph, parts, lambda g: fewest(g, spec))}"
+        f"stages, so no chip count fits; {shrink_hint(graph, parts, lambda g: fewest(g, spec))}"
     )
 
 
 def _refuse(graph, system, units: int) -> NoReturn:
     """Raise why nothing fits on ``units`` chips: the widest layout's chip and bytes short,
-    and the ``--units`` that would fit (or why none does)."""
+    and the unit count that would fit (or why none does)."""
     spec = system.spec
     t = next(t for t in tp_candidates(spec) if t <= units)
     failed = build(graph, spec, t, units)
     plc = fewest(graph, spec)
-    hint = (f"--units {plc.n_units} would fit" if plc is not None
+    hint = (f"{option('units', plc.n_units)} would fit" if plc is not None
             else f"no chip count fits: {no_fit_cause(graph, spec)}")  # fmt: skip
     try:
         failed.check()

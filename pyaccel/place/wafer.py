@@ -33,7 +33,7 @@ import math
 from dataclasses import replace
 from typing import NoReturn
 
-from ..errors import PlacementError
+from ..errors import PlacementError, option
 from ..units import fmt_bytes
 from .common import contiguous_partition, parts_text, resident_parts, shrink_hint, split_even
 from .kinds.wafer import WaferLayout, capacity
@@ -341,21 +341,21 @@ def _too_big(graph, system) -> str:
         f"whole {wid}x{hgt} PE grid its fullest PE needs {use:,} B of weight tiles and KV "
         f"cache, more than the {fit.budget:,} B each PE has after code and buffers; the layer "
         f"holds {parts_text(parts)}, and a layer split across wafers is not modelled, so no "
-        f"--units fits; {hint}"
+        f"wafer count fits; {hint}"
     )
 
 
 def _fit_hint(graph, system) -> str:
-    """``--units N would fit`` for the system's strategy, or why no count does."""
+    """``units=N would fit`` for the system's strategy, or why no count does."""
     try:
-        return f"--units {layouts_auto(graph, system)[0].n_units} would fit"
+        return f"{option('units', layouts_auto(graph, system)[0].n_units)} would fit"
     except PlacementError as exc:
         return f"no wafer count fits with placement_strategy = {_strategy(system)} ({exc})"
 
 
 def layouts_units(graph, system, units: int) -> list[Placement]:
     """Every layout that fits on exactly ``units`` wafers, for the orchestration layer to time
-    and keep the fastest; raises with the wafer and bytes short and the ``--units`` that would
+    and keep the fastest; raises with the wafer and bytes short and the unit count that would
     fit (or, for a named strategy, the strategies that do fit)."""
     found = candidates(graph, system, units)
     if found:
@@ -371,7 +371,7 @@ def _refuse(graph, system, units: int) -> NoReturn:
         raise PlacementError(
             f"{graph.model_name}: {name} for {n_keys} layer blocks (embedding, "
             f"{graph.n_layers} layers, LM head): a layer split across wafers is not "
-            f"modelled, so at most --units {n_keys}"
+            f"modelled, so at most {option('units', n_keys)}"
         )
     if strat != "auto":
         auto = replace(system, spec=system.spec.with_params(placement_strategy="auto"))
@@ -380,7 +380,8 @@ def _refuse(graph, system, units: int) -> NoReturn:
             verb = "does" if len(others) == 1 else "do"
             raise PlacementError(
                 f"{graph.model_name}: no {strat} layout fits on {name} (placement_strategy = "
-                f"{strat}), but {' and '.join(others)} {verb}: --set placement_strategy=auto; "
+                f"{strat}), but {' and '.join(others)} {verb}: "
+                f"{option('overrides', 'placement_strategy=auto')}; "
                 f"for {strat}, {_fit_hint(graph, system)}"
             )
     hint = _fit_hint(graph, system)

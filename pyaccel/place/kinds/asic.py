@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import EtchedFormatError, EtchedModelError, PlacementError
+from ...errors import EtchedFormatError, EtchedModelError, PlacementError, option
 from ...units import BITS_PER_BYTE
 from . import Record, ints, is_bool, is_int, is_str, jfield, list_of
 from . import asic_die as design
@@ -81,13 +81,13 @@ def check_etch(graph, system) -> None:
             f"design dies of this kind for {graph.model_name} and size how many are needed",
         )
     work = graph.workload
-    for flag, fmt in (("--weights", work.weights), ("--expert-weights", work.expert_weights)):
+    for name, fmt in (("weights", work.weights), ("expert_weights", work.expert_weights)):
         if fmt != p.etched_format:
             raise EtchedFormatError(
                 f"{system.name} holds {p.etched_model} etched at {p.etched_format}; "
-                f"{flag} {fmt} needs new silicon",
+                f"{option(name, fmt)} needs new silicon",
                 f"design dies at {fmt}",
-                f"{flag} {fmt}",
+                option(name, fmt),
             )
 
 
@@ -97,5 +97,5 @@ def check(plc, graph, system) -> None:
     if not system.etch and plc.n_units != 1:
         raise PlacementError(
             f"{system.name} holds all of {graph.model_name} on one chip; a placement of "
-            f"{plc.n_units} units needs --etch (dies designed for the model)"
+            f"{plc.n_units} units needs {option('etch', True)} (dies designed for the model)"
         )
