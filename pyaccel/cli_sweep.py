@@ -83,16 +83,20 @@ INTERRUPTED_EXIT = 130
 
 @contextmanager
 def _stopped(seen: list[int], no_cache: bool):
-    """A Ctrl-C as one line saying how far the sweep got and what a rerun does (it exited
-    without a word), then exit status 130."""
+    """A Ctrl-C or a SIGTERM (once the sweep has closed its cluster) as one line saying how far
+    the sweep got and what a rerun does, then exit status 130 or 143 (128 + the signal)."""
+    from .sweep.runner import Terminated
+
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
+        stopped = isinstance(exc, Terminated)
         then = ("--no-cache kept none of them" if no_cache
                 else "they are in the cache: the same command runs only the rest")  # fmt: skip
-        err.print(f"interrupted: {seen[0]} of {seen[1]} points done; {then}", markup=False,
-                  highlight=False, soft_wrap=True)  # fmt: skip
-        raise typer.Exit(INTERRUPTED_EXIT) from None
+        err.print(f"{'terminated' if stopped else 'interrupted'}: {seen[0]} of {seen[1]} "
+                  f"points done; {then}", markup=False, highlight=False,
+                  soft_wrap=True)  # fmt: skip
+        raise typer.Exit(exc.code if stopped else INTERRUPTED_EXIT) from None
 
 
 @contextmanager

@@ -23,7 +23,18 @@ from .point import ERROR, run_point
 
 # a run --json key that is also an input column is kept under this prefix (its resolved value)
 RUN_PREFIX = "run."
-POLL_S = 0.02  # how often the client looks for finished points (and for a Ctrl-C)
+POLL_S = 0.02  # how often the client looks for finished points (and for a Ctrl-C or SIGTERM)
+
+
+class Terminated(SystemExit):
+    """A SIGTERM stopped the sweep. Raised once the points in flight are cancelled, so that the
+    Dask cluster closes as it leaves (killed at once, the local cluster's processes and
+    semaphores were left for the resource tracker to report as leaked); uncaught, the process
+    exits with status 143 (128 + SIGTERM, as a shell reports a process the signal ended) and
+    no traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
 
 
 def sweep(
@@ -42,7 +53,8 @@ def sweep(
     the address of a running Dask scheduler; otherwise a local cluster of ``workers`` worker
     processes (default: one per core; never more than the points to run). ``cache``: True (the
     per-user cache folder), a folder, or False. ``progress(done, failed, remaining)`` after
-    each point."""
+    each point. A Ctrl-C raises KeyboardInterrupt and a SIGTERM :class:`Terminated`, each once
+    the points in flight are cancelled and the cluster is closed (finished points stay cached)."""
     from ..io_util import check_output_file
 
     if out is not None:
@@ -74,14 +86,16 @@ def _run_missing(inputs, keys, rows, store, scheduler, workers, progress) -> Non
         return
     from distributed import as_completed
 
-    with client(scheduler, workers, len(todo)) as session, _ctrl_c_flag() as stop:
+    # the signals are caught before the cluster starts: one arriving while it starts stops the
+    # sweep as soon as the client is up, rather than leaving a half-started cluster behind
+    with _stop_flag() as stop, client(scheduler, workers, len(todo)) as session:
         futures = session.map(run_point, [inputs[i] for i in todo], pure=False)
         where = {f.key: i for f, i in zip(futures, todo, strict=True)}
         finished = as_completed(futures)
         while not finished.is_empty():
-            if stop.is_set():  # Ctrl-C: drop what is in flight; what finished is cached
+            if stop.signum is not None:  # drop what is in flight; what finished is cached
                 session.cancel(futures)
-                raise KeyboardInterrupt
+                raise KeyboardInterrupt if stop.signum == signal.SIGINT else Terminated()
             batch = finished.next_batch(block=False)
             if not batch:
                 time.sleep(POLL_S)
@@ -113,26 +127,39 @@ def _outcome(future) -> tuple[dict, bool]:
     return {ERROR: f"the point did not finish: {why}"}, False
 
 
+class _Stop:
+    """The stopping signal that arrived while a sweep ran (``signum``; None: none yet)."""
+
+    signum: int | None = None
+
+
 @contextmanager
-def _ctrl_c_flag():
-    """An event the first Ctrl-C sets instead of raising KeyboardInterrupt at whatever line
-    runs: interrupted inside the Dask client's own calls, the client could be left unable to
-    close its cluster, and the process hung. A second Ctrl-C interrupts at once."""
-    stop = threading.Event()
+def _stop_flag():
+    """A :class:`_Stop` that the first Ctrl-C (SIGINT) or SIGTERM sets instead of acting at
+    whatever line runs: interrupted inside the Dask client's own calls, the client could be
+    left unable to close its cluster, and the process hung; ended by SIGTERM's default action,
+    it closed nothing. A second signal of the same kind acts at once (its previous handler).
+    SIGTERM is caught only where its handler is the default one (a program's own handler is
+    left to it)."""
+    stop = _Stop()
     if threading.current_thread() is not threading.main_thread():
         yield stop  # signal handlers belong to the main thread
         return
-    previous = signal.getsignal(signal.SIGINT) or signal.default_int_handler
+    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT) or signal.default_int_handler}
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous[signal.SIGTERM] = signal.SIG_DFL
 
     def first(signum, frame):
-        stop.set()
-        signal.signal(signal.SIGINT, previous)
+        stop.signum = stop.signum or signum
+        signal.signal(signum, previous[signum])
 
-    signal.signal(signal.SIGINT, first)
+    for signum in previous:
+        signal.signal(signum, first)
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _table(given: list[dict], rows: list[dict]):
