@@ -8,19 +8,10 @@ from .errors import ConfigError
 
 
 def parse_units(text: str | int) -> int | str:
-    """``--units``: a positive integer or ``auto``."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    elif str(text).strip().lower() == "auto":
-        return "auto"
-    else:
-        try:
-            value = int(str(text))
-        except ValueError:
-            raise ConfigError(f"--units '{text}': expected a positive integer or 'auto'") from None
-    if value < 1:
-        raise ConfigError(f"--units {value}: must be at least 1")
-    return value
+    """``--units``: a positive integer or ``auto`` (any case)."""
+    from .hw.io import unit_count
+
+    return unit_count(text, "--units")
 
 
 def parse_batches(text: str | None, default: int) -> list[int]:

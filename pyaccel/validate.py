@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ConfigError, PyaccelError
+from .hw.io import unit_count
 from .workload import Workload
 
 COLUMNS = ("system", "model", "weights", "units", "batch", "context", "tokens_per_s_per_user")
@@ -154,9 +155,10 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
     low, high = _speed(raw["tokens_per_s_per_user"] or "")
     if not 0 < low <= high < math.inf:
         raise bad("tokens_per_s_per_user", "a positive number or a range LOW-HIGH")
-    units = (raw["units"] or "").strip()
-    if units != "auto" and not (units.isdigit() and int(units) >= 1):
-        raise bad("units", "a positive integer or 'auto'")
+    try:  # read as --units reads it: 'auto' in any case
+        units = unit_count(raw["units"] or "")
+    except ConfigError:
+        raise bad("units", "a positive integer or 'auto'") from None
     values, notes = {}, []
     for column, default in DEFAULTS.items():
         number = re.match(r"\s*([-+]?\d+)", raw[column] or "")
@@ -186,7 +188,7 @@ def _parse(raw: dict, where: str, line: int) -> PublishedRow:
         notes.append(f"--set {' --set '.join(sets)} (the table's sets)")
     return PublishedRow(line, raw["system"].strip(), raw["model"].strip(),
                         (raw["weights"] or "").strip() or None,
-                        int(units) if units != "auto" else "auto", values["batch"],
+                        units, values["batch"],
                         values["context"], low, high, tuple(notes), tokens, sets)  # fmt: skip
 
 

@@ -130,6 +130,8 @@ def test_a_row_that_cannot_run_reports_its_error(tmp_path):
          "line 2: column 'tokens_per_s_per_user' must be a positive number or a range"),
         (HEADER + "h100,tiny-llama,bf16,0,1,64,10,x\n",
          "line 2: column 'units' must be a positive integer or 'auto', got '0'"),
+        (HEADER + "h100,tiny-llama,bf16,automatic,1,64,10,x\n",
+         "line 2: column 'units' must be a positive integer or 'auto', got 'automatic'"),
         (HEADER + "h100,tiny-llama,bf16,1,-3,64,10,x\n",
          "line 2: column 'batch' must be a positive integer, or text saying it is not "
          "published, got '-3'"),
@@ -164,6 +166,21 @@ def test_a_malformed_table_is_one_error_line(tmp_path, text, expected):
     assert result.exit_code == 2
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and expected in lines[0]
+
+
+def test_units_auto_is_read_in_any_case_as_run_reads_it(tmp_path):
+    # 'AUTO' was refused ("column 'units' must be a positive integer or 'auto'") while
+    # run --units AUTO ran
+    path = _table(
+        tmp_path,
+        "h100,tiny-llama,bf16,AUTO,1,64,10,x",
+        "h100,tiny-llama,bf16, Auto ,1,64,10,x",
+        "h100,tiny-llama,bf16,3,1,64,10,x",
+    )
+    assert [r.units for r in load_table(path)] == ["auto", "auto", 3]
+    result = invoke("validate", "--published", path, "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["units"] for r in json.loads(result.stdout)] == ["auto", "auto", 3]
 
 
 def test_a_spreadsheets_bom_and_spaces_after_commas_are_read(tmp_path):

@@ -231,6 +231,24 @@ def _number(key: str, raw: Any) -> float:
         raise ConfigError(f"--set {key}={raw}: value must be a number") from None
 
 
+def unit_count(value: str | int, where: str = "units") -> int | str:
+    """A unit count as a user writes it (``--units``, a published-speed table, a sweep grid):
+    a positive integer, as a number or as text, or ``auto`` in any case (returned as
+    ``"auto"``). A ConfigError names ``where``, the value and what it must be."""
+    count = as_int(value)
+    if count is None:
+        text = str(value).strip()
+        if text.lower() == "auto":
+            return "auto"
+        try:
+            count = int(text)
+        except ValueError:
+            raise ConfigError(f"{where} '{value}': expected a positive integer or 'auto'") from None
+    if count < 1:
+        raise ConfigError(f"{where} {count}: must be at least 1")
+    return count
+
+
 def load_system(
     name_or_path: str | Path,
     units: int | str = 1,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..errors import ConfigError, PyaccelError
+from ..errors import PyaccelError
 
 ERROR = "error"  # the column that holds why a point could not run (None when it ran)
 
@@ -37,14 +37,10 @@ def _record(inputs: dict) -> dict:
 
 
 def _units(value):
-    """A grid's ``units``: ``auto`` (any case) or a count, which the system's loader checks."""
-    text = str(value).strip()
-    if text.lower() == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"units '{value}': expected a positive integer or 'auto'") from None
+    """A grid's ``units``: ``auto`` (any case) or a positive count."""
+    from ..hw.io import unit_count
+
+    return unit_count(value)
 
 
 def flatten(record: dict, prefix: str = "") -> dict:
