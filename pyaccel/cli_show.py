@@ -335,11 +335,11 @@ def _flagged(records) -> list:
 
 def _print_compare(records) -> None:
     """``compare`` records (:class:`~pyaccel.records.RunRecord` or ``ErrorRecord``) as a table,
-    then one line per system that could not run. The batch column appears when the records
-    are of several batch sizes (else the title says it), and the step time (1 / tokens per
-    second per user) and energy per token are left to ``--json``, so the table reads at 80
-    columns."""
-    ran = [r for r in records if not isinstance(r, ErrorRecord)]
+    a row each in their order (a system that could not run: the units asked, dashes and "see
+    below"), then one line per system that could not run saying why. The batch column appears
+    when the records are of several batch sizes (else the title says it), and the step time
+    (1 / tokens per second per user) and energy per token are left to ``--json``, so the
+    table reads at 80 columns."""
     batches = sorted({r.batch for r in records})
     several = len(batches) > 1
     title = records[0].model if records else "compare"
@@ -359,8 +359,11 @@ def _print_compare(records) -> None:
         "context's length; bottleneck: the what-if winner (energy per token and step time: "
         "--json)",
     )  # fmt: skip
-    for r in ran:
+    for r in records:
         batch = (str(r.batch),) if several else ()
+        if isinstance(r, ErrorRecord):
+            t.add_row(r.system, str(r.units), "-", *batch, "-", "-", "-", "see below")
+            continue
         t.add_row(r.system, str(r.units), layout_text(r.layout), *batch,
                   _rate(r.tokens_per_s_per_user), _rate(r.tokens_per_s),
                   fmt_seconds(r.ttft_s) if r.ttft_s is not None else "-",

@@ -43,7 +43,8 @@ def compare(
                 # the formats it was tried at, and why, still belong with the error
                 resolved = resolve_workload(work, cfg, specs[name])
                 text = exc.as_run_hint(name, model) if isinstance(exc, NeedsEtch) else str(exc)
-                records.append(error_record(model, name, b, text, resolved.formats_from,
+                records.append(error_record(model, name, specs[name].kind, "auto",
+                                            resolved.workload, text, resolved.formats_from,
                                             resolved.warnings))  # fmt: skip
             if progress is not None:
                 progress(len(records), len(names) * len(sizes))

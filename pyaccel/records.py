@@ -117,14 +117,23 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class ErrorRecord:
-    """A ``compare --json`` entry for a system that could not run the model: why (``error``),
-    and the formats it was tried at with where they came from."""
+    """A ``compare --json`` entry for a system that could not run the model: the machine kind
+    and the workload it was tried at, under the keys a :class:`RunRecord` gives them (``units``
+    as asked: ``"auto"`` in ``compare``; formats as resolved, with where they came from), and
+    why it could not run (``error``) in place of the numbers."""
 
     schema_version: int
     pyaccel_version: str
+    kind: str
     system: str
     model: str
+    units: int | str
     batch: int
+    context: int
+    tokens: int
+    weights: str
+    expert_weights: str | None
+    kv: str
     error: str
     formats_from: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

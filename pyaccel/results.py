@@ -224,9 +224,12 @@ def run_and_record(model: str, system: str, units, workload, sets=None, etch=Fal
 
 
 def error_record(
-    model: str, system: str, batch: int, message: str, formats_from=None, warnings=()
+    model: str, system: str, kind: str, units, work, message: str, formats_from=None, warnings=()
 ) -> ErrorRecord:
-    """A ``compare --json`` entry for a system that could not run the model (at the formats
-    ``formats_from`` names, with the ``warnings`` their resolution gave)."""
-    return ErrorRecord(SCHEMA_VERSION, pyaccel_version(), system, model, batch, message,
-                       dict(formats_from or {}), list(warnings))  # fmt: skip
+    """A ``compare --json`` entry for a ``kind`` system that could not run the model on
+    ``units`` (a count or ``"auto"``) for the workload ``work`` (its formats resolved, as
+    ``formats_from`` says they were, with the ``warnings`` their resolution gave)."""
+    return ErrorRecord(SCHEMA_VERSION, pyaccel_version(), kind, system, model, units,
+                       work.batch, work.context, work.tokens, work.weights,
+                       work.expert_weights, work.kv, message, dict(formats_from or {}),
+                       list(warnings))  # fmt: skip

@@ -394,6 +394,14 @@ def test_compare_table_output():
     assert "h100" in text and "wse3" in text
 
 
+def test_compare_table_has_a_row_for_a_system_that_cannot_run():
+    # it was left out of the table, named only in a line below it
+    text = ok("compare", "--model", "tiny-llama", "--systems", "h100,taalas-hc1", *FAST)
+    rows = [line.split() for line in text.splitlines() if line.startswith("taalas-hc1  ")]
+    assert rows == [["taalas-hc1", "auto", "-", "-", "-", "-", "see", "below"]]
+    assert "taalas-hc1 (batch 1): taalas-hc1 is etched with llama-3.1-8b" in text
+
+
 def test_compare_plot_writes_png(tmp_path):
     path = tmp_path / "cmp.png"
     ok("compare", "--model", MODEL, "--systems", "h100,h200", *FAST, "--plot", path)

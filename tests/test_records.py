@@ -48,13 +48,31 @@ def test_run_record_round_trips_through_json(tiny_record):
 
 
 def test_error_record_keys_in_compare_order():
-    rec = error_record("m", "s", 4, "why", {"weights": "model"}, ("w",))
+    work = Workload(batch=4, context=64, tokens=2, weights="int8", kv="fp8").resolved("bf16")
+    rec = error_record("m", "s", "gpu", "auto", work, "why", {"weights": "model"}, ("w",))
     assert isinstance(rec, ErrorRecord)
     assert list(rec.to_dict()) == [
-        "schema_version", "pyaccel_version", "system", "model", "batch", "error",
-        "formats_from", "warnings",
+        "schema_version", "pyaccel_version", "kind", "system", "model", "units", "batch",
+        "context", "tokens", "weights", "expert_weights", "kv", "error", "formats_from",
+        "warnings",
     ]  # fmt: skip
     assert rec.to_dict()["warnings"] == ["w"] and rec.to_dict()["batch"] == 4
+
+
+def test_error_rows_carry_the_workload_keys_of_the_rows_that_ran():
+    # an error row had system, model and batch only: a table of compare --json could not say
+    # which context, tokens, formats or units a failed system was tried at
+    from pyaccel.compare import compare
+
+    work = Workload(context=128, tokens=2, kv="fp8")
+    ran, failed = compare("tiny-llama", ["h100", "taalas-hc1"], work)
+    ran, failed = ran.to_dict(), failed.to_dict()
+    same = ["schema_version", "pyaccel_version", "kind", "system", "model", "units", "batch",
+            "context", "tokens", "weights", "expert_weights", "kv"]  # fmt: skip
+    assert list(failed)[: len(same)] == list(ran)[: len(same)] == same
+    assert (failed["kind"], failed["units"], failed["context"], failed["tokens"]) == (
+        "asic", "auto", 128, 2)  # fmt: skip
+    assert (failed["weights"], failed["expert_weights"], failed["kv"]) == ("hc1", "hc1", "fp8")
 
 
 @pytest.mark.parametrize(
