@@ -45,6 +45,7 @@ from .cli_show import (
     _print_run,
     _print_warnings,
     _progress,
+    _say_written,
     _user_errors,
     err,
     out,
@@ -197,13 +198,6 @@ def run_cmd(
         _say_written(written, as_json)
 
 
-def _say_written(paths, as_json: bool) -> None:
-    """``wrote PATH`` for each file a command wrote beside its output (``--trace``, ``--plot``),
-    as ``plot`` says; not in ``--json`` output, whose stdout is the JSON alone."""
-    for path in [] if as_json else paths:
-        out.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
-
-
 @app.command("report")
 def report_cmd(
     system: System,
@@ -242,7 +236,7 @@ def report_cmd(
         if sensitivity is not None and not 0 < sensitivity < 100:
             raise ConfigError(f"--sensitivity {sensitivity:g}: must be a percent in (0, 100)")
         if plot is not None:  # before emulating: a bad path costs nothing
-            from .plots import REPORT_PLOT_FILES
+            from .plots import REPORT_PLOT_FILES, report_plots
 
             check_output_folder(plot, "--plot", REPORT_PLOT_FILES)
         if trace is not None:
@@ -254,16 +248,14 @@ def report_cmd(
         rep.prefill = result.prefill.as_dict()
         rep.roofline = roofline_points(result.trace)
         rep.assumptions += prefill_assumptions(result)
-        if plot is not None:
-            from .plots import report_plots
-
-            written += report_plots(result.trace, rep, plot)
+        drawn, removed = report_plots(result.trace, rep, plot) if plot is not None else ([], [])
+        written += drawn
         rows = alts = None
         if sensitivity is not None:
             case = (model, system, parse_units(units), work, sets, etch)
             rows, alts = _sensitivity(case, result, sensitivity, not as_json)
         _print_full_report(rep, result, rows, alts, sensitivity, as_json)
-        _say_written(written, as_json)
+        _say_written(written, as_json, removed)
 
 
 def _sensitivity(case: tuple, result, pct: float, show_progress: bool):

@@ -372,3 +372,19 @@ def _print_compare(records) -> None:
     for r in records:
         if isinstance(r, ErrorRecord):
             out.print(f"{r.system} (batch {r.batch}): {r.error}", markup=False, highlight=False)
+
+
+def _say_written(paths, as_json: bool, removed=()) -> None:
+    """``wrote PATH`` for each file a command wrote beside its output (``--trace``, ``--plot``),
+    as ``plot`` says (not with ``--json``, whose stdout is the JSON alone), and ``removed PATH``
+    for each plot of an earlier run it removed from ``--plot DIR`` (this run draws none such;
+    on stderr with ``--json``: a file gone is never left unsaid)."""
+    for path in [] if as_json else paths:
+        out.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
+    for path in removed:
+        (err if as_json else out).print(
+            f"removed {path} (an earlier run's: this run draws no {path.name})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )

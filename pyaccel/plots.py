@@ -25,23 +25,36 @@ def _figure():
 _NO_DATE = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 
 
-def _save(fig, path: Path) -> Path:
-    """Write ``fig`` to ``path`` in the format its suffix names (png, svg or pdf)."""
+def _render(fig, fmt: str) -> bytes:
+    """``fig`` as the bytes of a ``fmt`` file (png, svg or pdf); the figure is closed."""
     import matplotlib
 
     buf = io.BytesIO()
     try:
-        fmt = plot_format(path)
         with matplotlib.rc_context({"svg.hashsalt": "pyaccel"}):
             fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight", metadata=_NO_DATE[fmt])
     finally:
         _figure().close(fig)
-    return write_atomic(path, buf.getvalue(), "plot file")
+    return buf.getvalue()
+
+
+def _save(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` in the format its suffix names (png, svg or pdf)."""
+    try:
+        fmt = plot_format(path)
+    except BaseException:
+        _figure().close(fig)
+        raise
+    return write_atomic(path, _render(fig, fmt), "plot file")
 
 
 def layer_plot(report, path: Path) -> Path:
     """Stacked bar per layer key: microseconds by resource class in the report's step (the
     first recorded), which the title and footer name."""
+    return _save(_layer_figure(report), path)
+
+
+def _layer_figure(report):
     plt = _figure()
     layers = list(report.by_layer)
     resources = sorted({r for d in report.by_layer.values() for r in d})
@@ -63,7 +76,7 @@ def layer_plot(report, path: Path) -> Path:
     _footer(fig, f"a bar: each resource class's busy time in the layer (union over units) in "
                  f"step {report.step} (context {report.step_context:,}); classes work at the "
                  "same time, so a bar can stand taller than the layer took")  # fmt: skip
-    return _save(fig, path)
+    return fig
 
 
 def roofline_plot(report: dict, path: Path) -> Path:
@@ -71,6 +84,10 @@ def roofline_plot(report: dict, path: Path) -> Path:
     :meth:`Report.as_dict`, with its ``roofline``): attainable FLOP/s per unit against
     operational intensity (log-log), the memory slope and each compute ceiling, every op of the
     step a point at its achieved rate (its FLOPs per unit over its busiest unit's time)."""
+    return _save(_roofline_figure(report), path)
+
+
+def _roofline_figure(report: dict):
     import numpy as np
 
     from .errors import ConfigError
@@ -109,7 +126,7 @@ def roofline_plot(report: dict, path: Path) -> Path:
     _footer(fig, f"peaks: the lower bound's per-unit rates ({roof['memory_resource']}, "
                  f"{roof['compute_resource']}); achieved: an op's FLOPs per unit over its "
                  "busiest unit's time in the first recorded step")  # fmt: skip
-    return _save(fig, path)
+    return fig
 
 
 def _footer(fig, assumptions: str) -> None:
@@ -120,17 +137,25 @@ def _footer(fig, assumptions: str) -> None:
              ha="left", va="top", wrap=True)  # fmt: skip
 
 
-def report_plots(trace, report, folder: Path) -> list[Path]:
+def report_plots(trace, report, folder: Path) -> tuple[list[Path], list[Path]]:
     """Write the report's plots into ``folder`` (and, for wafer runs, ``wafer.png``); the
-    folder is created if missing, its parents never are."""
+    folder is created if missing, its parents never are. Returns (files written, files
+    removed): a plot of :data:`REPORT_PLOT_FILES` this run does not draw (``wafer.png`` of an
+    earlier wafer run) is removed, so that the folder holds one run's plots. Every picture is
+    drawn before any file changes; then each is written atomically, and only then is the
+    stale one removed (a plain file only: a link or anything else at the name is left)."""
     folder = make_output_folder(folder, "plot folder")
-    out = [
-        layer_plot(report, folder / "layers.png"),
-        roofline_plot(report.as_dict(), folder / "roofline.png"),
-    ]
+    figures = {"layers.png": lambda: _layer_figure(report),
+               "roofline.png": lambda: _roofline_figure(report.as_dict())}  # fmt: skip
     if "link_busy_cycles" in trace.arrays:
-        out.append(wafer_heatmap(trace, folder / "wafer.png"))
-    return out
+        figures["wafer.png"] = lambda: _wafer_figure(trace)
+    drawn = {name: _render(figure(), "png") for name, figure in figures.items()}
+    written = [write_atomic(folder / name, data, "plot file") for name, data in drawn.items()]
+    stale = [folder / name for name in REPORT_PLOT_FILES if name not in drawn]
+    removed = [path for path in stale if path.is_file() and not path.is_symlink()]
+    for path in removed:
+        path.unlink()
+    return written, removed
 
 
 def compare_plot(records: list, path: Path) -> Path:
@@ -213,6 +238,10 @@ def validate_plot(rows: list, path: Path) -> Path:
 def wafer_heatmap(trace, path: Path) -> Path:
     """Wafer heatmaps of one pass: cycles each PE's links were reserved (``link_busy_cycles``)
     and resident SRAM bytes per PE (``sram_bytes``), wafers side by side (wafer engine only)."""
+    return _save(_wafer_figure(trace), path)
+
+
+def _wafer_figure(trace):
     import numpy as np
 
     plt = _figure()
@@ -238,4 +267,4 @@ def wafer_heatmap(trace, path: Path) -> Path:
         ax.set_ylabel("PE y")
         fig.colorbar(im, ax=ax, label=unit)
     fig.tight_layout()  # keep the first colour bar's label clear of the second panel
-    return _save(fig, path)
+    return fig

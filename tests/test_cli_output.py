@@ -201,6 +201,29 @@ def test_report_plot_creates_its_folder_with_the_umask(tmp_path, umask):
         assert stat.S_IMODE((folder / name).stat().st_mode) == 0o644
 
 
+def test_report_plot_folder_holds_one_runs_plots(tmp_path):
+    # a GPU run into a folder of a wafer run's plots left wafer.png beside its own two
+    folder = tmp_path / "plots"
+    tiny = ("--model", "tiny-llama", "--tokens", "2", "--context", "64", "--plot", folder)
+    ok("report", "--system", "wse3", *tiny)
+    assert sorted(p.name for p in folder.iterdir()) == ["layers.png", "roofline.png", "wafer.png"]
+    (folder / "notes.txt").write_text("mine")  # not a plot of report's: never touched
+    text = ok("report", "--system", "h100", *tiny)
+    assert sorted(p.name for p in folder.iterdir()) == ["layers.png", "notes.txt", "roofline.png"]
+    assert f"removed {folder / 'wafer.png'} (an earlier run's: this run draws no wafer.png)" in text
+    again = ok("report", "--system", "h100", *tiny)  # nothing stale: nothing said
+    assert "removed" not in again and f"wrote {folder / 'layers.png'}" in again
+
+
+def test_report_plot_leaves_a_link_at_a_plots_name(tmp_path):
+    folder, kept = tmp_path / "plots", tmp_path / "kept.png"
+    folder.mkdir()
+    kept.write_bytes(b"old")
+    (folder / "wafer.png").symlink_to(kept)
+    ok("report", "--system", "h100", "--model", "tiny-llama", "--tokens", "2", "--plot", folder)
+    assert (folder / "wafer.png").is_symlink() and kept.read_bytes() == b"old"
+
+
 @pytest.mark.parametrize(
     ("suffix", "magic"), [(".svg", b"<?xml"), (".pdf", b"%PDF-"), (".PNG", b"\x89PNG\r\n\x1a\n")]
 )
