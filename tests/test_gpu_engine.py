@@ -1,5 +1,7 @@
 """GPU engine: hand-derived golden cycles, published-range checks, and invariants."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -59,7 +61,15 @@ def test_golden_single_gpu_step(tmp_path):
     tr = _trace(_tiny(tmp_path), 1, pa.Workload(context=8, tokens=2))
     assert tr.step_cycles.tolist() == [19127, 19127]
     step0 = tr.events["step"] == 0
-    assert step0.sum() == 26 + 10  # a launch and a body event per kernel, + HBM latencies
+    # a launch per kernel, a body per kernel with one (not rope, act, sampling: 0 cycles), and
+    # the HBM latencies; no event of no time (they put zero-length hbm slices in the trace)
+    assert step0.sum() == 13 + 10 + 10 and (tr.events["duration"] > 0).all()
+    df = tr.to_dataframe()
+    bodyless = df[df.kind.isin(["rope", "act", "sampling"])]
+    assert set(bodyless.resource) == {"launch"} and len(bodyless) == 3 * 2  # their launches
+    doc = json.loads(tr.to_perfetto(tmp_path / "t.json").read_text())
+    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    assert len(slices) == tr.n_events and all(e["dur"] > 0 for e in slices)
 
 
 def test_golden_tensor_parallel_step(tmp_path):
@@ -72,9 +82,9 @@ def test_golden_tensor_parallel_step(tmp_path):
     # sampler's eager launch 1,000 = 28,075.
     tr = _trace(_tiny(tmp_path), 2, pa.Workload(context=8, tokens=1))
     assert tr.step_cycles.tolist() == [28075]
-    # events: 13 kernels x 2 events x 2 ranks + 10 HBM latencies x 2 ranks + 3 collectives x 3
-    # events x 2 ranks
-    assert tr.n_events == 13 * 2 * 2 + 10 * 2 + 3 * 3 * 2
+    # events: 13 launches and 10 bodies (rope, act and sampling take none) x 2 ranks + 10 HBM
+    # latencies x 2 ranks + 3 collectives x 3 events x 2 ranks
+    assert tr.n_events == (13 + 10) * 2 + 10 * 2 + 3 * 3 * 2
     assert set(tr.events["unit"].tolist()) == {0, 1}
 
 

@@ -94,8 +94,9 @@ def _gpu_spans_reference(kernels, tp, host=0):
                 if n:
                     out.append(Span(k.layer, f"{k.op}.{suffix}", k.kind, unit, res, s, n))
                     s += n
-            out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
-                            k.flops))  # fmt: skip
+            if k.body:  # a body of no time is left out (the kernel is its launch)
+                out.append(Span(k.layer, k.op, k.kind, unit, k.resource, s, k.body, k.n_bytes,
+                                k.flops))  # fmt: skip
         t += wait + k.cycles
     return out
 

@@ -270,7 +270,12 @@ def _spans(kernels: list[Kernel], tp: int, host: int = 0) -> SpanColumns:
             if n:
                 rows.append((k.layer, f"{k.op}.{suffix}", k.kind, 0, res, s, n, 0, 0))
                 s += n
-        rows.append((k.layer, k.op, k.kind, 0, k.resource, s, k.body, k.n_bytes, k.flops))
+        # a body of no time (a vector op whose activations sit in L2, gpu.weights_from_hbm and
+        # gpu.vector_ops_memory_bound: RoPE, the activation, the sampler at small batch) is
+        # left out: its kernel is its launch; a zero-length span on a resource it never used
+        # drew a sliver in Perfetto and counted the op under that resource
+        if k.body:
+            rows.append((k.layer, k.op, k.kind, 0, k.resource, s, k.body, k.n_bytes, k.flops))
         t += wait + k.cycles
     return _on_ranks(SpanColumns.of_rows(rows), kernels, np.array(first_row, dtype=np.int64), tp)
 
