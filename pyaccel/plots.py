@@ -236,8 +236,9 @@ def validate_plot(rows: list, path: Path) -> Path:
 
 
 def wafer_heatmap(trace, path: Path) -> Path:
-    """Wafer heatmaps of one pass: cycles each PE's links were reserved (``link_busy_cycles``)
-    and resident SRAM bytes per PE (``sram_bytes``), wafers side by side (wafer engine only)."""
+    """Wafer heatmaps of one pass: the time each PE's links were reserved, in microseconds
+    (``link_busy_cycles`` over the wafer's clock; SPEC §6: reports give times in seconds), and
+    the resident SRAM per PE in KiB (``sram_bytes``), wafers side by side (wafer engine only)."""
     return _save(_wafer_figure(trace), path)
 
 
@@ -256,9 +257,10 @@ def _wafer_figure(trace):
             parts += [arr[u].astype(float), pad]
         return np.hstack(parts[:-1])
 
+    link_us = strip(busy) / trace.clock_hz * 1e6  # the engine's cycles as a time (SPEC §6)
     fig, axes = plt.subplots(1, 2, figsize=(min(24, 7 + 3.2 * n_units), 4.5))
     for ax, data, title, unit in (
-        (axes[0], strip(busy), "mesh link busy per PE", "cycles per pass"),
+        (axes[0], link_us, "mesh link busy time per PE", "link busy time per pass (us)"),
         (axes[1], strip(sram) / 1024, "resident SRAM per PE", "KiB"),
     ):
         im = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="viridis")

@@ -365,6 +365,25 @@ def test_heatmap_png_draws_the_traces_arrays(run8b, tmp_path):
     assert image.ndim == 3 and len(np.unique(image.reshape(-1, image.shape[2]), axis=0)) > 16
 
 
+def test_heatmap_shows_link_time_in_seconds_with_its_unit(run8b):
+    # the colour bar read "cycles per pass": SPEC §6 has reports give times in seconds
+    from pyaccel.plots import _figure, _wafer_figure
+
+    *_, tr = run8b
+    fig = _wafer_figure(tr)
+    try:
+        link, sram, link_bar, sram_bar = fig.axes
+        assert "busy time" in link.get_title() and "cycles" not in link_bar.get_ylabel()
+        assert link_bar.get_ylabel() == "link busy time per pass (us)"
+        assert sram_bar.get_ylabel() == "KiB"
+        shown = np.asarray(link.images[0].get_array())
+        width = tr.arrays["link_busy_cycles"].shape[2]
+        us = tr.arrays["link_busy_cycles"][0] / tr.clock_hz * 1e6
+        assert np.allclose(shown[:, :width], us) and np.nanmax(shown) < 1e4  # us, not cycles
+    finally:
+        _figure().close(fig)
+
+
 @pytest.mark.parametrize("name", ["tiny-mixtral", "tiny-deepseek-v3", "tiny-qwen3", "tiny-llama"])
 def test_tiny_models_of_every_family_run(name, wse3):
     model, work = pa.load_model(name), pa.Workload(tokens=2, batch=2)
