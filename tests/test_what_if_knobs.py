@@ -79,3 +79,25 @@ def test_what_if_doubles_the_exp_cost_with_the_lanes():
     fast = what_if_system(base, "pe_compute")
     assert fast.spec.params.fmac_fp16_per_cycle == 2 * base.spec.params.fmac_fp16_per_cycle
     assert fast.spec.params.exp_cycles_per_elem == base.spec.params.exp_cycles_per_elem / 2
+
+
+# counts that read like a rate but split a fixed bandwidth: twice the count is not twice as fast
+PORT_COUNTS = {
+    ("lpu", "global_links"): "the C2C links a chip keeps after its node peers are split over "
+    "these ports: more ports, each narrower",
+}
+
+
+@pytest.mark.parametrize(("kind", "name"), sorted(PORT_COUNTS))
+def test_a_port_count_is_no_what_if_knob_and_its_doc_says_what_it_is(kind, name):
+    from pyaccel.sim.lpu.net import Network
+
+    assert name not in _knobs(kind) and name not in RATE_COUNTS
+    (doc,) = [f.metadata["doc"] for f in fields(PARAMS_BY_KIND[kind]) if f.name == name]
+    assert "port count, not a rate" in doc  # it read "links per chip leaving its node"
+    # the mechanism the doc states: the same spare links over twice the ports, each half as wide
+    spec = pa.load_system("groq-tsp", 1).spec
+    wide = pa.load_system("groq-tsp", 1, overrides=[f"{name}={2 * spec.params.global_links}"])
+    one, two = (Network(s.params, s.clock_hz) for s in (spec, wide.spec))
+    assert two.global_bpc == pytest.approx(one.global_bpc / 2)
+    assert two.hop_ports > one.hop_ports  # and more of them join two nodes

@@ -26,7 +26,11 @@ class LpuParams:
     c2c_bytes_per_s: float = _f("bandwidth of one C2C link per direction (bytes/s)")
     c2c_latency_s: float = _f("latency of one C2C hop (s)", strict=False)
     chips_per_node: int = _i("chips fully connected in one node")
-    global_links: int = _i("links per chip leaving its node")
+    global_links: int = _i(
+        "global (Dragonfly) ports per chip leaving its node: a port count, not a rate; the C2C "
+        "links a chip keeps after its node peers are split evenly over them, so more ports are "
+        "each narrower (no what-if doubles it)"
+    )
     chips_per_rack: int = _i("active chips per rack")
     local_links_per_peer: int = _i("C2C links joining each pair of chips in a node")
     mxm_operand_bytes: int = _i("bytes per weight element as installed in the MXM (1 int8, 2 fp16)")
