@@ -345,6 +345,7 @@ def _print_compare(records) -> None:
     title = records[0].model if records else "compare"
     if records and not several:
         title = f"{title}, batch {batches[0]}"
+    ran = [r for r in records if not isinstance(r, ErrorRecord)]
     spec = next((r.extra["spec_decode"] for r in ran if "spec_decode" in r.extra), None)
     if spec:  # the numbers are over speculative rounds, the units the drafter's too
         head = f"{spec['kind']}:{spec['draft']}" if spec["draft"] else spec["kind"]
