@@ -8,9 +8,9 @@ A placer offers either ``place_auto(graph, system)`` and ``place_units(graph, sy
 (one layout per unit count), or ``layouts_auto`` and ``layouts_units`` (every layout that fits,
 never empty) with ``label(placement)`` and ``with_reason(graph, system, placement, tried)``;
 each layout is timed by the step driver on the kind's engine (:func:`sim.driver.step_cycles`).
-A placer whose layouts come in families that differ only in their pipeline stage count also
-offers ``family(placement)`` and ``restaged(graph, system, placement, stages)``: the counts
-between a family's fewest and most stages are then searched too.
+A placer whose layouts come in families that differ in one whole number (stage count, grid
+side) also offers ``family``, ``position`` and ``member``: the members between a family's ends
+are then searched too (:mod:`pyaccel.layout_search`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from dataclasses import replace
 
 from .errors import ConfigError, option
 from .hw.spec import System
+from .layout_search import search_families
 from .place import placer_module
 from .place.placement import Placement
 from .place.slot import MAX_UNITS
-from .sim.driver import stage_cycles_of, step_cycles
+from .sim.driver import step_cycles
 from .sim.inputs import check_args, engine_module, run_graph
-from .sim.pipeline import micro_batch_sizes
 from .workload import Workload
 
 
@@ -64,12 +64,12 @@ def place(model, system: System, workload=None, graph=None) -> Placement:
 def fastest(graph, system: System, layouts: list[Placement], placer) -> Placement:
     """The layout of ``layouts`` (all on the same units) whose decode step at the workload's
     context takes the fewest cycles on the kind's engine (the first of equals), with the
-    placer's reason naming every layout tried and its cycles. Where the placer can restage a
-    layout (``family`` and ``restaged``), stage counts between a family's fewest and most are
-    searched too (:func:`_search_stages`)."""
+    placer's reason naming every layout tried and its cycles. Where the placer's layouts come
+    in families (``family``, ``position``, ``member``), the members between a family's ends
+    are searched too (:mod:`pyaccel.layout_search`); a layout built twice is timed once."""
     engine = engine_module(system.kind)
     timed: list[tuple[str, int, Placement]] = []
-    by_slots: dict = {}  # a layout built again (another split that came out the same): once
+    by_slots: dict = {}
 
     def time(plc: Placement) -> int:
         if plc.layers not in by_slots:
@@ -78,97 +78,28 @@ def fastest(graph, system: System, layouts: list[Placement], placer) -> Placemen
         return by_slots[plc.layers]
 
     known = {id(plc): time(plc) for plc in layouts}
-    if hasattr(placer, "restaged"):
-        _search_stages(graph, system, layouts, placer, engine, time, known)
-        timed.sort(key=_family_order(layouts, placer))  # each family's counts in order
+    if hasattr(placer, "member"):
+        search_families(graph, system, layouts, placer, engine, time, known)
+        timed.sort(key=_family_order(layouts, placer))  # each family's members in order
     best = min(timed, key=lambda t: t[1])  # the first of equals
     return placer.with_reason(graph, system, best[2], [(lab, c) for lab, c, _ in timed])
 
 
 def _family_order(layouts, placer):
-    """Sort key of a timed layout: its family's place among ``layouts``, then its stages."""
+    """Sort key of a timed layout: its family's place among ``layouts`` (a layout of no family
+    has a place of its own), then its position in the family."""
     rank: dict = {}
     for plc in layouts:
-        rank.setdefault(placer.family(plc), len(rank))
-    return lambda t: (rank[placer.family(t[2])], _pp(t[2]))
+        rank.setdefault(_family_key(placer, plc), len(rank))
+
+    def key(t) -> tuple:
+        plc = t[2]
+        fam = _family_key(placer, plc)
+        return rank[fam], placer.position(plc) if fam[0] == "family" else 0
+
+    return key
 
 
-def _search_stages(graph, system, layouts, placer, engine, time, known: dict) -> None:
-    """Time (with ``time``) the stage counts :func:`_stage_counts` visits between the fewest
-    and the most stages of each family of ``layouts`` (``known``: their cycles by id)."""
-    families: dict = {}
-    for plc in layouts:
-        families.setdefault(placer.family(plc), []).append(plc)
-    for members in families.values():
-        few, most = min(members, key=_pp), max(members, key=_pp)
-        # with one micro-batch a step is one pass through every stage: more stages only add
-        # hops, so the fewest is fastest and the counts between need no timing
-        if len(micro_batch_sizes(graph.workload.batch, engine.n_stages(most))) < 2:
-            continue
-        memo = {_pp(few): known[id(few)], _pp(most): known[id(most)]}
-        _stage_counts(lambda pp, few=few: time(placer.restaged(graph, system, few, pp)),
-                      _pp(few), _pp(most), memo)  # fmt: skip
-        costs = _key_cycles(graph, system, placer, engine, few)
-        if costs is not None:
-            _stage_counts(_by_costs(graph, system, placer, few, costs, time),
-                          _pp(few), _pp(most), {})  # fmt: skip
-
-
-def _key_cycles(graph, system, placer, engine, plc) -> tuple[int, ...] | None:
-    """Each layer key's cycles on a stage of its own of ``plc``'s family (the placer's
-    ``keywise`` layout, timed by the step driver at the workload's context), or None where the
-    placer or engine has no such layout or times."""
-    keywise = getattr(placer, "keywise", None)
-    if keywise is None:
-        return None
-    one = keywise(graph, system, plc)
-    wide = replace(system, units=one.n_units)  # as many units as one key a stage takes
-    costs = stage_cycles_of(engine, graph, wide, one, graph.context)
-    return None if costs is None else tuple(costs)
-
-
-def _by_costs(graph, system, placer, plc, costs: tuple, time):
-    """``cycles(pp)`` of ``plc``'s family over ``pp`` stages balanced by ``costs`` (timed with
-    ``time``); a split that leaves a chip short is never the fastest."""
-
-    def cycles(pp: int) -> int:
-        out = placer.restaged(graph, system, plc, pp, costs)
-        return _NEVER if out is None else time(out)
-
-    return cycles
-
-
-_NEVER = 2**62  # the cycles of a layout that cannot run: slower than any that can
-
-
-def _pp(plc: Placement) -> int:
-    return plc.layout.pp
-
-
-def _stage_counts(cycles, lo: int, hi: int, memo: dict[int, int]) -> dict[int, int]:
-    """``memo`` (stage count -> cycles, holding ``lo`` and ``hi`` or empty) grown with the counts a
-    golden-section search between ``lo`` and ``hi`` visits for the fewest ``cycles(pp)``, each
-    asked once: about 1.44 log2(hi - lo) + 2 counts. The step over stage counts falls while
-    more micro-batches overlap and smaller blocks shorten the busiest stage, then rises with
-    the extra hops, so it is searched as unimodal; ties keep the fewer stages (a plateau that
-    falls further on can hide a better count), and the last window of at most four counts is
-    timed whole."""
-
-    def f(pp: int) -> int:
-        if pp not in memo:
-            memo[pp] = cycles(pp)
-        return memo[pp]
-
-    inv_phi = (5**0.5 - 1) / 2
-    a, b = lo, hi
-    while b - a > 3:
-        c, d = b - round((b - a) * inv_phi), a + round((b - a) * inv_phi)
-        if c >= d:  # rounding met in the middle: two neighbours tell which side falls
-            c, d = (a + b) // 2, (a + b) // 2 + 1
-        if f(c) <= f(d):
-            b = d
-        else:
-            a = c
-    for pp in sorted({lo, hi, *range(a, b + 1)}):
-        f(pp)
-    return memo
+def _family_key(placer, plc) -> tuple:
+    fam = placer.family(plc)
+    return ("family", fam) if fam is not None else ("alone", id(plc))

@@ -1,8 +1,10 @@
-"""The speed search over pipeline stage counts (pyaccel.placing): where a placer's layouts come in
-families that differ only in their stage count (the LPU's TP widths), the counts between a
-family's fewest and most stages are searched, not only the two ends. At batch > 1 a middle count
-can win: groq-tsp llama-3.1-8b at batch 8 on 98 chips ran TP 8 x 12 (304,811 cycles) while
-TP 8 x 10, what 84 chips got, runs in 301,867, so more chips ran slower."""
+"""The speed search inside layout families (pyaccel.layout_search): where a placer's layouts come
+in families that differ in one whole number (the LPU's TP widths over their stage counts, the
+wafer's interleave over its grid sizes), the members between a family's ends are searched, not
+only the two ends. At batch > 1 a middle stage count can win: groq-tsp llama-3.1-8b at batch 8
+on 98 chips ran TP 8 x 12 (304,811 cycles) while TP 8 x 10, what 84 chips got, runs in 301,867,
+so more chips ran slower. A tiny model's interleave ran on the smallest grid that holds it
+(tiny-llama on wse3: 5 x 5 PEs), and lower precision, a smaller grid, ran slower."""
 
 from __future__ import annotations
 
@@ -13,17 +15,19 @@ import numpy as np
 import pytest
 
 import pyaccel as pa
-from pyaccel import placing
+from pyaccel import layout_search
 from pyaccel.place import lpu as placer
+from pyaccel.place import wafer as wafer_placer
 from pyaccel.place.common import capped_partition
 from pyaccel.sim import lpu as engine
+from pyaccel.sim import wafer as wafer_engine
 from pyaccel.sim.driver import step_cycles
 from pyaccel.sim.inputs import run_graph
 
 
 def _search(f, lo, hi):
     memo = {lo: f(lo), hi: f(hi)}
-    return placing._stage_counts(f, lo, hi, memo)
+    return layout_search.golden_positions(f, lo, hi, memo)
 
 
 @pytest.mark.parametrize("best", [1, 2, 7, 20, 39, 40])
@@ -51,6 +55,14 @@ def test_a_short_range_is_timed_whole():
     assert sorted(_search(lambda pp: -pp, 4, 7)) == [4, 5, 6, 7]
 
 
+def test_a_step_that_rises_from_the_least_stops_there():
+    """Unimodal and rising from the least position: the least is the minimum, found with one
+    more timing (a wafer's smallest grid for a large model: its lines are shortest there)."""
+    memo = layout_search.golden_positions(lambda x: 100 + x, 600, 1170, {})
+    assert sorted(memo) == [600, 601, 1170]
+    assert min(memo, key=memo.get) == 600
+
+
 @pytest.fixture(scope="module")
 def llama8b():
     return pa.load_model("llama-3.1-8b")
@@ -62,7 +74,7 @@ def _every_count(graph, system, tp):
     most = placer.build(graph, spec, tp, units)
     few = placer._fewest_stages(graph, spec, tp, most)
     return {
-        pp: step_cycles(engine, graph, system, placer.restaged(graph, system, few, pp), 1024)
+        pp: step_cycles(engine, graph, system, placer.member(graph, system, few, pp), 1024)
         for pp in range(few.layout.pp, most.layout.pp + 1)
     }
 
@@ -181,3 +193,55 @@ def test_one_sequence_never_balances_by_time(llama_1b):
 @pytest.fixture(scope="module")
 def llama_1b():
     return pa.load_model("llama-3.2-1b")
+
+
+# --- the wafer's interleave over grid sizes ------------------------------------------------
+
+
+def test_a_tiny_model_interleaves_on_a_middle_grid():
+    """tiny-llama on one wse3 ran its interleave on the smallest grid that holds it, 5 x 5 PEs:
+    each PE then works on a large share of every layer. The whole wafer's lines are too long.
+    A grid between them is faster than both ends, and the search finds one."""
+    tiny, system, work = pa.load_model("tiny-llama"), pa.load_system("wse3", 1), pa.Workload()
+    graph = run_graph(tiny, system, work, "test")
+    ends = [p for p in wafer_placer.layouts_units(graph, system, 1)
+            if p.layout.strategy == "interleave"]  # fmt: skip
+    low = min(ends, key=wafer_placer.position)
+    assert low.layout.grids[0] == (5, 5) and len(ends) == 2
+    plc = pa.place(tiny, system, work)
+    kept = step_cycles(wafer_engine, graph, system, plc, graph.context)
+    end_cycles = [step_cycles(wafer_engine, graph, system, p, graph.context) for p in ends]
+    assert plc.layout.strategy == "interleave" and kept < min(end_cycles)
+    side = wafer_placer.position(plc)
+    assert low.layout.grids[0][0] < side < max(ends[1].layout.grids[0])
+    assert f"interleave {side}x{side}: {kept:,} cycles" in plc.reason
+    assert wafer_placer.member(graph, system, low, side).layers == plc.layers
+
+
+def test_a_grid_grows_only_where_it_is_smaller():
+    """A member's grid on each wafer: its base grid where that is as large, else the grid of
+    the asked long side on the same path (squares, then the short side by the long one)."""
+    llama, system = pa.load_model("llama-3.1-70b"), pa.load_system("wse3", 5)
+    work = pa.Workload(tokens=1)
+    graph = run_graph(llama, system, work, "test")
+    low = min((p for p in wafer_placer.layouts_units(graph, system, 5)
+               if p.layout.strategy == "interleave"), key=wafer_placer.position)  # fmt: skip
+    grids = low.layout.grids
+    side = wafer_placer.position(low) + 10
+    grown = wafer_placer.member(graph, system, low, side).layout.grids
+    for before, after in zip(grids, grown, strict=True):
+        assert after == (before if max(before) >= side else (755, side))
+
+
+def test_lower_precision_is_no_longer_slower_on_a_wafer():
+    """wse2 tiny-mixtral on 2 wafers ran int4 slower than fp8 and bf16 (a smaller smallest
+    grid: 4 x 4 PEs against 5 x 5 and 6 x 6); the grid search puts each on the grid that suits
+    the step."""
+    tiny, rates = pa.load_model("tiny-mixtral"), {}
+    for fmt in ("bf16", "fp8", "int4"):
+        system = pa.load_system("wse2", 2)
+        w = pa.Workload(tokens=2, weights=fmt)
+        plc = pa.place(tiny, system, w)
+        rates[fmt] = pa.emulate(tiny, system, plc, w).tokens_per_s_per_user
+    assert rates["int4"] >= rates["fp8"] * (1 - 1e-9)
+    assert rates["fp8"] >= rates["bf16"] * (1 - 1e-9)

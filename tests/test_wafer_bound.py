@@ -7,6 +7,7 @@ import pytest
 
 import pyaccel as pa
 from pyaccel.model.config import preset_names
+from pyaccel.place import wafer as wafer_placer
 from pyaccel.sim import roofline
 from pyaccel.sim.wafer import bound as wafer_bound
 
@@ -42,7 +43,7 @@ def test_the_bound_binds_on_llama_8b():
 
 
 def test_the_bound_binds_on_a_tiny_model():
-    # tiny-llama sits on a 4 x 4 region: its ops are DSD issues, message starts and hops
+    # tiny-llama sits on a small region: its ops are DSD issues, message starts and hops
     assert _ratio("wse3", "tiny-llama") < 10  # x105 with hops alone
 
 
@@ -54,7 +55,9 @@ def test_each_ops_floor_by_hand():
     work = pa.Workload(context=64, tokens=2)
     cfg, sysm = pa.load_model("tiny-llama"), pa.load_system("wse3", 1)
     graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
-    plc = pa.place(cfg, sysm, work, graph=graph)
+    # the interleave on the smallest grid that holds it (the speed search keeps a larger one)
+    plc = min((p for p in wafer_placer.layouts_units(graph, sysm, 1)
+               if p.layout.strategy == "interleave"), key=wafer_placer.position)  # fmt: skip
     p, clock = sysm.spec.params, sysm.spec.clock_hz
     rates = wafer_bound.rates(sysm.spec, work)
     slots = {s.layer: s for s in plc.layers}

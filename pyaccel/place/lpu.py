@@ -6,7 +6,7 @@ node across racks. Inside a chip, a layer's shard occupies a contiguous range of
 rows over the stage's chips like any row-split weight.
 
 The placer offers layouts (every width that fits, with its fewest and its most stages, and
-:func:`restaged` for the counts between) and the orchestration layer keeps the fastest
+:func:`member` for the counts between) and the orchestration layer keeps the fastest
 (:mod:`pyaccel.placing`); ``--units auto`` is the fewest chips that hold the model, searched by
 speed on that count.
 
@@ -260,14 +260,22 @@ def layouts_on(graph, spec, units: int) -> list[Placement]:
     return out
 
 
+FAMILY_POSITION = "stages"  # a family's members differ in their pipeline stage count
+
+
 def family(plc: Placement) -> tuple:
-    """What a layout keeps when only its stage count changes (the speed search's key for
-    :func:`restaged`): its tensor-parallel width and expert layout."""
+    """What a layout keeps when only its stage count changes (the speed search's family,
+    :mod:`pyaccel.layout_search`): its tensor-parallel width and expert layout."""
     return (plc.layout.tp, plc.layout.ep)
 
 
-def restaged(graph, system, plc: Placement, stages: int,
-             costs: tuple[int, ...] | None = None) -> Placement | None:  # fmt: skip
+def position(plc: Placement) -> int:
+    """Where a layout stands in its :func:`family`: its pipeline stage count."""
+    return plc.layout.pp
+
+
+def member(graph, system, plc: Placement, stages: int,
+           costs: tuple[int, ...] | None = None) -> Placement | None:  # fmt: skip
     """``plc``'s layout (its width and expert layout on its chips) over ``stages`` pipeline
     stages (by resident bytes, any count between the fewest and the most stages that fit also
     fits, since more stages hold fewer layers each); ``costs``: each layer key's cycles on a
@@ -282,7 +290,7 @@ def restaged(graph, system, plc: Placement, stages: int,
 def keywise(graph, system, plc: Placement) -> Placement:
     """``plc``'s width and expert layout with every layer key on a stage of its own, on as
     many chips as that takes (more than the system may have): a layout only for timing each
-    key's work on such a stage, the ``costs`` of :func:`restaged`."""
+    key's work on such a stage, the ``costs`` of :func:`member`."""
     lay, n = plc.layout, len(graph.layer_keys)
     return build(graph, system.spec, lay.tp, lay.tp * n, stages=n, ep=bool(lay.ep))
 

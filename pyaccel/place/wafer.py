@@ -237,6 +237,40 @@ def _every(results) -> list | None:
     return out
 
 
+FAMILY_POSITION = "grid"  # an interleave family's members differ in their grids' long side
+
+
+def family(plc: Placement) -> tuple | None:
+    """The speed search's family of an interleave layout (:mod:`pyaccel.layout_search`): its
+    wafers' grids grow together from the smallest that holds each block to the whole wafer,
+    its expert layout kept; None for the other strategies (their sizes are all offered)."""
+    lay = plc.layout
+    return ("interleave", lay.expert_wafers) if lay.strategy == "interleave" else None
+
+
+def position(plc: Placement) -> int:
+    """Where an interleave layout stands in its :func:`family`: the least long side of its
+    wafers' grids (grids grow as squares to the wafer's short side, then along its long one)."""
+    return min(max(g) for g in plc.layout.grids)
+
+
+def member(graph, system, base: Placement, side: int, costs=None) -> Placement | None:
+    """``base`` (the interleave on each block's smallest grid) with every wafer's grid grown
+    to at least the grid of long side ``side`` on the same path (:func:`.wafer_fit.grid_path`:
+    ``side`` x ``side`` up to the short side, then the short side by ``side``): a larger grid
+    holds what a smaller one does. None where a wafer is short; ``costs`` play no part (a
+    wafer's layers share the grid in turn)."""
+    wid, hgt = _usable(system.spec.params)
+    short = min(wid, hgt)
+    grown = (side, side) if side <= short else ((side, short) if wid >= hgt else (short, side))
+    grids = tuple(tuple(g) if max(g) >= side else grown for g in base.layout.grids)
+    slots = [layer_slot(graph, s.layer, s.units, (0, 0, *grids[s.units[0]]), "interleave",
+                        grid=grids[s.units[0]])
+             for s in base.layers]  # fmt: skip
+    out = _placement(graph, system, base.n_units, slots, replace(base.layout, grids=grids))
+    return None if out.shortfalls() else out
+
+
 def label(plc: Placement) -> str:
     """A layout's short name for the placement reason (strategy and size, and the wafers a MoE
     layer's experts are spread over)."""
