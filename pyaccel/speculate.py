@@ -35,7 +35,9 @@ ASSUMPTIONS = (
     "k positions, else rows of other targets that do; positions beyond every published one keep "
     "the last published rate",
     "spec.kv_rollback: rejected drafts' K/V rows are dropped at no cost (paged caches free "
-    "them by bookkeeping); the context grows by the tokens kept",
+    "them by bookkeeping); the context grows by the tokens kept; the target's cache is placed "
+    "for context + tokens + k positions a sequence, as the last verification writes k drafted "
+    "rows before their acceptance is known",
     "spec.draft_catchup: a chain drafter's first step of a round feeds the tokens the target "
     "kept to its own cache while drafting; costed over k + 1 tokens a sequence (the most a "
     "round keeps), the other k - 1 steps over one",

@@ -71,6 +71,8 @@ class Workload:
         default=None, init=False, repr=False, compare=False
     )
     kv_format: Format | None = field(default=None, init=False, repr=False, compare=False)
+    # the k of spec_decode (0 without), parsed once: every attention op's resident KV asks
+    drafted: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_counts(self)
@@ -89,7 +91,9 @@ class Workload:
         if self.spec_decode:  # canonical spelling; a bad request fails here, before placing
             from .spec_decode import parse
 
-            object.__setattr__(self, "spec_decode", parse(self.spec_decode).text)
+            request = parse(self.spec_decode)
+            object.__setattr__(self, "spec_decode", request.text)
+            object.__setattr__(self, "drafted", request.k)
 
     def resolved(self, native_format: str) -> Workload:
         """This workload with unset weight formats filled in from a system's native format."""
@@ -103,8 +107,26 @@ class Workload:
 
     @property
     def max_len(self) -> int:
-        """Tokens each sequence's KV cache must hold by the end of the run."""
+        """Tokens each sequence keeps by the end of the run: ``context + tokens`` (the length a
+        user asks for, and the one capacity messages count in)."""
         return self.context + self.tokens
+
+    @property
+    def ahead_positions(self) -> int:
+        """K/V positions a step writes past the tokens a sequence keeps: a speculative round's
+        verification writes its ``k`` drafted tokens' K/V before their acceptance is known
+        (``spec_decode``'s ``k``, the same for the target's decode workload and for its
+        verification's with ``step_tokens = k + 1``); 0 without ``spec_decode`` (a prefill
+        chunk's ``step_tokens`` are prompt tokens, inside ``context``)."""
+        return self.drafted
+
+    @property
+    def kv_len(self) -> int:
+        """Positions each sequence's KV cache must hold by the end of the run (tokens): its
+        ``max_len`` and the :attr:`ahead_positions` its last step writes beyond them (a last
+        round that starts at ``max_len - 1`` kept tokens verifies ``k + 1``, writing through
+        position ``max_len + k``)."""
+        return self.max_len + self.ahead_positions
 
 
 def _mixed_kv_message(fmt) -> str:

@@ -159,10 +159,12 @@ def _big_drafter_error(error, system: str, units: int) -> str:
 
 
 def test_too_few_units_name_the_drafter_and_the_units_that_hold_both():
-    # 2 GPUs: 91.972 - 85.045 = 6.927 GB short (the sum above), the drafter's
+    # 2 GPUs: 91.972 - 85.045 = 6.927 GB short (the sum above), the drafter's; the target's
+    # cache holds the k = 4 drafted positions its last verification writes: 4 x 65,536 B (8 KV
+    # heads x 128 x K and V x 2 B x 32 layers, half on each GPU) = 262,144 B more
     text = _big_drafter_error(CapacityError, "h100", 2)
     assert "the drafter llama-3.1-70b does not fit beside the target on unit 0" in text
-    assert "short 6,927,018,240 B (6.93 GB)" in text and "units=3 holds" in text
+    assert "short 6,927,280,384 B (6.93 GB)" in text and "units=3 holds" in text
     # 1 GPU: the drafter alone needs 152.93 GB (reserve included): 152.93 - 85.05 = 67.89 GB short
     text = _big_drafter_error(PlacementError, "h100", 1)
     assert "drafter llama-3.1-70b does not fit on the 1 h100 unit(s) it shares" in text

@@ -132,7 +132,8 @@ def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) 
     b, rows = work.batch, work.rows
     kv_fmt = work.kv_format
     window = att.window(layer) or att.chunk(layer)  # a chunk's cache holds at most a chunk
-    resident_len = min(work.max_len, window) if window else work.max_len
+    # the positions the run's last step writes, a verification's drafted ones included
+    resident_len = min(work.kv_len, window) if window else work.kv_len
     elems = att.kv_elems_per_token
     attended, flops, kv_read, kv_write = (
         int(v) for v in attention_counts(att, work, layer, context)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ..errors import CapacityError, PlacementError, option
 from ..units import fmt_bytes
-from .common import contiguous_partition
+from .common import ahead_note, contiguous_partition
 from .experts import spread
 from .kinds import asic_die as design
 from .kinds.asic import AsicLayout, AsicRegion, capacity, check_etch
@@ -67,8 +67,10 @@ def assign_dies(graph, p, units: int | None = None) -> list[tuple[int, ...]]:
 
 
 def kv_bytes(graph, layers, batch: int, max_len: int, shares: dict | None = None) -> int:
-    """Resident KV bytes of ``layers`` for ``batch`` users of ``max_len`` tokens (a layer
-    spanning ``shares[layer]`` dies counts its share, rounded up)."""
+    """Resident KV bytes of ``layers`` for ``batch`` users of ``max_len`` tokens kept, and the
+    drafted positions a speculative workload's verification writes past them
+    (``Workload.kv_len``; a layer spanning ``shares[layer]`` dies counts its share, rounded
+    up)."""
     work = replace(graph.workload, batch=batch, context=max(0, max_len - 1), tokens=1)
     total = 0
     for k in layers:
@@ -127,14 +129,15 @@ def check_kv(graph, system, assign) -> None:
     tokens = _largest(lambda t: fits(b, t), n)
     users = _largest(lambda u: fits(u, n), b)
     where = f"die {die} ({len(layers)} layer keys)" if n_dies(assign) > 1 else "the chip"
+    note = ahead_note(work)  # the drafted positions a verification writes, counted in ``need``
     more = f", or more dies ({option('units', n_dies(assign) + 1)} or more)" if system.etch else ""
     smaller = f"batch ({option('batch', b)}) or " if b > 1 else ""
     raise CapacityError(
         f"{graph.model_name} KV cache ({work.kv}) for batch {b} x {n} tokens (context "
-        f"{work.context} + {work.tokens} generated) needs {fmt_bytes(need)} of SRAM on "
-        f"{where} of {system.name}, which holds {fmt_bytes(avail)} for KV after "
-        f"{fmt_bytes(p.lora_sram_bytes)} for LoRA: at batch {b} each user fits {tokens} "
-        f"tokens (context <= {max(0, tokens - work.tokens)} with "
+        f"{work.context} + {work.tokens} generated{'; ' * bool(note)}{note}) needs "
+        f"{fmt_bytes(need)} of SRAM on {where} of {system.name}, which holds "
+        f"{fmt_bytes(avail)} for KV after {fmt_bytes(p.lora_sram_bytes)} for LoRA: at batch "
+        f"{b} each user fits {tokens} tokens (context <= {max(0, tokens - work.tokens)} with "
         f"{option('tokens', work.tokens)}); at {n} tokens {users} user(s) fit. Try a smaller "
         f"{smaller}context ({option('context', work.context)}), or {option('kv', 'fp8')}{more}"
     )

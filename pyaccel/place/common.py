@@ -105,19 +105,34 @@ def largest_fitting(fits: Callable[[int], bool], high: int) -> int:
     return lo
 
 
-def kv_capacity_message(fits: Callable[[int, int], bool], batch: int, max_len: int) -> str | None:
+def kv_capacity_message(fits: Callable[[int, int], bool], batch: int, max_len: int,
+                        note: str = "") -> str | None:  # fmt: skip
     """When the weights fit but the KV cache does not: how many users fit at this length, and how
-    many tokens per user at this batch. ``fits(batch, tokens_per_user)``; None if even one user of
-    one token does not fit (then the weights are what does not fit)."""
+    many tokens per user at this batch. ``fits(batch, tokens_per_user)`` (tokens kept: context +
+    generated; any positions a step writes beyond them are the workload's to add); ``note``
+    (:func:`ahead_note`) says what those are, beside the length. None if even one user of one
+    token does not fit (then the weights are what does not fit)."""
     if not fits(1, 1):
         return None
     users = largest_fitting(lambda b: fits(b, max_len), batch)
     tokens = largest_fitting(lambda n: fits(batch, n), max_len)
     return (
-        f"the KV cache of {batch} user(s) x {max_len} tokens does not fit: at "
+        f"the KV cache of {batch} user(s) x {max_len} tokens{f' ({note})' if note else ''} "
+        "does not fit: at "
         f"{max_len} tokens per user {users} user(s) fit; at batch {batch} each user fits "
         f"{tokens} tokens (context + generated)"
     )
+
+
+def ahead_note(work) -> str:
+    """``each verification also writes its 8 drafted tokens' K/V: 2,623 positions``: the K/V
+    positions ``work``'s last step writes past the tokens kept (``Workload.kv_len``), for a
+    capacity message that counts tokens kept; empty when there are none."""
+    ahead = work.ahead_positions
+    if not ahead:
+        return ""
+    return (f"each verification also writes its {ahead} drafted tokens' K/V: "
+            f"{work.kv_len:,} positions")  # fmt: skip
 
 
 def resident_parts(graph, layer) -> dict[str, int]:
@@ -177,7 +192,7 @@ def shrink_hint(
             trial_graph = graph.with_workload(trial)
             return can_fit(trial_graph) if can_fit else fewest(trial_graph) is not None
 
-        told = kv_capacity_message(fits, work.batch, work.max_len)
+        told = kv_capacity_message(fits, work.batch, work.max_len, ahead_note(work))
         return told or (
             f"a smaller batch ({option('batch', work.batch)}) or context "
             f"({option('context', work.context)}), or a KV format smaller than "

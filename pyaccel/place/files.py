@@ -91,11 +91,15 @@ def _provenance(plc) -> tuple[dict, dict, bool]:
 
 
 def workload_dict(work) -> dict:
-    """The file's ``workload``: what sizes the resident bytes (batch, lengths, formats); ``{}``
-    for none."""
+    """The file's ``workload``: what sizes the resident bytes (batch, lengths, formats, and a
+    speculative request, whose verification writes its drafted tokens' K/V: recorded only when
+    set); ``{}`` for none."""
     if work is None:
         return {}
-    return {k: getattr(work, k) for k in WORKLOAD_FIELDS}
+    out = {k: getattr(work, k) for k in WORKLOAD_FIELDS}
+    if work.spec_decode:
+        out["spec_decode"] = work.spec_decode
+    return out
 
 
 def per_unit(plc) -> list[dict]:
@@ -328,7 +332,8 @@ def _graph(data: dict, model, sysm):
     from ..workload import Workload
 
     cfg = model if isinstance(model, ModelConfig) else load_model(model)
-    given, known = data.get("workload") or {}, Workload.__dataclass_fields__
+    given = data.get("workload") or {}
+    known = [f.name for f in fields(Workload) if f.init]  # not the names it resolves itself
     unknown = sorted(k for k in given if k not in known)
     if unknown:
         raise ConfigError(f"workload field '{unknown[0]}' is not one of {', '.join(known)}")

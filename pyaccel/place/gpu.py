@@ -20,6 +20,7 @@ from ..hw.spec import HardwareSpec
 from ..units import fmt_bytes
 from . import gpu_ep
 from .common import (
+    ahead_note,
     contiguous_partition,
     kv_capacity_message,
     parts_text,
@@ -272,7 +273,7 @@ def _kv_message(graph, spec: HardwareSpec, units: int) -> str | None:
         trial = replace(work, batch=batch, context=context, tokens=max_len - context)
         return best_for(graph.with_workload(trial, 0), spec, units) is not None
 
-    return kv_capacity_message(fits, work.batch, work.max_len)
+    return kv_capacity_message(fits, work.batch, work.max_len, ahead_note(work))
 
 
 # ---- expert layouts: the speed search (pyaccel.placing) times each that fits ----

@@ -369,7 +369,7 @@ def _made_for(plc: Placement, graph) -> str:
     the two, and that placing again for this workload is the way (empty when unknown)."""
     if plc.workload is None:
         return ""
-    fields = ("batch", "context", "tokens", "weights", "kv")
+    fields = ("batch", "context", "tokens", "weights", "kv", "spec_decode")
     if graph.moe_layers:  # a dense model's expert format changes nothing
         fields += ("expert_weights",)
     was, now = plc.workload, graph.workload
