@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .batches import micro_batch_sizes
 from .sim.driver import stage_cycles_of
-from .sim.pipeline import micro_batch_sizes
 
 NEVER = 2**62  # the cycles of a member that cannot run: slower than any that can
 

@@ -97,9 +97,10 @@ def test_ep_kernels_kept_per_load_are_the_kernels_made_afresh():
             stage = warm.kernels[warm._ep_at[layer][0]].stage
             fresh = GpuPass(graph, system, plc)
             ops = warm._ep_ops[layer]
-            assert (warm.ep_plan.layer_kernels(warm.cost, n, ops, stage, picks)
+            ranks = (2,) * 8  # the 16 sequences, two on each GPU
+            assert (warm.ep_plan.layer_kernels(warm.cost, n, ops, stage, picks, ranks)
                     == fresh.ep_plan.layer_kernels(fresh.cost, n, fresh._ep_ops[layer], stage,
-                                                   picks))  # fmt: skip
+                                                   picks, ranks))  # fmt: skip
     assert warm.ep_plan._kernels  # kept
 
 
@@ -350,3 +351,43 @@ def test_asic_spanning_moe_layer_combines_over_the_links_of_the_experts_dies():
     assert any(o.startswith("L0.experts_down_proj.combine") for o in ops)
     assert any(a.startswith("asic.routed_combine") for a in tr.assumptions)
     assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+
+
+@pytest.mark.parametrize(("batch", "pp", "ep"), [(6, 2, 4), (5, 2, 4), (7, 3, 2), (9, 4, 8),
+                                                 (16, 2, 8)])  # fmt: skip
+def test_each_gpu_keeps_the_kv_of_the_sequences_the_engine_homes_on_it(tmp_path, monkeypatch,
+                                                                      batch, pp, ep):  # fmt: skip
+    """The placement lays each GPU's KV out for the sequences whose rows the engine puts on it
+    (dispatching their tokens from there): each micro-batch's sequences over the stage's GPUs,
+    summed over the step's micro-batches. B = 6 over PP 2 x EP 4 was (2, 2, 1, 1) in the
+    placement but (2, 2, 2, 0) in the engine."""
+    import pyaccel.sim.gpu.expert_parallel as engine_ep
+    from pyaccel.place import gpu_ep
+
+    cfg = pa.load_model(write_config(tmp_path / "m", TINY_MOE))
+    system = pa.load_system("h100", units=ep * pp, overrides=["expert_layout=ep"])
+    work = pa.Workload(batch=batch, context=32, tokens=1)
+    graph = pa.build_graph(cfg, work, native_format="bf16")
+    plc = gpu_ep.build(graph, system.spec, ep, pp)
+    seen = []  # the sequences on each GPU of every (micro-batch, MoE layer) the engine homes
+    real = engine_ep.homes
+    monkeypatch.setattr(engine_ep, "homes", lambda seqs, q: seen.append(tuple(seqs)) or
+                        real(seqs, q))  # fmt: skip
+    pa.emulate(cfg, system, plc, work)
+    n_moe = len(graph.moe_layers)
+    per_micro = seen[::n_moe]  # one step: each micro-batch's MoE layers one after another
+    assert all(s == seen[i - i % n_moe] for i, s in enumerate(seen))
+    homed = np.sum(per_micro, axis=0)
+    assert homed.sum() == batch
+    kv_per_seq = {k: graph.resident_bytes(k)[1] // batch for k in graph.layer_keys}
+    for slot in plc.layers:
+        for rank, kv in enumerate(slot.kv_bytes):
+            assert kv == kv_per_seq[slot.layer] * homed[rank], (slot.layer, rank)
+    # a micro-batch's attention is timed on the GPU home to most of its sequences, reading
+    # their KV alone (it read the whole micro-batch's: the driver never saw data_parallel)
+    from pyaccel.sim.driver import MicroBatchPasses
+    from pyaccel.sim.inputs import engine_module
+
+    passes = MicroBatchPasses(engine_module("gpu"), graph, system, plc)
+    for size, seqs in zip(passes.sizes, per_micro, strict=True):
+        assert passes.models[size].graph.workload.batch == max(seqs) < size

@@ -4,9 +4,10 @@ lower bound of the micro-batch it ran (issue 12 item 8)."""
 import pytest
 
 import pyaccel as pa
+from pyaccel.batches import micro_batch_sizes
 from pyaccel.report import Report, op_bound_seconds
 from pyaccel.results import run
-from pyaccel.sim.pipeline import micro_batch_sizes, pipeline_cycles
+from pyaccel.sim.pipeline import pipeline_cycles
 
 
 @pytest.mark.parametrize("batch", range(1, 41))

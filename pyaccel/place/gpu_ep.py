@@ -3,8 +3,9 @@ whole over them (vLLM's ``--data-parallel-size N --enable-expert-parallel``; SGL
 attention with EP MoE).
 
 Each of a stage's ``ep`` GPUs keeps every weight but the routed experts (attention, norms,
-routers, shared experts, dense MLPs, embedding, head), the KV cache of its own share of the
-sequences (contiguous blocks, sizes differing by at most one) and ``E/ep`` whole experts of every
+routers, shared experts, dense MLPs, embedding, head), the KV cache of the sequences it is home
+to (:func:`pyaccel.batches.rank_totals`: each micro-batch split over the ranks as the step
+driver splits it, the totals differing by at most one) and ``E/ep`` whole experts of every
 MoE layer (:func:`~pyaccel.place.experts.spread`). The engine moves each token to the GPUs
 holding its experts and back (dispatch and combine all-to-all over NVLink). A layer's region
 records tensor-parallel rank 0 alone: every GPU runs the layer's attention by itself.
@@ -12,8 +13,9 @@ records tensor-parallel rank 0 alone: every GPU runs the layer's attention by it
 
 from __future__ import annotations
 
+from ..batches import rank_totals
 from ..hw.spec import HardwareSpec
-from .common import contiguous_partition, split_even
+from .common import contiguous_partition
 from .experts import held, spread
 from .kinds.gpu import GpuLayout, GpuRegion, unit_capacity
 from .placement import LayerSlot, Placement
@@ -31,13 +33,13 @@ def ep_widths(graph, spec: HardwareSpec, units: int) -> list[int]:
             if units % e == 0 and units // e <= n_blocks]  # fmt: skip
 
 
-def _slot(graph, layer, ranks: list[int], stage: int) -> LayerSlot:
-    """One layer on a stage's ``ranks``: replicated weights, experts whole, KV by sequences."""
+def _slot(graph, layer, ranks: list[int], stage: int, seqs: tuple[int, ...]) -> LayerSlot:
+    """One layer on a stage's ``ranks``: replicated weights, experts whole, KV of ``seqs``
+    sequences on each rank."""
     ep, batch = len(ranks), graph.workload.batch
     experts = spread(graph.n_experts, tuple(ranks)) if layer in graph.moe_layers else ()
     counts = held(experts, ranks) if experts else [0] * ep
     w, kv = [0] * ep, [0] * ep
-    seqs = split_even(batch, ep)
     for op in graph.ops_of(layer):
         for i in range(ep):
             if op.expert:
@@ -54,8 +56,10 @@ def build(graph, spec: HardwareSpec, ep: int, pp: int, reason: str = "") -> Plac
     """The EP placement of ``graph`` on ``ep x pp`` GPUs (unit = stage * ep + rank)."""
     keys = graph.layer_keys
     stages = contiguous_partition([sum(graph.resident_bytes(k)) for k in keys], pp)
+    # the sequences each rank is home to over a step, as the step driver splits the batch
+    seqs = rank_totals(graph.workload.batch, pp, ep)
     slots = tuple(
-        _slot(graph, k, [s * ep + r for r in range(ep)], s)
+        _slot(graph, k, [s * ep + r for r in range(ep)], s, seqs)
         for k, s in zip(keys, stages, strict=True)
     )
     layout = GpuLayout(tp=1, pp=pp, stages=max(stages) + 1, ep=ep)

@@ -21,7 +21,9 @@ the host's own work every step (scheduling, input preparation, output processing
 driver adds to a step where the machines wait for it (:meth:`HostStep.exposed`); and
 ``data_parallel(placement) -> int``: ranks of a stage that split a micro-batch's sequences
 between them (attention data-parallel), whose pass models then get the graph of the busiest
-rank's share while routing still covers the whole micro-batch's rows; and a pass model class
+rank's share while routing still covers the whole micro-batch's rows, and each rank's
+sequences (``StepShape.ranks``, ``RoutedSteps.ranks``: :func:`pyaccel.batches.rank_shares`,
+the split the placement's KV follows); and a pass model class
 attribute ``PREFILL_STREAMS = True`` when a prompt's prefill chunks stream through the stages
 (:mod:`pyaccel.prefill`).
 
@@ -149,11 +151,14 @@ class RoutedSteps:
     step's routed-expert ops depend on (:meth:`~pyaccel.model.graph.DecodeGraph.routed_ops_of`);
     int64 arrays ``[steps, moe_layers]``. Engines that time a step from the rows' expert ids
     themselves (expert parallelism; their pass model's ``routes_by_rows`` is true) read
-    ``picks``: the expert ids ``[steps, rows, moe_layers, top_k]`` of the micro-batch's rows."""
+    ``picks``: the expert ids ``[steps, rows, moe_layers, top_k]`` of the micro-batch's rows,
+    and ``ranks``: the micro-batch's sequences on each data-parallel rank, in rank order
+    (:func:`~pyaccel.batches.rank_shares`; None without data-parallel ranks)."""
 
     hot: Any
     distinct: Any
     picks: Any = None
+    ranks: tuple[int, ...] | None = None
 
     def op_versions(self, graph) -> Iterator[tuple[int, Any, list, Any]]:
         """For each routed-expert op of ``graph`` (in ``graph.expert_ops`` order): ``(index,
@@ -372,7 +377,10 @@ class StepShape:
     grouping when the driver has it already). ``routed``: this step's routed-expert ops by name
     (the experts its router drew, :meth:`~pyaccel.model.graph.DecodeGraph.routed_ops`), which
     replace the graph's own, and ``picks`` the expert ids ``[rows, moe_layers, top_k]`` each of
-    the pass's token rows picked; ``None`` for a model without routed experts. ``arrays``: a
+    the pass's token rows picked; ``None`` for a model without routed experts. ``ranks``: the
+    micro-batch's sequences on each of a stage's data-parallel ranks, in rank order, its rows
+    in that order (:func:`~pyaccel.batches.rank_shares`; None without data-parallel ranks,
+    or for a pass that stands for several micro-batches). ``arrays``: a
     step timed with events also gives its heatmap arrays (only the first recorded step's are
     kept, so the driver asks later ones not to)."""
 
@@ -384,6 +392,7 @@ class StepShape:
     routed: dict | None = None
     picks: Any = None
     arrays: bool = True  # with events: also the heatmap arrays (the driver keeps the first's)
+    ranks: tuple[int, ...] | None = None
     _groups: list | None = field(default=None, init=False, repr=False)
 
     def op(self, op):

@@ -10,10 +10,11 @@ k+1 tokens a step, prefill at a prompt's length.
 Two pipeline disciplines:
 
 - ``MICRO_BATCHES`` (wafer, LPU, GPU): the batch is split into micro-batches over the stages
-  (:func:`micro_batch_sizes`); a step's time is the pipeline interval (:func:`pipeline_cycles`),
-  or, for an engine whose stages hand over on links of their own (the wafer's system I/O), the
-  interval of the micro-batches' simulated schedule over stages and links
-  (:func:`pipeline_schedule`).
+  (:func:`~pyaccel.batches.micro_batch_sizes`), each over a stage's data-parallel ranks where
+  the engine has them (:func:`~pyaccel.batches.rank_shares`); a step's time is the pipeline
+  interval (:func:`pipeline_cycles`), or, for an engine whose stages hand over on links of
+  their own (the wafer's system I/O), the interval of the micro-batches' simulated schedule
+  over stages and links (:func:`pipeline_schedule`).
 - ``SEQUENCES`` (ASIC): every sequence flows through the stages on its own, one token at a
   time; a stage serves the next sequence as soon as it is free (the ``asic_pipeline`` kernel);
   a step's time is the mean over sequences of the time between their consecutive tokens.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..batches import micro_batch_sizes, rank_shares
 from ..routing import CHUNK_PICKS, counts_of, parse, router_for, summarise
 from ..trace import EventLog, SpanColumns
 from .contract import (
@@ -39,7 +41,6 @@ from .contract import (
     unique_rows,
 )
 from .pipeline import (
-    micro_batch_sizes,
     one_micro_batch_over,
     one_row_pipeline,
     pipeline_cycles,
@@ -90,6 +91,8 @@ class MicroBatchPasses:
         self.sizes = micro_batch_sizes(graph.workload.batch, engine.n_stages(placement))
         share = getattr(engine, "data_parallel", None)  # ranks a micro-batch's sequences split over
         dp = share(placement) if share else 1
+        # each micro-batch's sequences on each rank: the split the placer laid the KV out by
+        self.ranks = rank_shares(self.sizes, dp) if dp > 1 else [None] * len(self.sizes)
         self.models = {
             s: engine.pass_model(g, system, placement)
             for s, g in micro_graphs(graph, self.sizes, dp).items()
@@ -156,7 +159,8 @@ class MicroBatchPasses:
             for i, (size, (lo, hi)) in enumerate(zip(self.sizes, spans, strict=True)):
                 over = getattr(self.models[size], "stage_cycles_over", None)
                 routed = RoutedSteps(hot[t0:t1, i], distinct[t0:t1, i],
-                                     None if picks is None else picks[:, lo:hi])  # fmt: skip
+                                     None if picks is None else picks[:, lo:hi],
+                                     self.ranks[i])  # fmt: skip
                 part = over(contexts[t0:t1], self.layouts[size], routed) if over else None
                 if part is None:
                     return None
@@ -213,18 +217,19 @@ class MicroBatchPasses:
         return self._machines(context, False, 0)[1]
 
     def _jobs(self, index: int) -> tuple[list, list]:
-        """The passes step ``index`` times, as ``(key, size, routed ops, picks)``, and the keys
-        of the micro-batches in pipeline order. Without routed experts one pass per distinct
-        size stands for its micro-batches; with them each micro-batch routes its own rows."""
+        """The passes step ``index`` times, as ``(key, size, routed ops, picks, ranks)``, and
+        the keys of the micro-batches in pipeline order. Without routed experts one pass per
+        distinct size stands for its micro-batches; with them each micro-batch routes its own
+        rows, from its own sequences on each data-parallel rank (``ranks``)."""
         if self.router is None:
-            return [(s, s, None, None) for s in self.models], list(self.sizes)
+            return [(s, s, None, None, None) for s in self.models], list(self.sizes)
         spans = self._spans()
         picks = self.router.choices(index, spans[-1][1])
         distinct = (counts_of(picks, self.router.n_experts) > 0).sum(axis=1)
         self.fewest = distinct if self.fewest is None else np.minimum(self.fewest, distinct)
         jobs = [(i, s, self.models[s].graph.routed_ops(counts_of(picks[lo:hi],
                                                                  self.router.n_experts)),
-                 picks[lo:hi])
+                 picks[lo:hi], self.ranks[i])
                 for i, (s, (lo, hi)) in enumerate(zip(self.sizes, spans, strict=True))]  # fmt: skip
         return jobs, list(range(len(self.sizes)))
 
@@ -235,10 +240,10 @@ class MicroBatchPasses:
         micro-batch's timing."""
         stage_c, links, windows, first = {}, {}, {}, None
         jobs, order = self._jobs(index)
-        for key, size, routed, picks in jobs:
+        for key, size, routed, picks, ranks in jobs:
             model = self.models[size]
             shape = StepShape(model.graph, context, model.group_key, index,
-                              self.layouts[size], routed, picks, arrays)  # fmt: skip
+                              self.layouts[size], routed, picks, arrays, ranks)  # fmt: skip
             timing = model.time(shape, events and first is None)
             stage_c[key], links[key] = timing.stage_cycles, timing.links
             windows[key] = timing.link_windows

@@ -100,8 +100,9 @@ def fewest_owners(top_k: int, expert_units) -> int:
     return -(-top_k // most) if most else 0
 
 
-def homes(sequences: list[int], step_tokens: int) -> np.ndarray:
+def homes(sequences, step_tokens: int) -> np.ndarray:
     """The home unit index of every token row of a micro-batch whose sequences are split over
-    units as ``sequences`` (contiguous blocks), ``step_tokens`` rows a sequence."""
+    units as ``sequences`` (contiguous blocks in unit order: the driver's
+    :func:`~pyaccel.batches.rank_shares`), ``step_tokens`` rows a sequence."""
     per_seq = np.repeat(np.arange(len(sequences)), sequences)
     return np.repeat(per_seq, step_tokens)

@@ -9,18 +9,6 @@ import numpy as np
 from .. import kernels
 
 
-def micro_batch_sizes(batch: int, stages: int) -> list[int]:
-    """Sequences in each micro-batch for ``batch`` over ``stages``, largest first.
-
-    The batch is split into ``min(batch, stages)`` micro-batches, so that each stage has one to
-    work on when it can, as evenly as whole sequences allow: the sizes differ by at most one and
-    add up to ``batch`` (16 over 5 stages: 4, 3, 3, 3, 3).
-    """
-    n_micro = max(1, min(batch, stages))
-    q, r = divmod(batch, n_micro)
-    return [q + 1] * r + [q] * (n_micro - r)
-
-
 def pipeline_cycles(stage_cycles_of: Mapping[int, Sequence[int]], sizes: Sequence[int]) -> int:
     """Time between two tokens of one sequence when micro-batches of ``sizes`` share a pipeline.
 

@@ -398,7 +398,7 @@ class GpuPass:
                 at = self._ep_at[layer]
                 stage = self.kernels[at[0]].stage
                 new = self.ep_plan.layer_cycles_over(self.cost, n, self._ep_ops[layer], stage,
-                                                     routed.picks)  # fmt: skip
+                                                     routed.picks, routed.ranks)  # fmt: skip
                 out[:, stage] += new - sum(self.kernels[i].cycles for i in at)
             return StepsTiming(out)
         for _, op, versions, which in routed.op_versions(self.graph) if routed else ():
@@ -435,7 +435,8 @@ class GpuPass:
         for n, layer in enumerate(self.ep_plan.layers):
             at = self._ep_at[layer]
             new = self.ep_plan.layer_kernels(self.cost, n, self._ep_ops[layer],
-                                             self.kernels[at[0]].stage, step.picks)  # fmt: skip
+                                             self.kernels[at[0]].stage, step.picks,
+                                             step.ranks)  # fmt: skip
             yield from zip(at, new, strict=True)
 
     def notes(self) -> dict:

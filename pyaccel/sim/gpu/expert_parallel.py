@@ -2,7 +2,8 @@
 ``ep`` GPUs, routed experts whole on them, tokens moved by all-to-all.
 
 The pass's kernels are those of the busiest GPU's share of the micro-batch (``ceil(B / ep)``
-sequences, tensor parallel 1: the driver gives that graph, ``data_parallel``). Each MoE
+sequences, tensor parallel 1: the driver gives that graph, ``data_parallel``, and each GPU's
+sequences, :func:`pyaccel.batches.rank_shares`, which the placement's KV follows). Each MoE
 layer's three expert kernels are re-costed every step from its routing: each GPU runs its own
 experts on the (row, expert) pairs routed to them, reading the weights of its routed experts;
 the slowest GPU's kernels stand for the layer (every GPU waits for the combine). A dispatch
@@ -18,7 +19,6 @@ from dataclasses import replace
 import numpy as np
 
 from ...model.ops import ACT_BYTES, shape_of
-from ...place.common import split_even
 from ..contract import Exchange
 from ..experts import busiest_link_rows_over, expert_load, expert_loads_over, fewest_owners, homes
 from .cost import launch_s
@@ -57,12 +57,14 @@ class EpPlan:
                 first = slot.units[0]
                 self.owner[slot.layer] = np.array(slot.expert_units, dtype=np.int64) - first
 
-    def layer_kernels(self, cost, i: int, ops: dict, stage: int, picks) -> list:
+    def layer_kernels(self, cost, i: int, ops: dict, stage: int, picks, ranks) -> list:
         """The five kernels of MoE layer ``self.layers[i]`` at one step (dispatch, the slowest
         GPU's gate/up, activation and down projection, combine); ``ops`` the layer's expert ops
-        by kind, ``picks`` the step's ``[rows, moe_layers, top_k]`` expert ids."""
+        by kind, ``picks`` the step's ``[rows, moe_layers, top_k]`` expert ids, ``ranks`` the
+        micro-batch's sequences on each GPU of the stage (the driver's split, by which the
+        placement laid out each GPU's KV cache)."""
         layer = self.layers[i]
-        home = homes(split_even(len(picks) // self.q, self.ep), self.q)
+        home = homes(ranks, self.q)
         load = expert_load(picks[:, i, :], home, self.owner[layer], self.ep)
         pairs, experts = load.pairs.tolist(), load.experts.tolist()
         per_gpu = [[self._expert_kernel(cost, ops[kind], pairs[u], experts[u], stage)
@@ -72,12 +74,13 @@ class EpPlan:
         a2a = [self._all_to_all(cost, kind, layer, stage, moved) for kind in (DISPATCH, COMBINE)]
         return [a2a[0], *per_gpu[slowest], a2a[1]]
 
-    def layer_cycles_over(self, cost, i: int, ops: dict, stage: int, picks) -> np.ndarray:
+    def layer_cycles_over(self, cost, i: int, ops: dict, stage: int, picks,
+                          ranks) -> np.ndarray:  # fmt: skip
         """The five kernels' cycles of MoE layer ``self.layers[i]`` summed, at each step of
         ``picks`` (``[steps, rows, moe_layers, top_k]``), as :meth:`layer_kernels` gives them
-        one step at a time (int64 ``[steps]``)."""
+        one step at a time (int64 ``[steps]``); ``ranks`` as there."""
         layer = self.layers[i]
-        home = homes(split_even(picks.shape[1] // self.q, self.ep), self.q)
+        home = homes(ranks, self.q)
         load = expert_loads_over(picks[:, :, i, :], home, self.owner[layer], self.ep)
         # each GPU's three kernels by its (pairs, experts); the slowest GPU's sum counts
         span = self.n_experts + 1
