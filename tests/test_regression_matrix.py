@@ -25,6 +25,18 @@ def test_matrix_covers_every_case():
     assert [r["args"] for r in MATRIX] == cases()
 
 
+def test_expert_parallel_layouts_are_recorded():
+    """EP timing and bounds move only under review: the matrix keeps an expert-parallel layout
+    of each kind that has one (GPU EP in one stage and over two, LPU, wafers)."""
+    kept = {}
+    for r in MATRIX:
+        layout = r.get("json", {}).get("layout", {}) if r["args"][0] == "place" else {}
+        if layout.get("ep") or layout.get("expert_wafers"):
+            kind = r["json"]["kind"]
+            kept.setdefault(kind, set()).add(layout.get("pp", 1))
+    assert kept.get("gpu") == {1, 2} and "lpu" in kept and "wafer" in kept
+
+
 @pytest.fixture(scope="module")
 def invoke():
     return cli_invoker()

@@ -1,8 +1,9 @@
 """The regression matrix: which CLI calls it records, and how one call becomes a record.
 
 Every system preset x {llama-3.1-8b, llama-3.1-70b, mixtral-8x7b (MoE), tiny-llama --functional}
-x batch {1, 8} x two contexts, each as ``run --json``, ``place --json`` and ``report --json``.
-A call that exits 2 is recorded with its ``error:`` line. ``make_matrix.py`` writes the file;
+x batch {1, 8} x two contexts, then the expert-parallel layouts of :data:`EP_CASES`, each as
+``run --json``, ``place --json`` and ``report --json``. A call that exits 2 is recorded with
+its ``error:`` line. ``make_matrix.py`` writes the file;
 ``tests/test_regression_matrix.py`` replays it and compares every key exactly.
 """
 
@@ -17,6 +18,21 @@ CONTEXTS = {"tiny-llama": (128, 384)}  # inside its 512-token window
 DEFAULT_CONTEXTS = (1024, 4096)
 COMMANDS = ("run", "place", "report")
 TOKENS = "4"
+# Expert-parallel layouts, which the grid above never keeps: GPUs with experts whole on each
+# and attention data-parallel (8 GPUs, one stage; 16 GPUs in 2 stages, whose 6 sequences make
+# uneven micro-batches over the EP ranks), LPU chips each running their own experts, and
+# wafers sharing a layer's experts (a 12 x 12 grid: tiny-mixtral's fastest layout spreads its
+# experts over the 4 wafers). Each pins its unit count, so EP timing and bounds are recorded.
+EP_CASES = (
+    ("--system", "h100", "--model", "mixtral-8x7b", "--units", "8", "--batch", "16",
+     "--context", "1024", "--set", "expert_layout=ep"),
+    ("--system", "h100", "--model", "mixtral-8x7b", "--units", "16", "--batch", "6",
+     "--context", "1024", "--set", "expert_layout=ep"),
+    ("--system", "groq-tsp", "--model", "tiny-mixtral", "--batch", "8", "--context", "128",
+     "--set", "expert_layout=ep"),
+    ("--system", "wse3", "--model", "tiny-mixtral", "--units", "4", "--batch", "1",
+     "--context", "128", "--set", "usable_width_pes=12", "--set", "usable_height_pes=12"),
+)  # fmt: skip
 # Keys that may differ between two builds of the same code.
 VOLATILE = frozenset({"pyaccel_version"})
 
@@ -37,6 +53,10 @@ def cases() -> list[list[str]]:
                         if command == "run" and model == "tiny-llama":
                             extra.append("--functional")
                         out.append([command, *args, *extra, "--json"])
+    for args in EP_CASES:
+        for command in COMMANDS:
+            extra = [] if command == "place" else ["--tokens", TOKENS]
+            out.append([command, *args, *extra, "--json"])
     return out
 
 
