@@ -12,13 +12,18 @@ void pyaccel_asic_pipeline(int64_t *finish, int64_t *starts, int64_t *unit_free,
                            int64_t res_width, const int8_t *record, const int64_t *ex_layer,
                            const int64_t *picks, int64_t n_layers, int64_t top_k,
                            const int64_t *ex_unit, int64_t n_experts, int64_t n_steps,
-                           int64_t n_stages, int64_t n_users, int64_t group)
+                           int64_t n_stages, int64_t n_users, int64_t group, int64_t tail)
 {
     int64_t r = 0;
     for (int64_t t = 0; t < n_steps; t++) {
         for (int64_t u = 0; u < n_users; u++) {
             int64_t tt = ready[u - u % group];
-            for (int64_t s = 0; s < n_stages; s++) {
+            /* a group's rows but its last leave before the tail stages (its sampled row's) */
+            int64_t stop = u % group == group - 1 ? n_stages : tail;
+            if (record[t])
+                for (int64_t s = stop; s < n_stages; s++)
+                    starts[(r * n_users + u) * n_stages + s] = -1;
+            for (int64_t s = 0; s < stop; s++) {
                 int64_t layer = ex_layer[s], start = tt;
                 int64_t busy = occ_col_of[s] < 0 ? occ_base[s] : occ_cols[t * n_cols + occ_col_of[s]];
                 const int64_t *pick = picks; /* the row's picks in this stage's MoE layer */

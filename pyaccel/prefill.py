@@ -5,8 +5,9 @@ A prompt of ``context`` tokens (at least one) is processed as the machine's runt
 assumption), each chunk a step of ``chunk`` token rows attending causally to the chunks before
 it and to each other (``Workload.step_tokens``), so every engine costs it with its own
 mechanism: compute-bound GEMMs on GPUs, the rows through the pipeline on wafers and LPUs, the
-rows one after another through the ASIC's blocks. The first token comes from the last chunk's
-LM head. On an engine whose chunks stream through its pipeline stages (its pass model's
+rows one after another through the ASIC's blocks. A chunk's LM head and sampling run on its
+last row only (``Workload.prefill``: one sampled row a sequence); the first token comes from
+the last chunk's. On an engine whose chunks stream through its pipeline stages (its pass model's
 ``PREFILL_STREAMS``: wafers, LPUs) the next chunk enters a stage as soon as the last one has
 left it, so ``ttft_s`` is the simulated schedule's end
 (:func:`pyaccel.sim.pipeline.stream_makespan`); elsewhere (GPUs: vLLM schedules a sequence's
@@ -31,6 +32,12 @@ ASSUMPTIONS = (
     "prefill.idle_machine: ttft_s is one sequence's prompt on an idle machine, in chunks of "
     "prefill_chunk_tokens on the decode placement (no queueing, no decode steps of other "
     "sequences interleaved); the first token is the last chunk's",
+    "prefill.last_row_logits: a prompt chunk's LM head and sampling run on one row a sequence, "
+    "its last; its other rows only fill the KV cache (vLLM's GPU model runner samples each "
+    "request's last scheduled token, logits_indices = query_start_loc[1:] - 1, and discards "
+    "the token of a partial prefill; SGLang's logits processor keeps each request's last "
+    "position). Each chunk, not only the last, computes that row's logits, as vLLM does; the "
+    "final norm runs on every row, in the model's forward",
 )
 STREAMED = (
     "prefill.streamed_chunks: on wafers and LPUs a prompt's chunks stream through the pipeline "
@@ -120,7 +127,7 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
     out, graphs = [], []
     for context, tokens in chunks_of(workload.context, chunk):
         work = replace(workload, batch=1, context=context, step_tokens=tokens, tokens=1,
-                       spec_decode=None)  # fmt: skip
+                       spec_decode=None, prefill=True)  # fmt: skip
         graph = run_graph(model, system, work)  # built once: the stream below times it again
         if events:
             trace = emulate(graph, system, placement, work, event_steps=frozenset({0}))

@@ -47,7 +47,9 @@ class Workload:
     ``zipf:S`` or a trace ``FILE.npy``); ``seed`` the seed of drawn rounds and routes.
     ``step_tokens``: tokens each sequence feeds through one step (1
     when decoding; ``k + 1`` when a speculative round's target verifies ``k`` drafted tokens;
-    engines see ``batch x step_tokens`` token rows). ``weights`` applies to every linear weight,
+    engines see ``batch x step_tokens`` token rows). ``prefill``: the step is a chunk of each
+    sequence's prompt (:mod:`pyaccel.prefill`): its rows fill the KV cache and only each
+    sequence's last row is sampled (``logit_rows``). ``weights`` applies to every linear weight,
     ``expert_weights`` overrides it for routed experts,
     ``kv`` is the KV-cache format. ``None`` formats mean "the system's native format".
 
@@ -64,6 +66,7 @@ class Workload:
     kv: str = "bf16"
     spec_decode: str | None = None
     step_tokens: int = 1
+    prefill: bool = False
     seed: int = 0
     router: str = "uniform"
     weights_format: Format | None = field(default=None, init=False, repr=False, compare=False)
@@ -76,6 +79,7 @@ class Workload:
 
     def __post_init__(self) -> None:
         _check_counts(self)
+        _check_flags(self)
         _check_texts(self)
         for name in ("weights", "expert_weights", "kv"):
             value = getattr(self, name)
@@ -104,6 +108,14 @@ class Workload:
     def rows(self) -> int:
         """Token rows one step pushes through the model: ``batch x step_tokens``."""
         return self.batch * self.step_tokens
+
+    @property
+    def logit_rows(self) -> int:
+        """Token rows whose logits one step computes and samples: every row when decoding or
+        verifying (each verified draft needs the target's distribution), one a sequence in a
+        prefill chunk (its last: the rows before it only fill the cache, as vLLM's and SGLang's
+        logits processors select each request's last scheduled token)."""
+        return self.batch if self.prefill else self.rows
 
     @property
     def max_len(self) -> int:
@@ -153,6 +165,13 @@ def _check_counts(work: Workload) -> None:
                 f"workload field '{name}' = {getattr(work, name):,} is above the limit of "
                 f"{limit:,} {what}"
             )
+
+
+def _check_flags(work: Workload) -> None:
+    """The yes/no fields are booleans (NumPy ones become bools)."""
+    if isinstance(work.prefill, str) or work.prefill not in (True, False):
+        raise ConfigError(f"workload field 'prefill' must be True or False, got {work.prefill!r}")
+    object.__setattr__(work, "prefill", bool(work.prefill))
 
 
 def _check_texts(work: Workload) -> None:

@@ -96,6 +96,26 @@ def test_golden_rows_of_one_sequence_wait_for_its_last():
         reference_asic.asic_pipeline(occ, lat, np.arange(3), 3, np.array([False, False]), 2)
 
 
+def test_golden_only_the_sampled_row_takes_the_tail_stages():
+    # one sequence's prompt chunk of 2 rows (group 2) through stages busy 2, 2, 6 (the last,
+    # its LM head, the slowest), no latencies, one step.
+    # every row takes every stage: row 0 s0 [0,2) s1 [2,4) s2 [4,10) -> 10; row 1 s0 [2,4)
+    #   s1 [4,6), s2 waits for row 0: [10,16) -> 16
+    # tail = 2 (only the sampled, last row takes s2): row 0 leaves after s1 at 4; row 1
+    #   s0 [2,4) s1 [4,6) s2 [6,12) -> 12; row 0's start at the stage it skips is -1
+    occ = np.array([[2, 2, 6]], dtype=np.int64)
+    lat, rec = np.zeros(3, dtype=np.int64), np.array([True])
+    for backend in kernels.available_backends():
+        fn = kernels.get("asic_pipeline", backend)
+        finish, _ = fn(occ, lat, np.arange(3), 2, rec, 2)
+        assert finish.tolist() == [[10, 16]]
+        finish, starts = fn(occ, lat, np.arange(3), 2, rec, 2, None, 2)
+        assert finish.tolist() == [[4, 12]]
+        assert starts[0].tolist() == [[0, 2, -1], [2, 4, 6]]
+        with pytest.raises(ValueError, match="tail = 4"):
+            fn(occ, lat, np.arange(3), 2, rec, 2, None, 4)
+
+
 def test_compact_occupancy_is_the_full_matrix_on_every_backend():
     # stages 1 and 3 change with the step (attention), the others never do
     rng = np.random.default_rng(3)
@@ -129,9 +149,11 @@ def test_pipeline_twins_match_exactly():
         if rng.random() < 0.5:  # stages taking several units at once (-1: none)
             res = np.column_stack([res, rng.integers(-1, stages, (stages, 2))])
         group = int(rng.integers(1, 3))
-        f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users * group, record, group)
+        tail = int(rng.integers(0, stages + 1)) if rng.random() < 0.5 else None
+        f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users * group, record, group,
+                                              None, tail)  # fmt: skip
         for fast in fasts:
-            f2, s2 = fast(occ, lat, res, users * group, record, group)
+            f2, s2 = fast(occ, lat, res, users * group, record, group, None, tail)
             assert np.array_equal(f1, f2) and np.array_equal(s1, s2)
 
 

@@ -68,3 +68,23 @@ def test_host_sampling_needs_a_transfer_out():
         pa.load_system("wse3", overrides=["host_sampling=1"])
     with pytest.raises(pa.ConfigError, match="host_sampling"):
         pa.load_system("wse3", overrides=["host_sampling=2", "host_transfers_per_step=2"])
+
+
+def test_a_prompt_chunk_sends_one_row_of_logits_out_by_hand():
+    # a 16-token prompt chunk of one sequence, host sampling: the transfer out carries the
+    # one sampled row's 256 x 2 B = 512 B of logits (not 16 rows' 8,192 B); the transfer in
+    # the 16 prompt token ids (64 B)
+    model = pa.load_model("tiny-llama")
+    sysm = pa.load_system("wse3", 1, overrides=["host_transfers_per_step=2", "host_sampling=1"])
+    p = sysm.spec.params
+    chunk = pa.Workload(context=0, step_tokens=16, tokens=1, prefill=True)
+    trace = pa.emulate(model, sysm, pa.place(model, sysm, chunk), chunk)
+    ev = trace.events
+    sel = ev["resource"] == "host_io"
+    assert ev["bytes"][sel].tolist() == [512 + 64]
+    cost = (
+        math.ceil((200e-6 + 512 / 0.875e9) * p.clock_hz)
+        + math.ceil((200e-6 + 64 / 0.875e9) * p.clock_hz)
+        + math.ceil(50e-6 * p.clock_hz)
+    )
+    assert ev["duration"][sel].tolist() == [cost]

@@ -133,3 +133,83 @@ def test_chunks_overlap_on_a_multi_stage_lpu():
     pf = prefill(p.model, p.system, p.placement, p.workload)
     assert pf.streamed and len(pf.chunks) == 4
     assert pf.ttft_s < 0.9 * sum(c.seconds for c in pf.chunks)
+
+
+# --- a prompt chunk samples one row a sequence (its last) ----------------------------------------
+
+V, H = 256, 64  # tiny-llama's vocabulary and width
+
+
+def _head(graph) -> dict:
+    return {op.kind: op for op in graph.ops if op.layer == "head"}
+
+
+def test_prefill_chunk_samples_one_row_a_sequence_by_hand():
+    model = pa.load_model("tiny-llama")
+    chunk = pa.build_graph(model, pa.Workload(batch=2, context=0, step_tokens=8, prefill=True))
+    head = _head(chunk)
+    # the LM head: 2 sequences x one row x 256 x 64 MACs; sampling: 256 scores a row
+    assert (head["lm_head"].m, head["lm_head"].flops) == (2, 2 * 2 * V * H)
+    assert head["lm_head"].act_bytes == 2 * 2 * (V + H)  # bf16 input row and logits row
+    assert (head["sampling"].m, head["sampling"].flops) == (2, 2 * V)
+    assert head["sampling"].act_bytes == 2 * 2 * V
+    # the final norm runs in the model's forward over every row (vLLM selects rows after it)
+    assert head["final_norm"].m == 16
+    # the weights are read once a step either way
+    verify = pa.build_graph(model, pa.Workload(batch=2, context=0, step_tokens=8))
+    vhead = _head(verify)
+    assert head["lm_head"].weight_bytes == vhead["lm_head"].weight_bytes == V * H * 2
+    # a verification step samples every row (each drafted token needs the target's logits)
+    assert (vhead["lm_head"].m, vhead["lm_head"].flops) == (16, 2 * 16 * V * H)
+    assert vhead["sampling"].flops == 16 * V
+
+
+def test_prefill_head_share_of_llama_flops():
+    # the LM head of 8,192 prompt rows was 17.5 % (1B) and 6.1 % (8B) of a chunk's FLOPs; one
+    # row's is 2 x 128,256 x hidden FLOPs
+    for name, hidden in (("llama-3.2-1b", 2048), ("llama-3.1-8b", 4096)):
+        graph = pa.build_graph(pa.load_model(name),
+                               pa.Workload(context=0, step_tokens=8192, prefill=True))  # fmt: skip
+        head = _head(graph)
+        assert head["lm_head"].flops == 2 * 128_256 * hidden
+        total = sum(op.flops for op in graph.ops)
+        assert (head["lm_head"].flops + head["sampling"].flops) / total < 1e-4
+
+
+def test_softcapped_logits_only_for_the_sampled_row():
+    graph = pa.build_graph(pa.load_model("tiny-gemma2"),
+                           pa.Workload(context=0, step_tokens=8, prefill=True))  # fmt: skip
+    assert _head(graph)["logit_softcap"].m == 1
+
+
+def test_with_workload_between_decode_and_prefill_equals_the_builder():
+    for name in ("tiny-llama", "tiny-gemma2", "tiny-deepseek-v3", "tiny-mixtral"):
+        model = pa.load_model(name)
+        decode = pa.build_graph(model, pa.Workload(batch=3, context=40))
+        chunk = pa.Workload(batch=1, context=40, step_tokens=16, prefill=True).resolved("bf16")
+        want = pa.build_graph(model, chunk)
+        assert decode.with_workload(chunk) == want, name
+        assert want.with_workload(decode.workload) == decode, name
+
+
+def test_workload_prefill_must_be_a_bool():
+    with pytest.raises(pa.ConfigError, match="'prefill' must be True or False, got 'yes'"):
+        pa.Workload(prefill="yes")
+
+
+@pytest.mark.parametrize("system,model,etch", KINDS)
+def test_every_kind_runs_the_head_of_a_prompt_chunk_on_its_sampled_row(system, model, etch):
+    p = prepare(model, system, "auto", pa.Workload(context=32, tokens=1), etch=etch)
+    head = {}
+    for flag in (False, True):  # the same 32 rows, verified (all sampled) or prefilled (one)
+        work = pa.Workload(context=0, step_tokens=32, tokens=1, prefill=flag,
+                           weights=p.workload.weights)  # fmt: skip
+        df = pa.emulate(p.model, p.system, p.placement, work, event_steps={0}).to_dataframe()
+        head[flag] = df[df.op.str.startswith("lm_head") & (df.resource != "fixed_latency")]
+    if system == "groq-tsp":  # the LPU's events carry no FLOPs: the MXM streams 1 vector, not 32
+        mxm = {f: h[h.resource == "lpu_mxm"].duration.sum() for f, h in head.items()}
+        assert mxm[True] * 32 == mxm[False]
+    else:
+        assert head[True].flops.sum() == 2 * V * H and head[False].flops.sum() == 32 * 2 * V * H
+    if system == "taalas-hc1":  # only the sampled (last) row enters the LM head's block
+        assert set(head[True].op) == {"lm_head[u31]"} and len(set(head[False].op)) == 32

@@ -212,13 +212,16 @@ def occupancy_shape(occ) -> tuple[int, int]:
     return np.shape(occ)
 
 
-def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None) -> None:
+def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None, tail=None) -> None:
     """``occ`` steps x stages (or its compact form, :func:`occupancy_shape`); per-stage ``lat``
     and unit ids ``res`` >= 0 (2-D: a row of ids per stage, -1 padding after the first);
     per-step ``record``; ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``:
     per-stage MoE layer indices (-1: not an expert stage) and ``picks`` steps x rows x layers x
-    top_k expert ids >= 0."""
+    top_k expert ids >= 0; ``tail`` (None or 0 .. stages): the first stage only a group's last
+    row takes."""
     n_steps, n_stages = occupancy_shape(occ)
+    if tail is not None and not 0 <= int(tail) <= n_stages:
+        raise ValueError(f"tail = {tail} is out of range (must be 0 .. {n_stages} stages)")
     same_length(n_stages, lat=lat)
     same_length(n_steps, record=record)
     if np.ndim(res) not in (1, 2) or len(res) != n_stages:

@@ -18,9 +18,9 @@ def _ptr(arr: np.ndarray, kind: str = "int64_t *"):
     return ffi.cast(kind, ffi.from_buffer(arr))
 
 
-def _asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None):
+def _asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None, tail=None):
     """C twin of :func:`pyaccel.kernels.reference_asic.asic_pipeline`."""
-    checks.asic_pipeline(occ, lat, res, n_users, record, group, routes)
+    checks.asic_pipeline(occ, lat, res, n_users, record, group, routes, tail)
     base, cols, col_of = compact_occupancy(occ)
     lat = np.ascontiguousarray(lat, dtype=np.int64)
     res = np.asarray(res, dtype=np.int64)
@@ -46,7 +46,7 @@ def _asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None):
         _ptr(res), res.shape[1], _ptr(record, "int8_t *"), _ptr(ex_layer),
         _ptr(np.zeros(1, np.int64) if picks.size == 0 else picks), picks.shape[2], picks.shape[3],
         _ptr(np.zeros(1, np.int64) if ex_unit.size == 0 else ex_unit), ex_unit.shape[1],
-        n_steps, n_stages, int(n_users), int(group),
+        n_steps, n_stages, int(n_users), int(group), n_stages if tail is None else int(tail),
     )  # fmt: skip
     return finish, starts
 

@@ -11,7 +11,7 @@ from .reference_asic import compact_occupancy, expert_units
 
 @numba.njit(cache=True)
 def _asic_pipeline(base, cols, col_of, lat, res, n_users, record, finish, starts, group,
-                   ex_layer, picks, ex_unit, n_units):  # pragma: no cover  # fmt: skip
+                   ex_layer, picks, ex_unit, n_units, tail):  # pragma: no cover  # fmt: skip
     n_steps, n_stages = cols.shape[0], base.shape[0]
     free = np.zeros(n_units, dtype=np.int64)
     ready = np.zeros(n_users, dtype=np.int64)
@@ -20,7 +20,11 @@ def _asic_pipeline(base, cols, col_of, lat, res, n_users, record, finish, starts
         rec = record[t]
         for u in range(n_users):
             tt = ready[u - u % group]
-            for s in range(n_stages):
+            stop = n_stages if u % group == group - 1 else tail
+            if rec:
+                for s in range(stop, n_stages):  # stages the row skips
+                    starts[r, u, s] = -1
+            for s in range(stop):
                 i = ex_layer[s]
                 start = tt
                 busy = base[s] if col_of[s] < 0 else cols[t, col_of[s]]
@@ -61,6 +65,7 @@ def asic_pipeline(
     record: np.ndarray,
     group: int = 1,
     routes=None,
+    tail: int | None = None,
 ):
     """Numba twin of :func:`pyaccel.kernels.reference_asic.asic_pipeline`."""
     if not isinstance(occ, tuple):
@@ -68,7 +73,7 @@ def asic_pipeline(
     lat = np.ascontiguousarray(lat, dtype=np.int64)
     res = np.ascontiguousarray(res, dtype=np.int64)
     record = np.ascontiguousarray(record, dtype=np.bool_)
-    checks.asic_pipeline(occ, lat, res, n_users, record, group, routes)
+    checks.asic_pipeline(occ, lat, res, n_users, record, group, routes, tail)
     ex_layer, picks, ex_unit = expert_units(res, routes)
     n_units = checks.asic_units(res, ex_layer, picks, ex_unit)
     ex_layer = np.ascontiguousarray(ex_layer, dtype=np.int64)
@@ -81,5 +86,6 @@ def asic_pipeline(
     starts = np.zeros((int(record.sum()), n_users, len(base)), dtype=np.int64)
     res = np.ascontiguousarray(res[:, None] if res.ndim == 1 else res)  # a row of units a stage
     _asic_pipeline(base, cols, col_of, lat, res, int(n_users), record, finish, starts,
-                   int(group), ex_layer, picks, ex_unit, n_units)  # fmt: skip
+                   int(group), ex_layer, picks, ex_unit, n_units,
+                   len(base) if tail is None else int(tail))  # fmt: skip
     return finish, starts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from . import checks
@@ -15,6 +17,7 @@ def asic_pipeline(
     record: np.ndarray,
     group: int = 1,
     routes=None,
+    tail: int | None = None,
 ):
     """Tokens of ``n_users`` users flowing through a spatial pipeline of stages, step by step.
 
@@ -30,6 +33,9 @@ def asic_pipeline(
 
     ``group`` consecutive rows are one sequence's tokens of a step (a speculative round): they
     enter one after another, its next step waits for the last (``n_users`` rows, whole groups).
+    Stages from ``tail`` on (default: none) are taken only by each group's last row (a prompt
+    chunk's LM head and sampling, which only the row it samples needs); the group's other rows
+    leave after stage ``tail - 1``, and their starts at the stages they skip are -1.
 
     ``routes = (ex_layer, picks[, ex_unit])`` makes stages routed: a stage with
     ``ex_layer[s] = i >= 0`` runs on the units of the experts ``picks[t, u, i, :]`` a row was
@@ -41,9 +47,10 @@ def asic_pipeline(
     Returns ``finish[t, u]`` (int64: cycle the token leaves the last stage) and, for the steps
     with ``record[t]`` true in order, ``starts[r, u, s]`` (cycle each token starts each stage).
     """
-    checks.asic_pipeline(occ, lat, res, n_users, record, group, routes)
+    checks.asic_pipeline(occ, lat, res, n_users, record, group, routes, tail)
     occ = full_occupancy(occ)
     n_steps, n_stages = occ.shape
+    tail = n_stages if tail is None else int(tail)
     ex_layer, picks, ex_unit = expert_units(res, routes)
     free = [0] * checks.asic_units(res, ex_layer, picks, ex_unit)
     ready = [0] * n_users
@@ -52,21 +59,33 @@ def asic_pipeline(
     r = 0
     for t in range(n_steps):
         for u in range(n_users):
-            tt = ready[u // group]
-            for s in range(n_stages):
-                units = _units(res, ex_layer, picks, ex_unit, t, u, s)
-                start = max([tt] + [free[unit] for unit in units])
-                if record[t]:
-                    starts[r, u, s] = start
-                for unit in units:
-                    free[unit] = start + int(occ[t, s])
-                tt = start + int(occ[t, s]) + int(lat[s])
-            finish[t, u] = tt
+            stop = n_stages if u % group == group - 1 else tail
+            units_at = partial(_units, res, ex_layer, picks, ex_unit, t, u)
+            out = starts[r, u] if record[t] else None
+            finish[t, u] = _row(occ[t], lat, stop, ready[u // group], free, units_at, out)
         for u in range(0, n_users, group):
             ready[u // group] = int(finish[t, u : u + group].max())
         if record[t]:
             r += 1
     return finish, starts
+
+
+def _row(busy, lat, stop: int, tt: int, free: list, units_at, out) -> int:
+    """One row's pass through stages ``0 .. stop - 1`` from cycle ``tt`` (``busy[s]``: stage
+    ``s``'s cycles this step; ``units_at(s)``: the units it takes), each stage starting when
+    the row and all its units are ready; ``free`` is updated, and the starts go to ``out``
+    (-1 at the stages skipped; None: not recorded). Returns the cycle the row leaves."""
+    if out is not None:
+        out[stop:] = -1
+    for s in range(stop):
+        units = units_at(s)
+        start = max([tt] + [free[unit] for unit in units])
+        if out is not None:
+            out[s] = start
+        for unit in units:
+            free[unit] = start + int(busy[s])
+        tt = start + int(busy[s]) + int(lat[s])
+    return tt
 
 
 def full_occupancy(occ) -> np.ndarray:

@@ -30,7 +30,15 @@ from .attention import (
     sandwich_norm,
 )
 from .config import ModelConfig
-from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, matmul_weight_bytes, vector_op
+from .ops import (
+    ACT_BYTES,
+    SMALL_PARAM_BYTES,
+    Op,
+    matmul_op,
+    matmul_weight_bytes,
+    rows_of,
+    vector_op,
+)
 
 # Op fields that are a whole number times the batch for every op but attention (tokens in the
 # step, FLOPs, activation and KV bytes); :meth:`DecodeGraph.with_workload` scales them.
@@ -171,7 +179,7 @@ class DecodeGraph:
         """``op`` of this graph as :func:`build_graph` makes it for ``work`` at ``context``."""
         if op.kind == "attention":
             return attention_op(self.attention, work, op.layer, context)
-        old_b, new_b = self.workload.rows, work.rows
+        old_b, new_b = rows_of(op, self.workload), rows_of(op, work)
         fields = {}
         if old_b != new_b:
             fields = {f: getattr(op, f) // old_b * new_b for f in BATCH_LINEAR_FIELDS}
@@ -447,9 +455,11 @@ def _fuse_ops(model: ModelConfig, work: Workload) -> list[Op]:
 
 
 def _head_ops(model: ModelConfig, work: Workload) -> list[Op]:
-    """Final norm, LM head (reading the embedding table when tied, the target's head when a
-    drafter shares it) and sampling."""
-    b, h, v = work.rows, model.hidden, model.vocab
+    """Final norm (every row), LM head (reading the embedding table when tied, the target's
+    head when a drafter shares it) and sampling (the rows the step samples: one a sequence in
+    a prefill chunk, :attr:`Workload.logit_rows`)."""
+    h, v = model.hidden, model.vocab
+    b = work.logit_rows
     head = matmul_op("lm_head", "head", "lm_head", "vocab", b, [(v, h)], work.weights_format,
                      "head")  # fmt: skip
     if model.draft_head and model.draft_head.shares_head:
@@ -461,7 +471,8 @@ def _head_ops(model: ModelConfig, work: Workload) -> list[Op]:
         )  # fmt: skip
     sampling = Op("sampling", "head", "sampling", "sampling", "vocab", m=b, n=1, k=v,
                   flops=b * v, act_bytes=ACT_BYTES * b * v)  # fmt: skip
-    norm = vector_op("final_norm", "head", "final_norm", "norm", "replicate", b, h, 4, params=h)
+    norm = vector_op("final_norm", "head", "final_norm", "norm", "replicate", work.rows, h, 4,
+                     params=h)  # fmt: skip
     # Gemma 2: logits = cap * tanh(logits / cap) (a divide, a tanh, a multiply an element)
     cap = [vector_op("logit_softcap", "head", "logit_softcap", "elementwise", "vocab", b, v, 3)]
     return [norm, head, *(cap if model.final_softcap else []), sampling]

@@ -16,6 +16,12 @@ TOKEN_ID_BYTES = 4
 
 SPLITS = ("col", "row", "heads", "experts", "vocab", "replicate")
 
+# Ops that run on the rows a step samples (Workload.logit_rows): the LM head and what follows
+# it. The final norm is not among them: serving engines norm every row in the model's forward
+# and select the rows to sample after it (vLLM LlamaModel.forward, then compute_logits on
+# hidden_states[logits_indices]).
+LOGIT_KINDS = ("lm_head", "logit_softcap", "sampling")
+
 
 @dataclass(frozen=True)
 class Op:
@@ -67,6 +73,13 @@ class Op:
     def mem_bytes(self) -> int:
         """All bytes the op moves to or from memory in one step."""
         return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def rows_of(op: Op, work) -> int:
+    """Token rows ``op`` runs on in a step of ``work`` (a :class:`~pyaccel.workload.Workload`):
+    the sampled rows for the LM head and sampling (:data:`LOGIT_KINDS`), every row for the
+    other ops."""
+    return work.logit_rows if op.kind in LOGIT_KINDS else work.rows
 
 
 def shape_of(op: Op) -> tuple:

@@ -494,3 +494,7 @@ class SequenceModel(Protocol):
 
     def extras(self, occ, last_step_cycles: int, n_sequences: int) -> PassTiming:
         """Arrays and notes of the run (stage cycles left empty)."""
+
+    # Optional: ``sampled_from() -> int | None``, the first stage only a sequence's sampled
+    # row takes (a prompt chunk samples its last row only, ``Workload.logit_rows``), or None
+    # when every row takes every stage; the driver passes it to the pipeline kernel.

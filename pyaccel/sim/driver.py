@@ -382,7 +382,8 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
         fewest = _one_row_fewest(graph)
     else:
         routes, fewest = _sequence_routes(graph, model)
-        finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q, routes)
+        tail = model.sampled_from() if hasattr(model, "sampled_from") else None
+        finish, starts = get("asic_pipeline")(occ, lat, hw, work.rows, record, q, routes, tail)
     done = finish.reshape(work.tokens, work.batch, q).max(axis=2)
     prev = np.vstack([np.zeros((1, work.batch), dtype=np.int64), done[:-1]])
     gaps = (done - prev).sum(axis=1)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...model.ops import ACT_BYTES
+from ...model.ops import ACT_BYTES, LOGIT_KINDS, rows_of
 from ...place.kinds import asic_die as design
 from ...place.kinds.asic_rom import tree_cycles
 from ...trace import SpanColumns
@@ -133,7 +133,7 @@ class AsicCost:
         occ = _c(block.row_reads / self.p.rom_rows_per_cycle)
         adapter = lora.cycles(op, int(self.p.lora_rank), s, lora_banks, self.p)
         res = "kv_sram" if adapter > occ else "rom_read"
-        b = self.graph.workload.rows
+        b = rows_of(op, self.graph.workload)  # the rows that take the block (sampled rows)
         per_copy = (op.resident_weight_bytes or op.weight_bytes) // max(1, copies)
         tokens = max(1, op.m // b)  # routed experts: top-k copies per token
         return Stage(
@@ -153,7 +153,7 @@ class AsicCost:
         depth (+ a tree)."""
         tree = tree_cycles(tree_depth(op), self.p)
         res = "rom_read" if op.kind == "embed" else "fixed_latency"
-        b = self.graph.workload.rows
+        b = rows_of(op, self.graph.workload)
         n_bytes = op.weight_bytes // b if op.kind == "embed" else 0
         busy = max(1, _c(self.p.fused_op_busy_cycles))
         return Stage(
@@ -334,15 +334,16 @@ def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
     return col if col[0] == first.occ else None
 
 
-def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles: int) -> dict:
+def _arrays(graph, placement, stages, attn, occ, visits, last_step_cycles: int) -> dict:
     """Per-block and per-SRAM-bank detail (heatmap-style arrays, indexed like
     ``graph.layer_keys`` unless named per die): busy cycles of each block over the run, the KV
     banks of each layer (per die), the K/V bytes each of its banks serves per token and the
-    banks' busy share in the last step; KV bytes and fill of each die's SRAM."""
+    banks' busy share in the last step; KV bytes and fill of each die's SRAM. ``visits``: the
+    rows of a step that take each stage."""
     keys = list(graph.layer_keys)
     pos = {str(k): i for i, k in enumerate(keys)}
     busy = np.zeros(len(keys), dtype=np.int64)
-    for st, c in zip(stages, occ.totals() * n_users, strict=True):
+    for st, c in zip(stages, occ.totals() * visits, strict=True):
         busy[pos[str(st.layer)]] += int(c)
     banks = np.zeros(len(keys), dtype=np.int64)
     per_bank = np.zeros(len(keys), dtype=np.int64)
@@ -352,7 +353,7 @@ def _arrays(graph, placement, stages, attn, occ, n_users: int, last_step_cycles:
         i = pos[str(layer)]
         banks[i] = n_banks
         per_bank[i] = stages[idx].n_bytes // max(1, n_banks)
-        bank_busy[i] = last[idx] * n_users / max(1, last_step_cycles)
+        bank_busy[i] = last[idx] * visits[idx] / max(1, last_step_cycles)
     kv = np.zeros(placement.n_units, dtype=np.int64)
     for slot in placement.layers:
         for unit, n in zip(slot.units, slot.kv_bytes, strict=True):
@@ -391,6 +392,24 @@ class AsicPipeline:
         )
         homes = experts.homes(placement, graph.n_experts)
         self._units = experts.hardware_ids(self.stages, homes, graph.n_experts)
+
+    def sampled_from(self) -> int | None:
+        """The first stage only a sequence's sampled row takes (its LM head and sampling blocks
+        and the links after them, when a prompt chunk samples one row a sequence), or None
+        when every row takes every stage."""
+        work = self.graph.workload
+        if work.logit_rows == work.rows:
+            return None
+        return next(i for i, st in enumerate(self.stages) if st.kind in LOGIT_KINDS)
+
+    def visits(self, n_rows: int) -> np.ndarray:
+        """How many of a step's ``n_rows`` rows take each stage (:meth:`sampled_from`)."""
+        out = np.full(len(self.stages), n_rows, dtype=np.int64)
+        tail = self.sampled_from()
+        if tail is not None:
+            work = self.graph.workload
+            out[tail:] = n_rows * work.logit_rows // work.rows
+        return out
 
     def expert_stages(self) -> np.ndarray:
         """Each stage's MoE layer index when it is routed (a block per expert,
@@ -449,8 +468,8 @@ class AsicPipeline:
             pass_cycles=int(occ.row(0).sum() + lat.sum()),
             bottleneck_stage=self.stages[int(np.argmax(occ.row(-1)))].name,
         )
-        arrays = _arrays(self.graph, self.placement, self.stages, self.attn, occ, n_users,
-                         last_step_cycles)  # fmt: skip
+        arrays = _arrays(self.graph, self.placement, self.stages, self.attn, occ,
+                         self.visits(n_users), last_step_cycles)  # fmt: skip
         return PassTiming((), (), arrays, notes)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -10,19 +10,27 @@ from ...trace import SpanColumns, layer_key
 
 
 def step_spans(stages, starts) -> SpanColumns:
-    """Every user's spans of a step (``starts[u, s]``: stage ``s``'s start for user ``u``):
-    each stage busy on each of its units from its start, then its latency. One user's spans
-    are laid out once, stage fields gathered per stage and spread over its units as columns,
-    then moved to each user's starts."""
+    """Every user's spans of a step (``starts[u, s]``: stage ``s``'s start for user ``u``,
+    -1 where the row skips the stage): each stage busy on each of its units from its start,
+    then its latency. One user's spans are laid out once, stage fields gathered per stage and
+    spread over its units as columns, then moved to each user's starts."""
     one, stage_of, offset = _user_spans(stages)
     parts, n_users = [], len(starts)
     for u in range(n_users):
         names = one.op
         if n_users > 1:  # each user's ops are told apart by a tag
             names = np.array([f"{n}[u{u}]" for n in one.op.tolist()], dtype=object)
-        start = np.asarray(starts[u], dtype=np.int64)[stage_of] + offset
-        parts.append(replace(one, op=names, start=start))
+        at = np.asarray(starts[u], dtype=np.int64)[stage_of]
+        part = replace(one, op=names, start=at + offset)
+        if (at < 0).any():  # a prompt row that is not sampled leaves before the LM head
+            part = _taken(part, at >= 0)
+        parts.append(part)
     return SpanColumns.concat(parts)
+
+
+def _taken(cols: SpanColumns, keep: np.ndarray) -> SpanColumns:
+    """The spans of ``cols`` where ``keep`` is true."""
+    return SpanColumns(*(getattr(cols, f.name)[keep] for f in fields(cols)))
 
 
 def _user_spans(stages) -> tuple[SpanColumns, np.ndarray, np.ndarray]:

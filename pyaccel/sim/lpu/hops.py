@@ -17,6 +17,7 @@ class StageHops:
     def __init__(self, graph, net, chip, stages: list, node_size: int):
         self.net, self.chip, self.stages, self.node_size = net, chip, stages, node_size
         self.rows = graph.workload.rows  # a verify step carries step_tokens rows a sequence
+        self.sampled = graph.workload.logit_rows  # a prefill chunk samples one row a sequence
         self.hidden = graph.hidden
         self.hops = [self._hop(i) for i in range(len(stages))]
         # cycles of each hop: it leaves through the C2C ports at the chip edge and lands on the
@@ -33,7 +34,7 @@ class StageHops:
         nxt = (i + 1) % n
         a, b = self.stages[i][0], self.stages[nxt][0]
         same = a[0] // self.node_size == b[0] // self.node_size
-        n_bytes = ACT_BYTES * self.rows * self.hidden if nxt else TOKEN_ID_BYTES * self.rows
+        n_bytes = ACT_BYTES * self.rows * self.hidden if nxt else TOKEN_ID_BYTES * self.sampled
         return self.net.stage_hop(len(a), len(b), n_bytes, same)
 
     def total(self, i: int) -> int:

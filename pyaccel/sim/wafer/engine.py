@@ -219,11 +219,13 @@ class WaferPass:
         n = int(p.host_transfers_per_step)
         if n <= 0:
             return []
-        batch = self.graph.workload.rows  # token rows: step_tokens a sequence when verifying
-        sizes = [TOKEN_ID_BYTES * batch] * n
+        # token ids in for every row (step_tokens a sequence when verifying or prefilling);
+        # out, the first transfer, for the rows the step samples (one a sequence in a prefill)
+        work = self.graph.workload
+        sizes = [TOKEN_ID_BYTES * work.logit_rows] + [TOKEN_ID_BYTES * work.rows] * (n - 1)
         host_s = 0.0
         if int(p.host_sampling):
-            sizes[0] = ACT_BYTES * self.graph.vocab * batch
+            sizes[0] = ACT_BYTES * self.graph.vocab * work.logit_rows
             host_s = float(p.host_sample_s)
         rate, clock = p.host_io_bytes_per_s, p.clock_hz
         each = [cycles(p.host_io_latency_s + b / rate, clock) for b in sizes]
@@ -239,7 +241,9 @@ class WaferPass:
         if a == b:
             return []
         c, p = self.coster.c, self.spec.params
-        m = self.graph.workload.rows
+        # the hidden states of every row, or the sampled token of each sampled row
+        work = self.graph.workload
+        m = work.logit_rows if loopback else work.rows
         elems = m if loopback else m * _ceil(self.graph.hidden, b.w)
         cost = OpCost()
         stage = self.stage_of[dst_key]
