@@ -44,6 +44,21 @@ STREAMED = (
     "stages in order, each entering a stage when the one before has left it and its own input "
     "has crossed into it (the pipeline filled); each chunk's stage cycles are its own pass's"
 )
+MLA_EXPANDED = (
+    "prefill.mla_expanded: an MLA model's prompt chunks run in the expanded (compute-friendly) "
+    "form: each chunk up-projects the latents of every key it attends (kv_b_proj) to per-head "
+    "keys and values, written and read back once, and runs multi-head attention over them, as "
+    "vLLM's MLA backend does for prefill tokens (vllm/v1/attention/backends/mla/common.py); "
+    "decode and verification steps stay absorbed"
+)
+MLA_ABSORBED = (
+    "prefill.mla_absorbed: an MLA model's prompt chunks keep decode's absorbed form on this "
+    "machine: its prompt runs on the decode mapping (wafers, LPUs: attention over the latent "
+    "cache on the units that hold it, which gives no room to the expanded per-head keys and "
+    "values, n_heads x (qk_nope + v_head) elements a key, 64x DeepSeek-V3's latent) or a row "
+    "at a time (the ASIC: no two rows share an up-projection, and its attention blocks are "
+    "etched for the absorbed form)"
+)
 WHOLE_PROMPT = (
     "prefill.whole_prompt: the machine's preset names no prefill_chunk_tokens, so its prompt "
     "is one prefill step"
@@ -118,16 +133,24 @@ def chunk_tokens(system) -> int | None:
     return int(chunk) if chunk else None
 
 
+def expands_mla(system) -> bool:
+    """Whether ``system``'s engine runs an MLA model's prompt chunks expanded (its pass model's
+    ``PREFILL_EXPANDS_MLA``: GPUs), else absorbed as it decodes (prefill.mla_absorbed)."""
+    return bool(getattr(engine_module(system.kind).pass_model, "PREFILL_EXPANDS_MLA", False))
+
+
 def prefill(model, system, placement, workload, events: bool = False) -> Prefill:
     """Emulate the prefill of one sequence's ``workload.context``-token prompt on ``placement``
     (see module): one emulated step per chunk (with ``events``, each chunk's events are kept to
     say where the time goes: ``Chunk.resources``, empty without), then, where the engine
     streams chunks, their schedule through its stages."""
     chunk = chunk_tokens(system) or max(1, workload.context)
+    engine = engine_module(system.kind)
     out, graphs = [], []
     for context, tokens in chunks_of(workload.context, chunk):
         work = replace(workload, batch=1, context=context, step_tokens=tokens, tokens=1,
-                       spec_decode=None, prefill=True)  # fmt: skip
+                       spec_decode=None, prefill=True,
+                       expand_mla=expands_mla(system))  # fmt: skip
         graph = run_graph(model, system, work)  # built once: the stream below times it again
         if events:
             trace = emulate(graph, system, placement, work, event_steps=frozenset({0}))
@@ -137,7 +160,6 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
         out.append(Chunk(context, tokens, step / system.spec.clock_hz, busy))
         graphs.append(graph)
     prompt, total = max(1, workload.context), sum(c.seconds for c in out)
-    engine = engine_module(system.kind)
     if not getattr(engine.pass_model, "PREFILL_STREAMS", False):
         return Prefill(prompt, chunk, tuple(out), total, resolved=events)
     cycles = _streamed_cycles(engine, system, placement, graphs)

@@ -160,9 +160,19 @@ def prefill_assumptions(result: Run) -> list[str]:
     preset's chunk size where it is an assumption); none without a prefill."""
     if result.prefill is None:
         return []
-    from .prefill import ASSUMPTIONS, STREAMED, WHOLE_PROMPT, chunk_tokens
+    from .prefill import (
+        ASSUMPTIONS,
+        MLA_ABSORBED,
+        MLA_EXPANDED,
+        STREAMED,
+        WHOLE_PROMPT,
+        chunk_tokens,
+        expands_mla,
+    )
 
-    extra = () if chunk_tokens(result.system) else (WHOLE_PROMPT,)
+    extra = [] if chunk_tokens(result.system) else [WHOLE_PROMPT]
+    if result.model.attention == "mla":
+        extra.append(MLA_EXPANDED if expands_mla(result.system) else MLA_ABSORBED)
     return [*ASSUMPTIONS, *extra, *((STREAMED,) if result.prefill.streamed else ())]
 
 

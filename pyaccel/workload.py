@@ -49,7 +49,12 @@ class Workload:
     when decoding; ``k + 1`` when a speculative round's target verifies ``k`` drafted tokens;
     engines see ``batch x step_tokens`` token rows). ``prefill``: the step is a chunk of each
     sequence's prompt (:mod:`pyaccel.prefill`): its rows fill the KV cache and only each
-    sequence's last row is sampled (``logit_rows``). ``weights`` applies to every linear weight,
+    sequence's last row is sampled (``logit_rows``). ``expand_mla``: an MLA model's attention
+    runs in the expanded (compute-friendly) form when a sequence has several rows in the step:
+    its cached latents are up-projected to per-head keys and values once for those rows and
+    ordinary multi-head attention runs over them, as GPU serving engines prefill; otherwise the
+    absorbed form decode uses (:func:`pyaccel.model.attention.expanded_mla`).
+    ``weights`` applies to every linear weight,
     ``expert_weights`` overrides it for routed experts,
     ``kv`` is the KV-cache format. ``None`` formats mean "the system's native format".
 
@@ -67,6 +72,7 @@ class Workload:
     spec_decode: str | None = None
     step_tokens: int = 1
     prefill: bool = False
+    expand_mla: bool = False
     seed: int = 0
     router: str = "uniform"
     weights_format: Format | None = field(default=None, init=False, repr=False, compare=False)
@@ -169,9 +175,11 @@ def _check_counts(work: Workload) -> None:
 
 def _check_flags(work: Workload) -> None:
     """The yes/no fields are booleans (NumPy ones become bools)."""
-    if isinstance(work.prefill, str) or work.prefill not in (True, False):
-        raise ConfigError(f"workload field 'prefill' must be True or False, got {work.prefill!r}")
-    object.__setattr__(work, "prefill", bool(work.prefill))
+    for name in ("prefill", "expand_mla"):
+        value = getattr(work, name)
+        if isinstance(value, str) or value not in (True, False):
+            raise ConfigError(f"workload field '{name}' must be True or False, got {value!r}")
+        object.__setattr__(work, name, bool(value))
 
 
 def _check_texts(work: Workload) -> None:

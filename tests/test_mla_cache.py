@@ -45,3 +45,85 @@ def test_every_kind_stores_and_reads_the_latent_cache(system, opts):
     ev = trace.to_dataframe()
     att = ev[(ev.kind == "attention") & (ev.step == 1)]
     assert att.bytes.sum() > 0
+
+
+# --- a prompt chunk's MLA attention: expanded on GPUs, absorbed as decode elsewhere ---------------
+
+
+def _attention(model: str, **work):
+    graph = pa.build_graph(pa.load_model(model), pa.Workload(**work))
+    return next(o for o in graph.ops if o.kind == "attention")
+
+
+def test_expanded_and_absorbed_counts_by_hand():
+    # tiny-deepseek-v3: 4 heads, latent 32, rope 8, nope 16, v 16. One sequence, 4 prompt
+    # tokens after 2 cached: 6 keys, 2x4 + (1+2+3+4) = 18 (query, key) pairs.
+    chunk = dict(context=2, step_tokens=4, tokens=1, prefill=True)
+    up = 2 * 4 * (16 + 16) * 32  # one key's (or query's) W_UK and W_UV: 8,192 FLOPs
+    expanded = _attention("tiny-deepseek-v3", **chunk, expand_mla=True)
+    absorbed = _attention("tiny-deepseek-v3", **chunk)
+    # expanded: every key up-projected once, each pair 2 x 4 x (16 + 8 + 16) = 320 FLOPs
+    assert expanded.flops == 6 * up + 18 * 320
+    # absorbed: each pair 2 x 4 x (32 + 8) + 2 x 4 x 32 = 576 FLOPs, each query crosses W_UK, W_UV
+    assert absorbed.flops == 4 * up + 18 * 576
+    # the same latent cache read (2 tokens x 40 x 2 B) and written (4 tokens), the same weights
+    for op in (expanded, absorbed):
+        assert (op.kv_read_bytes, op.kv_write_bytes) == (2 * 80, 4 * 80)
+        assert op.weight_bytes == 4 * (16 + 16) * 32 * 2
+    # activations: queries in and outputs out (4 rows x 2 x 64 x 2 B), and the expanded keys'
+    # and values' 6 x 4 x 32 elements written and read back
+    assert absorbed.act_bytes == 4 * 2 * 64 * 2
+    assert expanded.act_bytes == 4 * 2 * 64 * 2 + 2 * 6 * 4 * 32 * 2
+    # one row a sequence shares no up-projection: absorbed (vLLM's decode path)
+    one = dict(context=2, step_tokens=1, tokens=1, prefill=True)
+    assert _attention("tiny-deepseek-v3", **one, expand_mla=True) == _attention(
+        "tiny-deepseek-v3", **one
+    )
+
+
+def test_deepseek_v3_prefill_attention_is_3_4x_lighter_expanded():
+    # per (query, key) pair: absorbed 2 x 128 x (512 + 64 + 512) = 278,528 FLOPs, expanded
+    # 2 x 128 x (128 + 64 + 128) = 81,920: 3.4x; the up-projection of the keys brings a chunk of
+    # 8,192 tokens after 24,576 cached to 3.2x
+    chunk = dict(context=24_576, step_tokens=8192, tokens=1, prefill=True)
+    absorbed = _attention("deepseek-v3", **chunk).flops
+    expanded = _attention("deepseek-v3", **chunk, expand_mla=True).flops
+    pairs = 8192 * 24_576 + 8192 * 8193 // 2
+    up = 2 * 128 * 256 * 512
+    assert absorbed == 278_528 * pairs + up * 8192
+    assert expanded == 81_920 * pairs + up * (24_576 + 8192)
+    assert 3.2 < absorbed / expanded < 3.3
+
+
+def test_decode_and_verification_stay_absorbed():
+    # expand_mla applies to prompt chunks only where a runtime sets it; a decode step's
+    # attention is the absorbed one whatever the chunk does
+    decode = _attention("deepseek-v3", context=4096, tokens=1)
+    verify = _attention("deepseek-v3", context=4096, step_tokens=4, tokens=1)
+    assert decode.flops == 278_528 * 4097 + 2 * 128 * 256 * 512
+    assert verify.flops == 278_528 * (4 * 4096 + 10) + 4 * 2 * 128 * 256 * 512
+
+
+@pytest.mark.parametrize(("system", "opts"), KINDS, ids=[k for k, _ in KINDS])
+@pytest.mark.parametrize("model", ["tiny-deepseek-v3", "tiny-deepseek-v2"])
+def test_every_kind_prefills_mla_in_its_form(system, opts, model):
+    from pyaccel.prefill import MLA_ABSORBED, MLA_EXPANDED, expands_mla
+    from pyaccel.results import prefill_assumptions, run
+
+    result = run(model, system, "auto", pa.Workload(context=64, tokens=1), etch=bool(opts))
+    expanded = system == "h100"  # GPUs prefill expanded (vLLM); the others keep decode's form
+    assert expands_mla(result.system) == expanded
+    notes = prefill_assumptions(result)
+    assert (MLA_EXPANDED in notes, MLA_ABSORBED in notes) == (expanded, not expanded)
+    # the chunk's attention as the engine costs it: 64 prompt rows, 64 x 65 / 2 pairs, 4 layers
+    work = pa.Workload(context=0, step_tokens=64, tokens=1, prefill=True, expand_mla=expanded,
+                       weights=result.workload.weights)  # fmt: skip
+    trace = pa.emulate(result.model, result.system, result.placement, work, event_steps={0})
+    df = trace.to_dataframe()
+    flops = int(df[df.kind == "attention"].flops.sum())
+    up, pairs = 2 * 4 * 32 * 32, 64 * 65 // 2
+    if system == "taalas-hc1":  # rows one at a time: each one query, absorbed
+        assert flops == 4 * 64 * (576 + up)
+    elif system != "groq-tsp":  # (the LPU's events carry no FLOPs; its plan is absorbed)
+        per_layer = up * 64 + (320 if expanded else 576) * pairs
+        assert flops == 4 * per_layer

@@ -99,6 +99,36 @@ def _spans(context, q: int, window: int, chunk: int):
     return first, last, total
 
 
+def expanded_mla(att: AttentionShape, work: Workload) -> bool:
+    """True when ``work``'s MLA attention runs expanded (``Workload.expand_mla`` and several
+    rows a sequence): each sequence's cached and new latents up-projected once (kv_b_proj:
+    ``W_UK``, ``W_UV``) to per-head keys (``qk_nope + qk_rope`` wide) and values (``v_head``)
+    that all its rows attend with ordinary multi-head attention: vLLM's "compute friendly"
+    MLA path for prefill tokens (vllm/v1/attention/backends/mla/common.py, its context
+    up-projected in workspace chunks), the DeepSeek-V2 paper's MHA view. One row a sequence
+    shares no up-projection: it stays absorbed, as vLLM routes a one-token query to its decode
+    (absorbed) path."""
+    return att.latent and work.expand_mla and work.step_tokens > 1
+
+
+def _mla_flops(att: AttentionShape, work: Workload, first, total):
+    """FLOPs of one sequence's MLA attention whose ``step_tokens`` queries attend ``total``
+    (query, key) pairs, the first of them ``first`` tokens (so ``first - 1`` cached ones).
+
+    Absorbed: each pair scores over the ``kv_lora_rank + qk_rope`` latent and sums in the
+    ``kv_lora_rank`` latent, every query also crossing ``W_UK`` and ``W_UV`` (folded into
+    query and output). Expanded: each of the ``first - 1 + step_tokens`` keys is up-projected
+    once (``W_UK``, ``W_UV``: ``n_heads x (qk_nope + v_head)`` outputs of ``kv_lora_rank``
+    inputs), then each pair scores over ``qk_nope + qk_rope`` and sums ``v_head`` a head."""
+    h, lat, q = att.n_heads, att.kv_lora_rank, work.step_tokens
+    up = 2 * h * (att.qk_nope_dim + att.v_head_dim) * lat  # one key's up-projection
+    if expanded_mla(att, work):
+        pair = 2 * h * (att.qk_nope_dim + att.qk_rope_dim + att.v_head_dim)
+        return pair * total + up * (first - 1 + q)
+    pair = 2 * h * (lat + att.qk_rope_dim) + 2 * h * lat
+    return pair * total + up * q
+
+
 def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     """The context-dependent work of one layer's attention: (attended tokens, FLOPs, KV bytes
     read, KV bytes written) for ``context`` cached tokens. ``context`` may be an int or a NumPy
@@ -112,11 +142,8 @@ def attention_counts(att: AttentionShape, work: Workload, layer: int, context):
     b, q = work.batch, work.step_tokens
     kv_fmt = work.kv_format
     first, attended, total = _spans(context, q, att.window(layer), att.chunk(layer))
-    if att.latent:
-        lat = att.kv_lora_rank
-        per_token = 2 * att.n_heads * (lat + att.qk_rope_dim) + 2 * att.n_heads * lat
-        absorb = 2 * att.n_heads * lat * (att.qk_nope_dim + att.v_head_dim)
-        flops = b * (per_token * total + q * absorb)
+    if att.latent:  # absorbed, or expanded (expanded_mla): the same cache bytes either way
+        flops = b * _mla_flops(att, work, first, total)
     else:
         flops = b * 4 * att.n_heads * att.head_dim * total
     elems = att.kv_elems_per_token
@@ -138,11 +165,18 @@ def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) 
     attended, flops, kv_read, kv_write = (
         int(v) for v in attention_counts(att, work, layer, context)
     )
+    act = ACT_BYTES * rows * 2 * att.q_width
     if att.latent:
         # Absorbed MLA (as FlashMLA decodes): scores over the 576-wide latent+rope cache, the
         # weighted sum in the 512-wide latent; kv_b_proj's up-projections (W_UK, W_UV) are folded
-        # into the query and output, so their weights are read here.
+        # into the query and output. Expanded (a prefill chunk, expanded_mla): they make per-head
+        # keys and values of every key the chunk attends, written and read back once
+        # (activations). Either way their weights are read here.
         lat = att.kv_lora_rank
+        if expanded_mla(att, work):  # the cached keys (first - 1) and the chunk's own
+            first = _spans(context, work.step_tokens, att.window(layer), att.chunk(layer))[0]
+            keys = first - 1 + work.step_tokens
+            act += 2 * ACT_BYTES * b * keys * att.n_heads * (att.qk_nope_dim + att.v_head_dim)
         w = work.weights_format.tensor_bytes(
             att.n_heads * (att.qk_nope_dim + att.v_head_dim), lat, "attn"
         )
@@ -164,7 +198,7 @@ def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) 
         k=attended,
         flops=flops,
         weight_bytes=w,
-        act_bytes=ACT_BYTES * rows * 2 * q_width,
+        act_bytes=act,
         kv_read_bytes=kv_read,
         kv_write_bytes=kv_write,
         resident_weight_bytes=w,

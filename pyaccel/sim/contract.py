@@ -25,7 +25,8 @@ rank's share while routing still covers the whole micro-batch's rows, and each r
 sequences (``StepShape.ranks``, ``RoutedSteps.ranks``: :func:`pyaccel.batches.rank_shares`,
 the split the placement's KV follows); and a pass model class
 attribute ``PREFILL_STREAMS = True`` when a prompt's prefill chunks stream through the stages
-(:mod:`pyaccel.prefill`).
+(:mod:`pyaccel.prefill`), and ``PREFILL_EXPANDS_MLA = True`` when a chunk's MLA attention runs
+in the expanded form (``Workload.expand_mla``; else it stays absorbed, as in decode).
 
 Engines never build graphs, loop over steps, split batches or group attention layers: the
 driver gives them a :class:`StepShape` whose attention ops are already grouped.

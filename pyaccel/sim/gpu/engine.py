@@ -300,6 +300,10 @@ class GpuPass:
     """The kernels of one micro-batch's pass (its graph's batch) on the placement's TP x PP
     layout; a step re-costs one attention kernel per attention group the driver gives."""
 
+    # a prompt chunk's MLA attention runs expanded, as vLLM's MLA backend prefills (the
+    # chunk's GEMMs and its workspace in HBM; pyaccel.prefill)
+    PREFILL_EXPANDS_MLA = True
+
     def __init__(self, graph, system, placement):
         lay = placement.layout
         self.tp, self.pp, self.width = lay.tp, lay.pp, lay.width
