@@ -126,7 +126,7 @@ def _print_report(rep, head=None) -> None:
 
 def _print_prefill(pf: dict) -> None:
     """Where the prompt's prefill time goes (:meth:`pyaccel.prefill.Prefill.as_dict`)."""
-    from .report import prefill_note
+    from .prefill_text import drafter_prefill_text, prefill_note
 
     if not pf:
         return
@@ -137,13 +137,15 @@ def _print_prefill(pf: dict) -> None:
     )
     if not pf.get("resource_s"):  # timed only (run): where the time goes is report's
         out.print(t.title, markup=False, highlight=False)
-        return
-    for col in ("resource", "time", "of TTFT"):
-        t.add_column(col)
-    for res, sec in pf["resource_s"].items():
-        t.add_row(res, fmt_seconds(sec), f"{sec / ttft:.0%}")
-    out.print(t)
-    out.print(f"note: {prefill_note(pf)}", markup=False, highlight=False)
+    else:
+        for col in ("resource", "time", "of TTFT"):
+            t.add_column(col)
+        for res, sec in pf["resource_s"].items():
+            t.add_row(res, fmt_seconds(sec), f"{sec / ttft:.0%}")
+        out.print(t)
+        out.print(f"note: {prefill_note(pf)}", markup=False, highlight=False)
+    if pf.get("drafter"):  # a speculative run: the drafter prefilled the prompt too
+        out.print(f"drafter prefill: {drafter_prefill_text(pf)}", markup=False, highlight=False)
 
 
 def _print_spec(spec) -> None:

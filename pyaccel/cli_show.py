@@ -169,13 +169,18 @@ def _ttft_rows(rec) -> list[tuple[str, str]]:
     if rec.ttft_s is None:
         return []
     p = rec.prefill
-    return [
+    rows = [
         (
             "time to first token",
             f"{fmt_seconds(rec.ttft_s)} ({p['prompt_tokens']:,} prompt "
             f"tokens, {p['chunks']} chunk(s) of <= {p['chunk_tokens']:,})",
         )
     ]
+    if p.get("drafter"):
+        from .prefill_text import drafter_prefill_text
+
+        rows.append(("drafter prefill", drafter_prefill_text(p)))
+    return rows
 
 
 def _print_run(rec) -> None:

@@ -10,7 +10,7 @@ last row only (``Workload.prefill``: one sampled row a sequence); the first toke
 the last chunk's. On an engine whose chunks stream through its pipeline stages (its pass model's
 ``PREFILL_STREAMS``: wafers, LPUs) the next chunk enters a stage as soon as the last one has
 left it, so ``ttft_s`` is the simulated schedule's end
-(:func:`pyaccel.sim.pipeline.stream_makespan`); elsewhere (GPUs: vLLM schedules a sequence's
+(:func:`pyaccel.sim.pipeline.stream_ends`); elsewhere (GPUs: vLLM schedules a sequence's
 next chunk after its step; the ASIC's rows already stream) the chunks run one after another
 and ``ttft_s`` is the sum of their steps. One sequence arriving at an idle machine: no
 queueing behind other requests, no decode steps interleaved.
@@ -26,7 +26,8 @@ from .emulation import emulate, one_step_cycles
 from .report import union_by
 from .sim.driver import MicroBatchPasses
 from .sim.inputs import engine_module, run_graph
-from .sim.pipeline import stream_makespan
+from .sim.pipeline import stream_ends
+from .units import cycles
 
 ASSUMPTIONS = (
     "prefill.idle_machine: ttft_s is one sequence's prompt on an idle machine, in chunks of "
@@ -90,12 +91,22 @@ class Prefill:
     ttft_s: float  # time to first token (s)
     streamed: bool = False  # the chunks streamed through the stages (else one after another)
     resolved: bool = False  # each chunk's events were kept: where the time goes is known
+    ends_s: tuple[float, ...] = ()  # when each chunk left the last stage (s from the start)
+    # with --spec-decode: the drafter's own prefill of the prompt (pyaccel.spec_prefill), its
+    # model, whether it ran on units of its own beside the target's (else after it) and when
+    # it was done (s from the start)
+    drafter: Prefill | None = None
+    drafter_model: str = ""
+    drafter_own_units: bool = False
+    drafter_done_s: float = 0.0
 
     @property
     def resources(self) -> dict:
-        """Seconds each resource class is busy over the whole prefill, largest first."""
+        """Seconds each resource class is busy over the whole prefill (the drafter's too),
+        largest first."""
         out: dict = {}
-        for c in self.chunks:
+        chunks = self.chunks + (self.drafter.chunks if self.drafter else ())
+        for c in chunks:
             for name, s in c.resources.items():
                 out[name] = out.get(name, 0.0) + s
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
@@ -109,7 +120,7 @@ class Prefill:
         """Plain data for JSON: ttft, chunking and the resource seconds (``None``, with the
         busiest resource, when the events were not kept: ``run`` times the prefill only,
         ``report`` says where its time goes)."""
-        return {
+        out = {
             "ttft_s": self.ttft_s,
             "prompt_tokens": self.prompt_tokens,
             "chunk_tokens": self.chunk_tokens,
@@ -118,6 +129,13 @@ class Prefill:
             "busiest_resource": self.busiest_resource if self.resolved else None,
             "resource_s": self.resources if self.resolved else None,
         }
+        if self.drafter is not None:  # a speculative run: the target's and the drafter's parts
+            d = self.drafter
+            out["target_ttft_s"] = self.ends_s[-1]
+            out["drafter"] = {"model": self.drafter_model, "done_s": self.drafter_done_s,
+                              "chunks": len(d.chunks), "streamed": d.streamed,
+                              "own_units": self.drafter_own_units}  # fmt: skip
+        return out
 
 
 def chunks_of(prompt: int, chunk: int) -> list[tuple[int, int]]:
@@ -139,11 +157,14 @@ def expands_mla(system) -> bool:
     return bool(getattr(engine_module(system.kind).pass_model, "PREFILL_EXPANDS_MLA", False))
 
 
-def prefill(model, system, placement, workload, events: bool = False) -> Prefill:
+def prefill(model, system, placement, workload, events: bool = False,
+            release_s=None) -> Prefill:  # fmt: skip
     """Emulate the prefill of one sequence's ``workload.context``-token prompt on ``placement``
     (see module): one emulated step per chunk (with ``events``, each chunk's events are kept to
     say where the time goes: ``Chunk.resources``, empty without), then, where the engine
-    streams chunks, their schedule through its stages."""
+    streams chunks, their schedule through its stages. ``release_s``: when each chunk's input
+    is ready (s; default: all at 0), e.g. a draft head's chunk waiting for the target's hidden
+    states of that chunk; ``ttft_s`` is then the last chunk's end on that clock."""
     chunk = chunk_tokens(system) or max(1, workload.context)
     engine = engine_module(system.kind)
     out, graphs = [], []
@@ -159,17 +180,23 @@ def prefill(model, system, placement, workload, events: bool = False) -> Prefill
             step, busy = one_step_cycles(graph, system, placement), {}
         out.append(Chunk(context, tokens, step / system.spec.clock_hz, busy))
         graphs.append(graph)
-    prompt, total = max(1, workload.context), sum(c.seconds for c in out)
+    prompt, clock = max(1, workload.context), system.spec.clock_hz
     if not getattr(engine.pass_model, "PREFILL_STREAMS", False):
-        return Prefill(prompt, chunk, tuple(out), total, resolved=events)
-    cycles = _streamed_cycles(engine, system, placement, graphs)
-    return Prefill(prompt, chunk, tuple(out), cycles / system.spec.clock_hz, streamed=True,
-                   resolved=events)  # fmt: skip
+        ends, t = [], 0.0  # one chunk after another, each when its input is ready
+        for i, c in enumerate(out):
+            t = (t if release_s is None else max(t, release_s[i])) + c.seconds
+            ends.append(t)
+        return Prefill(prompt, chunk, tuple(out), t, resolved=events, ends_s=tuple(ends))
+    release = None if release_s is None else [cycles(r, clock) for r in release_s]
+    ends = _streamed_ends(engine, system, placement, graphs, release)
+    return Prefill(prompt, chunk, tuple(out), ends[-1] / clock, streamed=True, resolved=events,
+                   ends_s=tuple(e / clock for e in ends))  # fmt: skip
 
 
-def _streamed_cycles(engine, system, placement, graphs) -> int:
-    """Cycles until the last chunk leaves the last stage, the chunks (``graphs``: each chunk's
-    one-step graph) streaming through the stages."""
+def _streamed_ends(engine, system, placement, graphs, release) -> list[int]:
+    """The cycle each chunk leaves the last stage, the chunks (``graphs``: each chunk's
+    one-step graph) streaming through the stages, each entering when ``release`` says
+    (cycles; None: at 0)."""
     stages, links = [], []
     for graph in graphs:
         timing = MicroBatchPasses(engine, graph, system, placement).pass_timing(
@@ -177,4 +204,4 @@ def _streamed_cycles(engine, system, placement, graphs) -> int:
         )
         stages.append(timing.stage_cycles)
         links.append(timing.links)
-    return stream_makespan(stages, None if links[0] is None else links)
+    return stream_ends(stages, None if links[0] is None else links, release)

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import kernels
 from .errors import ConfigError
+from .prefill_text import prefill_lines
 from .records import SCHEMA_VERSION, RunSummary, WhatIfRow
 from .trace import Trace
 from .units import cycles, fmt_seconds
@@ -318,7 +319,7 @@ class Report:
                 lines.append(
                     f"| {row.resource} | {fmt_seconds(row.step_time_s)} | {row.gain:.3f}x |"
                 )
-        lines += _prefill_lines(self.prefill)
+        lines += prefill_lines(self.prefill)
         lines += ["", "Assumptions:", *[f"- {a}" for a in self.assumptions]]
         if self.left_out:
             lines += ["", "Left out:", *[f"- {a}" for a in self.left_out]]
@@ -354,36 +355,6 @@ class Report:
     def share(self, seconds: float) -> float:
         """``seconds`` as a share of the tables' step (0 for a step of no time)."""
         return seconds / self.step_s if self.step_s else 0.0
-
-
-def _prefill_lines(pf: dict) -> list[str]:
-    """Where a prefill's time goes (:meth:`pyaccel.prefill.Prefill.as_dict`): the time to
-    first token and each resource class's busy seconds (a class's events counted once)."""
-    if not pf:
-        return []
-    ttft = pf["ttft_s"]
-    lines = [
-        "",
-        f"Prefill: time to first token {fmt_seconds(ttft)} for {pf['prompt_tokens']:,} prompt "
-        f"tokens in {pf['chunks']} chunk(s) of <= {pf['chunk_tokens']:,}; busiest "
-        f"**{pf.get('busiest_resource') or '-'}**",
-    ]
-    if pf.get("resource_s"):
-        lines += ["", "| prefill resource | time | of TTFT |", "|---|---|---|"]
-        for res, t in pf["resource_s"].items():
-            lines.append(f"| {res} | {fmt_seconds(t)} | {t / ttft:.0%} |")
-        lines += ["", prefill_note(pf)]
-    return lines
-
-
-def prefill_note(pf: dict) -> str:
-    """What a prefill resource's share of the time to first token means (``pf``: the
-    :meth:`pyaccel.prefill.Prefill.as_dict` of a prefill whose events were kept)."""
-    if pf.get("streamed") and pf["chunks"] > 1:
-        return ("prefill shares: a class's busy seconds summed over the chunks, over the time "
-                "to first token; the chunks stream through the stages at once, so a share may "
-                "exceed 100 %")  # fmt: skip
-    return "prefill shares: a class's busy seconds over the time to first token"
 
 
 def _span_cycles(trace, step: int) -> int:

@@ -109,6 +109,10 @@ def run(
         from .prefill import prefill as run_prefill
 
         first = run_prefill(p.model, p.system, p.placement, p.workload, prefill == "events")
+        if spec is not None:  # the drafter prefills the prompt too (pyaccel.spec_prefill)
+            from .spec_prefill import with_drafter
+
+            first = with_drafter(first, spec, p.system, prefill == "events")
     return Run(**{f.name: getattr(p, f.name) for f in fields(p)}, trace=trace, spec=spec,
                prefill=first)  # fmt: skip
 
@@ -173,6 +177,10 @@ def prefill_assumptions(result: Run) -> list[str]:
     extra = [] if chunk_tokens(result.system) else [WHOLE_PROMPT]
     if result.model.attention == "mla":
         extra.append(MLA_EXPANDED if expands_mla(result.system) else MLA_ABSORBED)
+    if result.prefill.drafter is not None:
+        from .spec_prefill import assumption
+
+        extra.append(assumption(result.prefill))
     return [*ASSUMPTIONS, *extra, *((STREAMED,) if result.prefill.streamed else ())]
 
 

@@ -214,19 +214,32 @@ class Windows:
 
 def stream_makespan(stage_cycles: Sequence[Sequence[int]], links: Sequence[Sequence] | None) -> int:
     """Cycles until the last of a sequence's chunks leaves the last stage when its chunks stream
-    through the stages once, in order (a prompt's prefill filling the pipeline).
+    through the stages once, in order (a prompt's prefill filling the pipeline): the last of
+    :func:`stream_ends`, 0 without chunks."""
+    ends = stream_ends(stage_cycles, links)
+    return ends[-1] if ends else 0
+
+
+def stream_ends(
+    stage_cycles: Sequence[Sequence[int]],
+    links: Sequence[Sequence] | None,
+    release: Sequence[int] | None = None,
+) -> list[int]:
+    """The cycle each of a sequence's chunks leaves the last stage when its chunks stream
+    through the stages once, in order.
 
     ``stage_cycles[k][s]``: cycles stage ``s`` spends on chunk ``k``; ``links[k][s]``: ``(busy,
     latency, ...)`` of the crossing into stage ``s`` (index 0, the loop back, is not taken;
-    ``None``: no crossings). Chunk ``k`` enters stage ``s`` when it has crossed into it and
-    chunk ``k - 1`` has left it; a link carries one chunk at a time. Extra fields of a
-    crossing that relays on the receiving stage's links are not modelled here.
+    ``None``: no crossings); ``release[k]``: the cycle chunk ``k``'s input is ready (default
+    0, all of them). Chunk ``k`` enters stage ``s`` when it has crossed into it and chunk
+    ``k - 1`` has left it; a link carries one chunk at a time. Extra fields of a crossing that
+    relays on the receiving stage's links are not modelled here.
     """
     n_stages = len(stage_cycles[0]) if stage_cycles else 0
     stage_free, link_free = [0] * n_stages, [0] * n_stages
-    done = 0
+    ends = []
     for k, cycles in enumerate(stage_cycles):
-        t = 0
+        t = int(release[k]) if release is not None else 0
         for s in range(n_stages):
             if s > 0 and links is not None:
                 busy, latency = int(links[k][s][0]), int(links[k][s][1])
@@ -236,8 +249,8 @@ def stream_makespan(stage_cycles: Sequence[Sequence[int]], links: Sequence[Seque
             start = max(t, stage_free[s])
             stage_free[s] = start + int(cycles[s])
             t = stage_free[s]
-        done = t
-    return done
+        ends.append(t)
+    return ends
 
 
 def one_row_pipeline(occ, lat, record) -> tuple[np.ndarray, np.ndarray]:
