@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from .rows import unique_rows
+
 if TYPE_CHECKING:
     from ..trace import SpanColumns
 
@@ -196,19 +198,6 @@ class RoutedSteps:
     def ops(self, graph, t: int) -> dict:
         """Step ``t``'s routed-expert ops by name (what :class:`StepShape` ``routed`` holds)."""
         return graph.routed_ops_of(self.hot[t], self.distinct[t])
-
-
-def unique_rows(rows) -> tuple[Any, Any]:
-    """``numpy.unique(rows, axis=0, return_inverse=True)`` of a steps x columns int array
-    whose consecutive rows often repeat (a run's steps): the repeats are dropped before the
-    sort. Returns (the distinct rows, sorted; each row's index among them)."""
-    import numpy as np
-
-    if not len(rows):
-        return rows[:0], np.zeros(0, dtype=np.int64)
-    change = np.r_[True, (rows[1:] != rows[:-1]).any(axis=1)]
-    distinct, which = np.unique(rows[change], axis=0, return_inverse=True)
-    return distinct, which.ravel()[np.cumsum(change) - 1]
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ from .contract import (
     StepShape,
     StepsTiming,
     attention_layout,
-    unique_rows,
 )
 from .pipeline import (
     one_micro_batch_over,
@@ -47,6 +46,7 @@ from .pipeline import (
     pipeline_cycles_over,
     pipeline_schedule,
 )
+from .rows import unique_rows
 
 
 @dataclass

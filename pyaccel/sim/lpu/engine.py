@@ -24,8 +24,8 @@ from ..contract import (
     RoutedSteps,
     StepShape,
     StepsTiming,
-    unique_rows,
 )
+from ..rows import unique_rows
 from .assumptions import ASSUMPTIONS  # noqa: F401  (the engine's named assumptions)
 from .bounds import rates  # noqa: F401  (the engine's lower-bound rates)
 from .experts import EpRouting
