@@ -24,7 +24,9 @@ whole wafer, layer regions at a few sizes from the smallest that holds each laye
 layer groups at a few tile counts) are offered by :func:`layouts_auto` / :func:`layouts_units`;
 the orchestration layer (:func:`pyaccel.placing.place`) times each for one step at the workload's
 context with the wafer engine and keeps the fastest. The placer never times them. A named
-strategy offers only its own layouts.
+strategy offers only its own layouts. The two interleave layouts are the ends of a family
+(:func:`family`, :func:`position`, :func:`member`): the grids between them are searched too
+(:mod:`pyaccel.layout_search`).
 """
 
 from __future__ import annotations
