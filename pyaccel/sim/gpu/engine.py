@@ -177,7 +177,8 @@ def rates(spec, work) -> BoundRates:
     """Peak rates the lower bound uses: HBM at its datasheet rate, each op's arithmetic at its
     format's dense tensor-core peak (vector ops: memory only), NVLink per direction; the host's
     per-step work (gpu.step_host); partial sums reduced over a layer's tensor-parallel ranks
-    only, and the expert-parallel all-to-alls (:func:`.expert_parallel.exchanges`)."""
+    only, each GPU's own weight shard (:func:`_shard_reads`), and the expert-parallel
+    all-to-alls (:func:`.expert_parallel.exchanges`)."""
     p = spec.params
     weights = tensor_core_rate(p, work.weights_format.compute)
     experts = tensor_core_rate(p, work.expert_weights_format.compute)
@@ -193,7 +194,20 @@ def rates(spec, work) -> BoundRates:
                       host_step_s=p.step_host_s, host_serial=p.host_overlap == "serial",
                       pass_floor_s=partial(_stage_sends, p), pass_kind="send",
                       pass_resource="sync", reduce_units=_tp_width,
-                      exchanges=partial(ep.exchanges, p))  # fmt: skip
+                      exchanges=partial(ep.exchanges, p),
+                      own_work_s=partial(_shard_reads, p))  # fmt: skip
+
+
+def _shard_reads(p, op, slot) -> float:
+    """``own_work_s``: the weights each GPU of ``op``'s stage reads for it, at HBM's peak (s):
+    its tensor-parallel shard, so under expert parallelism, where a stage's GPUs run attention
+    and the dense ops data-parallel (each on its own sequences), every GPU reads them whole;
+    the pooled term spreads them over all the stage's GPUs. Routed experts under expert
+    parallelism are spread over the GPUs, and an embedding's bytes are its sequences' rows
+    (the pooled term holds both)."""
+    if (op.expert and slot.expert_units) or op.op_class == "embedding":
+        return 0.0
+    return op.weight_bytes / _tp_width(slot) / p.hbm_peak_bytes_per_s
 
 
 def _tp_width(slot) -> int:
