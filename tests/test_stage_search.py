@@ -18,7 +18,7 @@ import pyaccel as pa
 from pyaccel import layout_search
 from pyaccel.place import lpu as placer
 from pyaccel.place import wafer as wafer_placer
-from pyaccel.place.common import capped_partition
+from pyaccel.place.common import capped_partition, contiguous_partition
 from pyaccel.sim import lpu as engine
 from pyaccel.sim import wafer as wafer_engine
 from pyaccel.sim.driver import step_cycles
@@ -130,7 +130,7 @@ def test_capped_partition_matches_every_split_tried(seed):
     costs = rng.integers(1, 30, n).tolist()
     rows = rng.integers(0, 10, (n, int(rng.integers(1, 4))))
     room, parts = int(rng.integers(8, 25)), int(rng.integers(1, n + 1))
-    got = capped_partition(costs, rows, room, parts)
+    got = capped_partition(costs, parts, rows, room)
     want = _brute_min_max(costs, rows, room, parts)
     if want is None:
         assert got is None
@@ -141,6 +141,12 @@ def test_capped_partition_matches_every_split_tried(seed):
     blocks = [[i for i in range(n) if got[i] == s] for s in range(parts)]
     assert all((rows[b].sum(axis=0) <= room).all() for b in blocks)
     assert max(sum(costs[i] for i in b) for b in blocks) == want
+    # without a byte limit: the byte-balanced split the placers use (contiguous_partition)
+    free = capped_partition(costs, parts)
+    assert free == contiguous_partition(costs, parts) or parts == 1
+    loose = _brute_min_max(costs, np.zeros_like(rows), 0, parts)
+    assert max(sum(c for c, s in zip(costs, free, strict=True) if s == b)
+               for b in range(parts)) == loose  # fmt: skip
 
 
 def test_capped_partition_by_hand():
@@ -150,10 +156,10 @@ def test_capped_partition_by_hand():
     stages). With room for 10 B neither may: [1] [8, 8] [8, 8] [7], 16. With 9, none fits."""
     costs = [1, 8, 8, 8, 8, 7]
     rows = np.array([[10], [1], [1], [1], [1], [10]])
-    assert capped_partition(costs, rows, 12, 4) == [0, 0, 1, 2, 3, 3]
-    assert capped_partition(costs, rows, 12, 3) == [0, 0, 1, 1, 2, 2]  # 9, 16, 15
-    assert capped_partition(costs, rows, 10, 4) == [0, 1, 1, 2, 2, 3]
-    assert capped_partition(costs, rows, 9, 4) is None
+    assert capped_partition(costs, 4, rows, 12) == [0, 0, 1, 2, 3, 3]
+    assert capped_partition(costs, 3, rows, 12) == [0, 0, 1, 1, 2, 2]  # 9, 16, 15
+    assert capped_partition(costs, 4, rows, 10) == [0, 1, 1, 2, 2, 3]
+    assert capped_partition(costs, 4, rows, 9) is None
 
 
 def test_a_one_billion_model_runs_faster_with_stages_balanced_by_time(llama_1b):

@@ -92,7 +92,7 @@ STRUCTURAL = {
     ("sim/wafer/grid.py", 4): (1, "a line's four links per PE in its link ids (2 ways, 2 ramps)"),
     ("sim/wafer/grid.py", 3): (1, "link ids: a line's ramps out come after 3n other links"),
     ("place/asic.py", 2): (2, "binary-search midpoints"),
-    ("place/common.py", 2): (3, "binary-search midpoints"),
+    ("place/common.py", 2): (2, "binary-search midpoints"),
     ("place/common.py", 4096): (4, "a 4096 x 4096 tensor to compare formats' bytes per weight"),
     ("place/files.py", 2): (1, "placement file format version 2 renamed a key"),
     ("place/kinds/lpu.py", 2): (2, "[first, last] pairs in the placement JSON schema"),

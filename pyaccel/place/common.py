@@ -21,69 +21,42 @@ def contiguous_partition(weights: Sequence[int], parts: int) -> list[int]:
     largest block sum (every stage gets at least one item when there are enough items)."""
     if parts <= 1 or len(weights) <= 1:
         return [0] * len(weights)
-    parts = min(parts, len(weights))
-
-    def stages_needed(cap: int) -> int:
-        count, acc = 1, 0
-        for w in weights:
-            if acc + w > cap:
-                count, acc = count + 1, w
-            else:
-                acc += w
-        return count
-
-    lo, hi = max(weights), sum(weights)
-    while lo < hi:  # smallest cap that needs no more than ``parts`` stages
-        mid = (lo + hi) // 2
-        if stages_needed(mid) <= parts:
-            hi = mid
-        else:
-            lo = mid + 1
-    return _assign(weights, lo, parts)
+    return capped_partition(weights, parts)
 
 
-def _assign(weights: Sequence[int], cap: int, parts: int) -> list[int]:
-    """Greedy fill under ``cap``, opening a new stage early when the items left would otherwise
-    leave a stage empty."""
-    out, stage, acc, n = [], 0, 0, len(weights)
-    for i, w in enumerate(weights):
-        left_items, left_stages = n - i, parts - stage
-        if out and (acc + w > cap or left_items < left_stages):
-            stage, acc = stage + 1, 0
-        out.append(stage)
-        acc += w
-    return out
-
-
-def capped_partition(costs: Sequence[int], unit_bytes: np.ndarray, room: int,
-                     parts: int) -> list[int] | None:  # fmt: skip
+def capped_partition(costs: Sequence[int], parts: int, unit_bytes: np.ndarray | None = None,
+                     room: int = 0) -> list[int] | None:  # fmt: skip
     """Stage index of each item: ``parts`` contiguous blocks (each non-empty when there are
-    enough items) with the smallest possible largest block cost, where a block's bytes on each
-    unit (``unit_bytes``: items x units, summed over the block's items) stay within ``room``;
-    None when no such split exists. Splitting a block keeps it within both limits, so the
-    fewest blocks under a cost cap is a greedy fill, and the cap is bisected as in
-    :func:`contiguous_partition`."""
+    enough items) with the smallest possible largest block cost; with ``unit_bytes`` (items x
+    units), a block's bytes on each unit (summed over its items) stay within ``room``, and None
+    when no such split exists. Splitting a block keeps it within both limits, so the fewest
+    blocks under a cost cap is a greedy fill, and the cap is bisected between the largest item
+    and the sum."""
     costs = [int(c) for c in costs]
-    rows = np.asarray(unit_bytes, dtype=np.int64)
-    if not costs or (rows > room).any():
+    rows = None if unit_bytes is None else np.asarray(unit_bytes, dtype=np.int64)
+    if not costs or (rows is not None and (rows > room).any()):
         return None
     parts = min(max(1, parts), len(costs))
 
     def fill(cap: int, at_least: int) -> list[int]:
-        """Each item's block, filling under ``cap`` and ``room``, opening a block early when
+        """Each item's block, filling under ``cap`` (and ``room``), opening a block early when
         the items left would otherwise leave one of ``at_least`` blocks empty."""
-        out, block, acc, used, n = [], 0, 0, np.zeros(rows.shape[1], np.int64), len(costs)
-        for i, (c, b) in enumerate(zip(costs, rows, strict=True)):
-            if out and (acc + c > cap or (used + b > room).any() or n - i < at_least - block):
-                block, acc, used = block + 1, 0, np.zeros_like(used)
+        out, block, acc, n = [], 0, 0, len(costs)
+        used = None if rows is None else np.zeros(rows.shape[1], np.int64)
+        for i, c in enumerate(costs):
+            full = used is not None and bool((used + rows[i] > room).any())
+            if out and (acc + c > cap or full or n - i < at_least - block):
+                block, acc = block + 1, 0
+                used = None if used is None else np.zeros_like(used)
             out.append(block)
-            acc, used = acc + c, used + b
+            acc += c
+            used = None if used is None else used + rows[i]
         return out
 
     lo, hi = max(costs), sum(costs)
     if fill(hi, 1)[-1] + 1 > parts:  # the bytes alone need more blocks
         return None
-    while lo < hi:
+    while lo < hi:  # the smallest cap that needs no more than ``parts`` blocks
         mid = (lo + hi) // 2
         if fill(mid, 1)[-1] + 1 <= parts:
             hi = mid

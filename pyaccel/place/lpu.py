@@ -143,7 +143,7 @@ def _time_split(graph, spec, tp: int, n_stages: int, costs: tuple) -> list[int] 
     if n_stages not in memo:
         cap, _, reserved = unit_capacity(spec)
         room = cap["sram"] - reserved["sram"]
-        memo[n_stages] = capped_partition(costs, _chip_bytes(graph, spec, tp), room, n_stages)
+        memo[n_stages] = capped_partition(costs, n_stages, _chip_bytes(graph, spec, tp), room)
     hit = memo[n_stages]
     return None if hit is None else list(hit)
 
