@@ -81,7 +81,9 @@ def _op_cycles_by_kind(trace, step: int) -> dict[str, int]:
     mask = ev["step"] == step
     ob = trace.op_bounds
     names = set(ob["op"][ob["step"] == step].tolist()) if ob else set()
-    ops = [_graph_op(_USER_TAG.sub("", n), names) for n in ev["op"][mask].tolist()]
+    labels = ev["op"][mask].tolist()
+    op_of = {n: _graph_op(_USER_TAG.sub("", n), names) for n in set(labels)}  # each name once
+    ops = [op_of[n] for n in labels]
     kinds = ev["kind"][mask].tolist()
     codes, pairs = _codes(list(zip(ops, kinds, strict=True)))
     covered = grouped_union_cycles(codes, ev["start"][mask], ev["duration"][mask]).tolist()
