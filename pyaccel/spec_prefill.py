@@ -28,21 +28,17 @@ from dataclasses import replace
 
 from .prefill import Prefill, prefill
 
-SERIAL = (
+_BOTH = (
     "spec.drafter_prefill: before the first round the drafter prefills the prompt on its own "
     "placement, in the same chunks (a separate draft model over the prompt's tokens, an "
     "EAGLE-3/MTP/block head over the target's hidden states); ttft_s counts it, as vLLM's "
-    "runner drafts before it returns the step's token. On the target's units it runs after "
-    "the target's prefill (the two add)"
+    "runner drafts before it returns the step's token. "
 )
-BESIDE = (
-    "spec.drafter_prefill: before the first round the drafter prefills the prompt on its own "
-    "placement, in the same chunks (a separate draft model over the prompt's tokens, an "
-    "EAGLE-3/MTP/block head over the target's hidden states); ttft_s counts it, as vLLM's "
-    "runner drafts before it returns the step's token. On units of its own it runs beside "
-    "the target's prefill: a draft model from the start, a draft head's chunk once the target "
-    "has left that chunk (moving the hidden states between their units is not costed); "
-    "ttft_s is the later of the two ends"
+SERIAL = _BOTH + "On the target's units it runs after the target's prefill (the two add)"
+BESIDE = _BOTH + (
+    "On units of its own it runs beside the target's prefill: a draft model from the start, "
+    "a draft head's chunk once the target has left that chunk (moving the hidden states "
+    "between their units is not costed); ttft_s is the later of the two ends"
 )
 
 
