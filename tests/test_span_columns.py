@@ -8,6 +8,7 @@ import pyaccel as pa
 from pyaccel.sim.asic import engine as asic_engine
 from pyaccel.sim.contract import Span
 from pyaccel.sim.gpu import engine as gpu_engine
+from pyaccel.sim.lpu import engine as lpu_engine
 from pyaccel.sim.lpu import spans as lpu_spans
 from pyaccel.sim.wafer import engine as wafer_engine
 from pyaccel.trace import EVENT_FIELDS, EventLog, SpanColumns
@@ -61,6 +62,61 @@ def test_lpu_span_columns_are_the_per_event_spans(monkeypatch):
     slow = pa.emulate(model, sysm, plc, work)
     assert len(fast.events["start"]) > 1000
     _same(fast.events, slow.events)
+
+
+def _pass_spans_reference(sim, scheds, stage_c):
+    # a pass's spans as before hops were kept per run: each hop built afresh, span by span, at
+    # its hand-over cycle, its bytes added rank by rank
+    n_chips = max(c for chips, _ in sim.stages for c in chips) + 1
+    sent = np.zeros(n_chips, dtype=np.int64)
+    links = np.zeros((n_chips, sim.n_link_slots), dtype=np.int64)
+    out, t = [], 0
+    for i, ((sch, ops), (chips, _)) in enumerate(zip(scheds, sim.stages, strict=True)):
+        out.append(lpu_spans._op_spans(sch, ops, chips, t))
+        by_rank, by_slot = lpu_spans._c2c_bytes(sim, sch, len(chips))
+        sent[list(chips)] += by_rank
+        links[list(chips)] += by_slot
+        hop, end, layer = sim.hops[i], t + sch.cycles, ops[-1].layer
+        if hop is not None:
+            both = list(chips) + list(sim.stages[(i + 1) % len(sim.stages)][0])
+            for rank, slot, nb in hop.slot_bytes:
+                links[both[rank], slot] += nb
+            rows = []
+            for rank, c in enumerate(both):
+                if rank < len(hop.send_bytes) and hop.send_bytes[rank]:
+                    sent[c] += hop.send_bytes[rank]
+                    rows.append(Span(layer, f"stage{i}.hop", "stage_hop", c, "c2c_link",
+                                     end + hop.send_start[rank],
+                                     max(1, hop.send_end[rank] - hop.send_start[rank]),
+                                     hop.send_bytes[rank]))  # fmt: skip
+            lat = end + max(hop.send_end)
+            rows.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "c2c_latency", lat,
+                             max(0, end + hop.cycles - lat)))  # fmt: skip
+            transits = lpu_spans.TRANSITS_PER_C2C * sim.chip.transit
+            rows.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency",
+                             end + hop.cycles, transits))  # fmt: skip
+            out.append(SpanColumns.of_rows(rows))
+        t += stage_c[i]
+    return SpanColumns.concat(out), sent, links
+
+
+@pytest.mark.parametrize("model,work", [
+    ("llama-3.1-8b", pa.Workload(tokens=3)),
+    ("mixtral-8x7b", pa.Workload(batch=4, tokens=2, weights="int8")),
+])  # fmt: skip
+def test_lpu_stage_hops_kept_per_run_are_the_hops_built_each_pass(monkeypatch, model, work):
+    """A stage hop's spans and C2C bytes are built once per run and shifted to each pass's
+    hand-over cycle: the events and the per-chip, per-link byte arrays of a run whose first
+    and last steps both log events are those of hops built afresh on every pass."""
+    cfg, sysm = pa.load_model(model), pa.load_system("groq-tsp", units="auto")
+    plc = pa.place(cfg, sysm, work)
+    fast = pa.emulate(cfg, sysm, plc, work)
+    monkeypatch.setattr(lpu_engine, "pass_spans", _pass_spans_reference)
+    slow = pa.emulate(cfg, sysm, plc, work)
+    assert (fast.events["op"] == "stage0.hop").sum() >= 2 * 2  # two steps' hops, each sent
+    _same(fast.events, slow.events)
+    for name in ("c2c_bytes_sent_per_chip", "c2c_bytes_per_chip_link"):
+        assert np.array_equal(fast.arrays[name], slow.arrays[name]) and fast.arrays[name].any()
 
 
 def _same_as_reference(monkeypatch, patch, model, sysm, work):

@@ -3,6 +3,8 @@ and the bytes each chip sends over its C2C links (the engine's heatmap arrays)."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...trace import SpanColumns, layer_key
@@ -24,8 +26,10 @@ def pass_spans(sim, scheds, stage_c) -> tuple[SpanColumns, np.ndarray, np.ndarra
         sent[list(chips)] += by_rank
         links[list(chips)] += by_slot
         if sim.hops[i] is not None:
-            hop = _hop_spans(sim, i, ops[-1].layer, chips, t + sch.cycles, sent, links)
-            out.append(SpanColumns.of_rows(hop))
+            spans, chip_sent, slot_sent = _hop_template(sim, i, ops[-1].layer, chips)
+            out.append(replace(spans, start=spans.start + (t + sch.cycles)))
+            np.add.at(sent, chip_sent[0], chip_sent[1])
+            np.add.at(links, (slot_sent[0], slot_sent[1]), slot_sent[2])
         t += stage_c[i]
     return SpanColumns.concat(out), sent, links
 
@@ -66,26 +70,36 @@ def _op_spans(sch, ops, chips, t: int) -> SpanColumns:
     )  # fmt: skip
 
 
-def _hop_spans(sim, i: int, layer, chips, end: int, sent, links) -> list[Span]:
-    """The hop after stage ``i`` (leaving at ``end``): each sending chip's link span and the
-    hop's fixed latency; adds its bytes to ``sent`` and ``links``."""
+def _hop_template(sim, i: int, layer, chips) -> tuple[SpanColumns, tuple, tuple]:
+    """The hop after stage ``i``, with starts from the cycle it leaves: each sending chip's
+    link span, the hop's fixed latency and the stream transits; and the bytes it adds to each
+    chip's sent total ((chips, bytes)) and link slots ((chips, slots, bytes)). A hop is the
+    same on every pass of a run, so it is built once (``sim.hop_spans_of``)."""
+    hit = sim.hop_spans_of.get(i)
+    if hit is not None:
+        return hit
     hop = sim.hops[i]
     nxt = sim.stages[(i + 1) % len(sim.stages)][0]
     both = list(chips) + list(nxt)
-    out = []
-    for rank, slot, nb in hop.slot_bytes:
-        links[both[rank], slot] += nb
-    for rank, c in enumerate(both):
-        if rank < len(hop.send_bytes) and hop.send_bytes[rank]:
-            sent[c] += hop.send_bytes[rank]
-            out.append(Span(layer, f"stage{i}.hop", "stage_hop", c, "c2c_link",
-                            end + hop.send_start[rank],
-                            max(1, hop.send_end[rank] - hop.send_start[rank]),
-                            hop.send_bytes[rank]))  # fmt: skip
-    lat_s = end + max(hop.send_end)
-    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "c2c_latency", lat_s,
-                    max(0, end + hop.cycles - lat_s)))  # fmt: skip
+    senders = [r for r, c in enumerate(both) if r < len(hop.send_bytes) and hop.send_bytes[r]]
+    rows = [Span(layer, f"stage{i}.hop", "stage_hop", both[r], "c2c_link", hop.send_start[r],
+                 max(1, hop.send_end[r] - hop.send_start[r]), hop.send_bytes[r])
+            for r in senders]  # fmt: skip
+    lat_s = max(hop.send_end)
+    rows.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "c2c_latency", lat_s,
+                     max(0, hop.cycles - lat_s)))  # fmt: skip
     # the stream transit to the C2C ports and, on the next stage, back to its VXM
-    out.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency",
-                    end + hop.cycles, TRANSITS_PER_C2C * sim.chip.transit))  # fmt: skip
-    return out
+    rows.append(Span(layer, f"stage{i}.hop", "stage_hop", chips[0], "fixed_latency",
+                     hop.cycles, TRANSITS_PER_C2C * sim.chip.transit))  # fmt: skip
+    by_slot = [(both[r], slot, nb) for r, slot, nb in hop.slot_bytes]
+    hit = sim.hop_spans_of[i] = (
+        SpanColumns.of_rows(rows),
+        _ints([both[r] for r in senders], [hop.send_bytes[r] for r in senders]),
+        _ints(*zip(*by_slot, strict=True)) if by_slot else _ints([], [], []),
+    )
+    return hit
+
+
+def _ints(*cols) -> tuple[np.ndarray, ...]:
+    """Each of ``cols`` as an int64 array."""
+    return tuple(np.array(c, dtype=np.int64) for c in cols)
