@@ -232,7 +232,10 @@ class LpuSim:
         missing = list(dict.fromkeys(k for keys in key_lists for k in keys
                                      if k not in self._stage_memo))  # fmt: skip
         if missing:
-            got = self._pool.schedule([self._program(*k) for k in missing], self.backend)
+            # a segment's attention plan sits in many programs' holes: its steps' ids are
+            # looked up once per plan object (alive while ``missing`` is), not hashed each time
+            seen: dict = {}
+            got = self._pool.schedule([self._program(*k, seen) for k in missing], self.backend)
             self._stage_memo.update(zip(missing, got, strict=True))
 
     def _shape(self, i: int) -> int:
@@ -267,16 +270,24 @@ class LpuSim:
             hit = self._step_memo[key] = tuple(map(self._pool.id_of, frags))
         return hit
 
-    def _program(self, shape: int, attn: tuple, routed: tuple) -> np.ndarray:
+    def _program(
+        self, shape: int, attn: tuple, routed: tuple, seen: dict | None = None
+    ) -> np.ndarray:
         """A program as pool fragment ids: the fixed ops of stages of ``shape``, the attention
         plans ``attn`` at their attention ops and the ``routed`` plans (if any) at their
-        routed-expert ops; the same program as joining ``filled`` plans."""
+        routed-expert ops; the same program as joining ``filled`` plans. ``seen`` keeps the
+        step ids of plan objects already looked up (by identity: the caller keeps them
+        alive)."""
         i, flat, at = self._shape_list[shape]
         tp = len(self.stages[i][0])
-        new = {}
+        new, seen = {}, {} if seen is None else seen
         for holes, plans in ((self._holes[i], attn), (self._expert_holes[i], routed)):
             for (j, _), plan in zip(holes, plans, strict=True) if plans else ():
-                new[j] = self._step_ids(tp, plan, j == 0)
+                key = (id(plan), tp, j == 0)
+                ids = seen.get(key)
+                if ids is None:
+                    ids = seen[key] = self._step_ids(tp, plan, j == 0)
+                new[j] = ids
         if all(len(ids) == at[j + 1] - at[j] for j, ids in new.items()):
             out = flat.copy()  # each new plan in its op's place
             for j, ids in new.items():
