@@ -34,6 +34,8 @@ SCANNED = ("sim", "place")
 
 # module-level names whose numbers set no time, and why
 NOT_TIMING = {
+    "_FIXED": "index of the fixed_latency class in an LPU schedule's span classes",
+    "_LINK_LATENCY": "index of the c2c_latency class in an LPU schedule's span classes",
     "KEPT_BUSIEST": "how many micro-batches' busiest chips a process keeps (a cache size)",
     "SCHEDULE_ROUNDS_PER_MICRO_BATCH": "rounds a simulated pipeline runs to settle (checked)",
     "SCHEDULE_EXTRA_ROUNDS": "rounds a simulated pipeline runs to settle (checked)",

@@ -44,12 +44,10 @@ class Scheduled:
 
     def op_event_columns(self) -> tuple[np.ndarray, ...]:
         """:meth:`op_events` as columns (op index, class as an object array, start, duration,
-        bytes), made once per schedule."""
+        bytes), made once per schedule with array operations (:meth:`op_events`, one span at
+        a time, is their reference)."""
         if self._event_cols is None:
-            ev = self.op_events()
-            o, res, start, dur, nb = zip(*ev, strict=True) if ev else ((), (), (), (), ())
-            o, start, dur, nb = (np.array(c, dtype=np.int64) for c in (o, start, dur, nb))
-            self._event_cols = (o, np.array(res, dtype=object), start, dur, nb)
+            self._event_cols = _event_columns(self)
         return self._event_cols
 
     def _c2c_latency(self, instructions) -> int:
@@ -124,3 +122,96 @@ def _uncovered(o: int, covered: list, start: int, done: int) -> list:
     if done > t:
         out.append((o, "fixed_latency", t, done - t, 0))
     return out
+
+
+# A class span's place among its op's spans (sort key ``sub``): a collective's link latency
+# and on-chip transit come before its link span, as :meth:`Scheduled._c2c_apart` books them.
+_LATENCY, _TRANSIT, _SPAN = range(len(("c2c_latency", "transit", "span")))
+_COLUMNS = ("op", "class", "start", "duration", "bytes", "position", "sub")  # sort: op, pos, sub
+# Span classes by index: each event kind's, then the two a kind does not name.
+_CLASSES = np.array([CLASS_OF_KIND[k] for k in _EVENT_KINDS] + ["fixed_latency", "c2c_latency"],
+                    dtype=object)  # fmt: skip
+_FIXED, _LINK_LATENCY = len(_EVENT_KINDS), len(_EVENT_KINDS) + 1
+
+
+def _event_columns(sch: Scheduled) -> tuple[np.ndarray, ...]:
+    """:meth:`Scheduled.op_events` as columns, without a Python step per op: every (op, kind)
+    group's span at once, the few collectives' latency and transit apart, then each op's
+    uncovered cycles from a running maximum of its spans' ends."""
+    prog = sch.program
+    op = np.asarray(prog.op, dtype=np.int64)
+    if not len(op):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, np.zeros(0, dtype=object), empty, empty, empty
+    code = prog.kind_code if prog.kind is None else kind_codes(prog.kind)
+    order = np.lexsort((code, op))
+    o_s, c_s = op[order], code[order]
+    cut = _firsts((o_s[1:] != o_s[:-1]) | (c_s[1:] != c_s[:-1]))
+    start, end = sch.start[order], (sch.start + sch.dur)[order]
+    ready = end + sch.lat[order]
+    g_op, g_code, g_s = o_s[cut], c_s[cut], np.minimum.reduceat(start, cut)
+    c2c = g_code == _EVENT_KINDS.index("c2c")
+    g_e = np.where(c2c, np.maximum.reduceat(ready, cut), np.maximum.reduceat(end, cut))
+    spans = np.flatnonzero(g_code < len(_EVENT_KINDS))
+    parts = [_c2c_parts(sch, order, cut, c2c, g_op, g_s, g_e)]  # moves the link spans' ends
+    nbytes = np.add.reduceat(np.asarray(prog.nbytes, dtype=np.int64)[order], cut)
+    parts.insert(0, (g_op[spans], g_code[spans], g_s[spans], (g_e - g_s)[spans], nbytes[spans],
+                     spans, np.full(len(spans), _SPAN)))  # fmt: skip
+    o, _, s, d = (np.concatenate(c) for c in list(zip(*parts, strict=True))[:4])
+    ops = _firsts(o_s[1:] != o_s[:-1])
+    parts.append(_uncovered_columns(o, s, s + d, o_s[ops], np.minimum.reduceat(start, ops),
+                                    np.maximum.reduceat(ready, ops), len(cut)))  # fmt: skip
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    o, k, s, d, nb, _, _ = (c[np.lexsort((cols[6], cols[5], cols[0]))] for c in cols)
+    return o, _CLASSES[k], s, d, nb
+
+
+def _firsts(changed: np.ndarray) -> np.ndarray:
+    """Where runs of equal keys begin, given where each key differs from the one before."""
+    return np.flatnonzero(np.concatenate(([True], changed)))
+
+
+def _c2c_parts(sch, order, cut, c2c, g_op, g_s, g_e) -> tuple[np.ndarray, ...]:
+    """The link latency and on-chip transit of each collective group (``c2c``), as
+    :meth:`Scheduled._c2c_apart` books them, in :func:`_event_columns`' columns; moves the
+    groups' ``g_s`` and ``g_e`` to their link span's ends."""
+    bounds = np.concatenate((cut, [len(order)]))
+    rows = []  # (op, class, start, duration, bytes, group, sub)
+    for gi in np.flatnonzero(c2c).tolist():
+        parts: list = []
+        g_s[gi], g_e[gi] = sch._c2c_apart(parts, int(g_op[gi]), int(g_s[gi]), int(g_e[gi]),
+                                          order[bounds[gi] : bounds[gi + 1]])  # fmt: skip
+        for o, res, s, d, _ in parts:
+            latency = res == "c2c_latency"
+            rows.append((o, _LINK_LATENCY if latency else _FIXED, s, d, 0, gi,
+                         _LATENCY if latency else _TRANSIT))  # fmt: skip
+    return tuple(np.array(rows, dtype=np.int64).reshape(len(rows), len(_COLUMNS)).T)
+
+
+def _uncovered_columns(o, s, e, op_ids, op_start, op_done, first_pos) -> tuple[np.ndarray, ...]:
+    """``fixed_latency`` spans (as :func:`_event_columns`' columns) over each op's cycles from
+    its first start (``op_start``) to its result being usable (``op_done``) that none of its
+    spans (``o``, ``s``, ``e``) covers: gaps before each span past the running maximum of the
+    ends before it, then the tail; sort positions from ``first_pos`` on, after every span."""
+    idx = np.searchsorted(op_ids, o)
+    by = np.lexsort((e, s, idx))
+    s, e, idx = s[by], e[by], idx[by]
+    big = int(max(e.max(initial=0), op_done.max(initial=0))) + 1
+    run = np.maximum.accumulate(idx * big + e) - idx * big  # within an op: ids ascend
+    first = _firsts(idx[1:] != idx[:-1])
+    prev = np.concatenate(([-1], run[:-1]))
+    prev[first] = -1
+    t = np.maximum(op_start[idx], prev)  # the covered time's end before each span
+    gap = np.flatnonzero(s > t)
+    last = np.full(len(op_ids), -1, dtype=np.int64)  # each op's covered end (-1: no span)
+    ends = np.concatenate((first[1:], [len(idx)])) - 1 if len(idx) else idx
+    last[idx[ends]] = run[ends]
+    tail = np.maximum(op_start, last)
+    has_tail = np.flatnonzero(op_done > tail)
+    zeros = np.zeros(len(gap) + len(has_tail), dtype=np.int64)
+    return (
+        np.concatenate((op_ids[idx[gap]], op_ids[has_tail])), zeros + _FIXED,
+        np.concatenate((t[gap], tail[has_tail])),
+        np.concatenate(((s - t)[gap], (op_done - tail)[has_tail])), zeros,
+        np.concatenate((first_pos + gap, np.full(len(has_tail), first_pos + len(s)))), zeros,
+    )  # fmt: skip
