@@ -278,13 +278,17 @@ def _expert_option_warnings(workload: Workload, model) -> list[str]:
 
 
 def _context_warnings(workload: Workload, model) -> list[str]:
-    """A warning when the run's last position lies beyond the model's trained length."""
+    """A warning when the run's last cache position lies beyond the model's trained length:
+    the kept tokens' and, with speculative decoding, the ``k`` drafted positions a last round
+    writes past them (:attr:`Workload.kv_len`)."""
     limit = model.max_position
-    if not limit or workload.max_len <= limit:
+    if not limit or workload.kv_len <= limit:
         return []
+    ahead = workload.ahead_positions
+    drafted = f" + {ahead:,} drafted" if ahead else ""
     text = (
-        f"context {workload.context:,} + {workload.tokens:,} generated tokens = "
-        f"{workload.max_len:,} positions, beyond {model.name}'s max_position_embeddings "
+        f"context {workload.context:,} + {workload.tokens:,} generated tokens{drafted} = "
+        f"{workload.kv_len:,} positions, beyond {model.name}'s max_position_embeddings "
         f"{limit:,}: emulated as asked, but the model was not trained for that length"
     )
     return [text]

@@ -275,6 +275,17 @@ def test_context_beyond_max_position_embeddings_warns_with_both_numbers(tiny_lla
     assert inside["warnings"] == []
 
 
+def test_drafted_positions_past_the_trained_length_warn(tiny_llama_dir):
+    """A speculative round verifies k drafted tokens past the kept ones, writing their K/V:
+    context 507 + 1 token + 4 drafted = 512 positions fits 512; context 508 does not."""
+    spec = ["--spec-decode", f"draft:{tiny_llama_dir},k=4", "--tokens", 1]
+    fits = run_json("--system", "h100", "--model", tiny_llama_dir, "--context", 507, *spec)
+    assert fits["warnings"] == []
+    rec = run_json("--system", "h100", "--model", tiny_llama_dir, "--context", 508, *spec)
+    (warning,) = rec["warnings"]
+    assert "+ 4 drafted = 513 positions" in warning and "512" in warning
+
+
 def test_text_mode_prints_warnings_on_stderr_only(tiny_llama_dir):
     code, out, err = cli("run", "--system", "h100", "--model", tiny_llama_dir,
                          "--context", 600, "--tokens", 1)  # fmt: skip
