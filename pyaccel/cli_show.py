@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from .errors import as_flags
 from .io_util import dumps_strict
 from .place.kinds import as_dict
 from .records import ErrorRecord
@@ -78,9 +79,26 @@ def _table(title: str | None, columns, caption: str | None = None) -> Table:
     return t
 
 
+# Fields whose text may name a setting as the Python API spells it (errors.option): the command
+# line shows them with its flags (``units=4`` -> ``--units 4``).
+_SETTING_TEXTS = ("reason", "placement_reason")
+
+
 def _print_json(data) -> None:
-    """Strict JSON on stdout: no NaN/Infinity literals (non-finite numbers are null)."""
-    sys.stdout.write(dumps_strict(data, indent=1) + "\n")
+    """Strict JSON on stdout: no NaN/Infinity literals (non-finite numbers are null); a
+    placement's reason names settings as flags (:func:`~pyaccel.errors.as_flags`)."""
+    sys.stdout.write(dumps_strict(_with_flags(data), indent=1) + "\n")
+
+
+def _with_flags(data):
+    """``data`` (JSON types) with every :data:`_SETTING_TEXTS` field, at any depth, as flags."""
+    if isinstance(data, list):  # a list of numbers (a run's steps) is returned as it is
+        nested = any(isinstance(d, (dict, list)) for d in data)
+        return [_with_flags(d) for d in data] if nested else data
+    if isinstance(data, dict):
+        return {k: as_flags(v) if k in _SETTING_TEXTS and isinstance(v, str) else _with_flags(v)
+                for k, v in data.items()}  # fmt: skip
+    return data
 
 
 @contextmanager
@@ -247,7 +265,7 @@ def _print_place(plc, speculative: bool = False) -> None:
     layout = json.dumps(as_dict(plc.layout))
     out.print(f"[bold]{plc.model}[/bold] on {plc.n_units} x {plc.system} {layout}")
     if plc.reason:
-        out.print(plc.reason, markup=False, highlight=False)
+        out.print(as_flags(plc.reason), markup=False, highlight=False)
     rows = plc.to_dict()["per_unit"]
     cap = rows[0]["capacity_bytes"]
     t = _new_table(caption=f"used = weights + kv + buffers + reserved, of {fmt_bytes(cap)} per "

@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from importlib import resources
 
-from .errors import ConfigError
+from .errors import ConfigError, option
 from .model.config import DraftHead, ModelConfig, config_from_dict, load_model
 
 DRAFTERS_FILE = "drafters.toml"
@@ -41,11 +41,11 @@ def drafter_for(kind: str, draft: str | None, target: ModelConfig) -> Drafter:
         try:
             cfg = load_model(draft)
         except ConfigError as exc:  # say it is the drafter that is unknown, not the target
-            raise ConfigError(f"--spec-decode draft:{draft}: {exc}") from None
+            raise ConfigError(f"{option('spec_decode', f'draft:{draft}')}: {exc}") from None
         if cfg.vocab != target.vocab:
             raise ConfigError(
-                f"--spec-decode draft:{draft}: its vocabulary ({cfg.vocab:,}) is not the "
-                f"target's ({target.vocab:,}); a drafter must propose the target's tokens"
+                f"{option('spec_decode', f'draft:{draft}')}: its vocabulary ({cfg.vocab:,}) is "
+                f"not the target's ({target.vocab:,}); a drafter must propose the target's tokens"
             )
         return Drafter(cfg, CHAIN, f"model {cfg.name} ({cfg.source})")
     if kind == "mtp":
@@ -59,7 +59,7 @@ def _mtp(target: ModelConfig) -> Drafter:
     report §2.2). k > 1 drafts reuse the module step after step, as serving engines do."""
     if not target.mtp_layers:
         raise ConfigError(
-            f"--spec-decode mtp: {target.name}'s config declares no MTP layers "
+            f"{option('spec_decode', 'mtp')}: {target.name}'s config declares no MTP layers "
             "(num_nextn_predict_layers is 0 or absent); use eagle3, block or draft:MODEL"
         )
     last = target.n_layers - 1

@@ -11,7 +11,7 @@ import re
 # The settings a message may name, by their Python names: load_system's ``units``, ``etch`` and
 # ``overrides`` (``--set``) and the Workload's fields; each has a flag of the same name.
 OPTIONS = ("units", "etch", "overrides", "batch", "context", "tokens", "weights",
-           "expert_weights", "kv")  # fmt: skip
+           "expert_weights", "kv", "spec_decode", "router")  # fmt: skip
 # One setting as option() writes it: the name, '=', and the repr of an int, a bool, a str or a
 # one-item list of str (never inside a longer name or a quoted word).
 _OPTION = re.compile(rf"(?<![\w.'-])({'|'.join(OPTIONS)})=(True|\d+|'[^']*'|\['[^']*'\])")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, option
 
 # The router's own stream of the run's --seed (speculative rounds draw from another).
 ROUTER_STREAM = 0x524F5554
@@ -81,7 +81,7 @@ class RouterSpec:
 
 def parse(text: str) -> RouterSpec:
     """The :class:`RouterSpec` of ``text``; ConfigError naming what is wrong."""
-    where = f"--router '{text}'"
+    where = option("router", text)
     if text == "uniform":
         return RouterSpec("uniform")
     if text.startswith("zipf"):
@@ -216,7 +216,7 @@ def counts_of(picks: np.ndarray, n_experts: int) -> np.ndarray:
 def _load_trace(path: str, n_experts: int, top_k: int, moe_layers: int) -> np.ndarray:
     """A routing trace file, checked against the model: ``[tokens, moe_layers, top_k]``
     integer expert ids below ``n_experts``, distinct within a token's layer."""
-    where = f"--router {path}"
+    where = option("router", str(path))
     try:
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:

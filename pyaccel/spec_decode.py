@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, option
 
 KINDS = ("draft", "mtp", "eagle3", "block")
 K_DEFAULT = 4  # drafted tokens a round when k= is not given (spec.k_default)
@@ -49,7 +49,7 @@ class SpecDecode:
 
 def parse(text: str) -> SpecDecode:
     """The :class:`SpecDecode` of ``text``; ConfigError naming the part that is wrong."""
-    where = f"--spec-decode '{text}'"
+    where = option("spec_decode", text)
     head, *options = [p.strip() for p in text.split(",")]
     kind, _, draft = head.partition(":")
     if kind not in KINDS:

@@ -3,7 +3,7 @@
 import math
 import numbers
 
-from .errors import ConfigError
+from .errors import ConfigError, option
 
 KB = 10**3
 MB = 10**6
@@ -51,7 +51,8 @@ def cycles(seconds: float, clock_hz: float) -> int:
     if not n < MAX_CYCLES:  # also inf and NaN
         raise CycleRangeError(
             f"a time of {seconds:.4g} s is {n:.4g} cycles at clock_hz={clock_hz:.4g}, beyond the "
-            "limit of 2**62 cycles (int64 timelines); check --set values"
+            "limit of 2**62 cycles (int64 timelines); check the "
+            f"{option('overrides', 'KEY=VALUE')} values"
         )
     # Round away float noise first so that an exact cycle count is not bumped by one.
     return int(math.ceil(round(n, 6)))

@@ -4,6 +4,7 @@ API spells them (``units=4``), and the command line prints the same message with
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -81,3 +82,55 @@ def test_as_flags_leaves_other_text_alone():
     assert as_flags(text) == text
     with pytest.raises(ValueError, match="option 'speed'"):
         option("speed", 2)
+
+
+# (system, units, etch, model): placements whose reason names the unit count (and the etch)
+REASONS = {
+    "gpu": ("h100", 4, False, "llama-3.1-8b", "units=4: TP 4 x PP 1", "--units 4: TP 4 x PP 1"),
+    "asic": ("taalas-hc1", 2, True, "llama-3.1-8b", "units=2 etch=True", "--units 2 --etch"),
+}
+
+
+@pytest.mark.parametrize("label", REASONS)
+def test_placement_reasons_name_python_settings_and_the_cli_its_flags(label):
+    system, units, etch, model, python, cli = REASONS[label]
+    work = pa.Workload(tokens=8)
+    plc = pa.place(pa.load_model(model), pa.load_system(system, units=units, etch=etch), work)
+    assert plc.reason.startswith(python) and "--" not in plc.reason
+    etch_flag = ["--etch"] if etch else []
+    args = ["--system", system, "--model", model, "--units", units, *etch_flag, "--tokens", 8]
+    placed = json.loads(invoke("place", *args, "--json").output)
+    ran = json.loads(invoke("run", *args, "--json").output)
+    assert placed["reason"].startswith(cli) and ran["placement_reason"].startswith(cli)
+    assert cli in invoke("place", *args).output  # the text table's heading
+
+
+def test_etch_on_another_kind_names_the_setting_as_each_surface_writes_it():
+    with pytest.raises(pa.ConfigError, match=r"^etch=True applies to asic systems"):
+        pa.load_system("h100", etch=True)
+    line = error_line(invoke("run", "--system", "h100", "--etch", "--model", "llama-3.1-8b"))
+    assert line.startswith("error: --etch applies to asic systems")
+
+
+def test_a_die_without_kv_sram_names_the_override_as_each_surface_writes_it():
+    system = pa.load_system("taalas-hc1", overrides=["transistors=1e9"])
+    with pytest.raises(pa.ConfigError, match=r"overrides=\['kv_sram_bytes=BYTES'\]\)$"):
+        pa.place(pa.load_model("llama-3.1-8b"), system, pa.Workload(tokens=1))
+    line = error_line(invoke("run", "--system", "taalas-hc1", "--model", "llama-3.1-8b",
+                             "--set", "transistors=1e9", "--tokens", 1))  # fmt: skip
+    assert line.endswith("set the KV SRAM: --set kv_sram_bytes=BYTES)")
+
+
+@pytest.mark.parametrize("fields,python,cli", [
+    ({"spec_decode": "medusa"}, "spec_decode='medusa': kind", "--spec-decode medusa: kind"),
+    ({"router": "hot"}, "router='hot': expected", "--router hot: expected"),
+    ({"expert_weights": "int4"}, "expert_weights='int4': llama-3.1-8b is a dense model",
+     "--expert-weights int4: llama-3.1-8b is a dense model"),
+])  # fmt: skip
+def test_workload_refusals_name_python_settings_and_the_cli_its_flags(fields, python, cli):
+    with pytest.raises(pa.ConfigError) as exc:
+        pa.build_graph(pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1, **fields))
+    assert str(exc.value).startswith(python) and "--" not in str(exc.value)
+    flags = [x for k, v in fields.items() for x in (f"--{k.replace('_', '-')}", v)]
+    line = error_line(invoke("run", "--system", "h100", "--model", "llama-3.1-8b", *flags))
+    assert line.startswith(f"error: {cli}")

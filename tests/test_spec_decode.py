@@ -43,7 +43,7 @@ def test_parse_forms():
     ],
 )
 def test_parse_errors_name_the_part(text, word):
-    with pytest.raises(ConfigError, match="--spec-decode") as exc:
+    with pytest.raises(ConfigError, match="^spec_decode=") as exc:  # as Python callers write it
         parse(text)
     assert word in str(exc.value)
 
@@ -187,7 +187,7 @@ def test_drafter_must_share_the_vocabulary():
 
 
 def test_an_unknown_drafter_is_named_as_the_drafter():
-    with pytest.raises(ConfigError, match=r"^--spec-decode draft:no-such-model: unknown model"):
+    with pytest.raises(ConfigError, match=r"^spec_decode='draft:no-such-model': unknown model"):
         _spec_run("draft:no-such-model")
 
 

@@ -70,7 +70,7 @@ def test_a_toml_grid_as_the_issue_writes_it(tmp_path):
     ({"axes": {"system": ["h100"], "model": ["m"], "units": [True]}}, "units: True is not"),
     ({"axes": {"system": [3], "model": ["m"]}}, "system: 3 is not a preset name"),
     ({"point": [{"system": "h100", "model": "m", "spec_decode": "drafty"}]},
-     r"\[\[point\]\] 1 spec_decode: --spec-decode 'drafty': kind 'drafty'"),
+     r"\[\[point\]\] 1 spec_decode: spec_decode='drafty': kind 'drafty'"),
     # the same run twice: as two axis values, or once with a default spelled out
     ({"axes": {"system": ["h100", "h100"], "model": ["m"]}}, "point 2 .* repeats point 1"),
     ({"axes": {"system": ["h100"], "model": ["m"]},

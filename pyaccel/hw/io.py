@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, PresetError
+from ..errors import ConfigError, PresetError, option
 from ..formats import get_format
 from ..units import as_int
 from .fields import MAX_INTEGER, time_ranges
@@ -264,5 +264,7 @@ def load_system(
             raise ConfigError(f"units must be a positive integer or 'auto', got {units!r}")
         units = count
     if etch and spec.kind != "asic":
-        raise ConfigError(f"--etch applies to asic systems; {spec.name} is a {spec.kind}")
+        raise ConfigError(
+            f"{option('etch', True)} applies to asic systems; {spec.name} is a {spec.kind}"
+        )
     return System(spec, units, etch)

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, option
 from ..formats import FORMATS, HC1_ASSUMPTION, Format
 from ..workload import Workload
 from .attention import (
@@ -384,8 +384,8 @@ def check_graph_inputs(model: ModelConfig, workload: Workload) -> None:
     ew = workload.expert_weights
     if not model.is_moe and ew is not None and ew != workload.weights:
         raise ConfigError(
-            f"--expert-weights {ew}: {model.name} is a dense model (0 routed experts); use "
-            "--weights for its linear weights"
+            f"{option('expert_weights', ew)}: {model.name} is a dense model (0 routed experts); "
+            f"use {option('weights', ew)} for its linear weights"
         )
 
 

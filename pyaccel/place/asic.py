@@ -224,7 +224,7 @@ def place_auto(graph, system) -> Placement:
     check_kv(graph, system, assign)  # raises with the numbers at the largest layout tried
     cap = design.rom_capacity_bytes(graph, p)
     why = (
-        f"--etch: {graph.model_name} at {graph.workload.weights} needs "
+        f"{option('etch', True)}: {graph.model_name} at {graph.workload.weights} needs "
         f"{fmt_bytes(graph.total_resident_weight_bytes)} of ROM; a die of this kind keeps "
         f"{fmt_bytes(design.kv_sram_bytes(p))} SRAM and has {design.die_logic_budget(p):.3g} "
         f"transistors left for ROM + lanes = {fmt_bytes(cap)} of this model's weights, so "
@@ -257,4 +257,4 @@ def place_units(graph, system, units: int) -> Placement:
     assign = assign_dies(graph, p, units)
     check_kv(graph, system, assign)
     note = "" if n_dies(assign) == units else f" (its layers pack into {n_dies(assign)})"
-    return build(graph, system, assign, f"--units {units} --etch{note}")
+    return build(graph, system, assign, f"{option('units', units)} {option('etch', True)}{note}")

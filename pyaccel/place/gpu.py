@@ -222,7 +222,7 @@ def place_units(graph, system, units: int) -> Placement:
     plc = best_for(graph, spec, units)
     if plc is not None:
         t, p = plc.layout.tp, plc.layout.pp
-        return Placement(**{**plc.__dict__, "reason": f"--units {units}: TP {t} x PP {p}"})
+        return Placement(**{**plc.__dict__, "reason": f"{option('units', units)}: TP {t} x PP {p}"})
     tp, pp = options[0]
     failed = build(graph, spec, tp, pp)
     plc = _fewest(graph, spec)
@@ -314,7 +314,7 @@ def layouts_units(graph, system, units: int) -> list[Placement]:
     try:
         plc = place_units(graph, system, units)
     except PlacementError:
-        ep = _ep(graph, system, units, f"--units {units}")
+        ep = _ep(graph, system, units, option("units", units))
         if ep is None or system.spec.params.expert_layout == "tp":
             raise
         return [ep]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ...errors import ConfigError
+from ...errors import ConfigError, option
 from ...units import BITS_PER_BYTE, UM2_PER_MM2, fmt_bytes
 from .asic_rom import ROM_CLASSES, gemv_shape, lanes_of, op_block, rom_cells
 
@@ -114,7 +114,8 @@ def kv_sram_bytes(p) -> int:
         raise ConfigError(
             f"the die's {p.transistors:.3g} transistors leave no KV SRAM: "
             + "; ".join(b.lines())
-            + " (raise rom_rows_per_bitline or lane_logic_share, or --set kv_sram_bytes)"
+            + " (raise rom_rows_per_bitline or lane_logic_share, or set the KV SRAM: "
+            + f"{option('overrides', 'kv_sram_bytes=BYTES')})"
         )
     return b.kv_sram_bytes
 
