@@ -7,8 +7,9 @@ allow) or, without one, scaled by ``1 - frac`` and ``1 + frac`` in turn; the cas
 again on the same number of units and re-emulated (no interpolation, nothing fitted), and the
 mean step times are compared with the unchanged run. ``power_w`` (energy only) and parameters
 that are not numbers, or whose preset value is 0 ("derive it") and that give no range, are
-skipped; scaled integer parameters are rounded (at least 1), so a small integer may not move on
-one side (its change is then 0).
+skipped; scaled whole-number parameters are rounded (at least 1), and a mesh latency to its
+quarter-cycle tick (at least one tick), so a small integer may not move on one side (its change
+is then 0).
 
 A text assumption with a fixed set of choices (the wafer's ``placement_strategy``) cannot be
 scaled; :func:`choice_alternatives` re-emulates the case with each of its other choices instead.
@@ -72,12 +73,22 @@ class Sensitivity:
         }
 
 
-def _scaled(value, frac: float, sign: int, is_int: bool):
+def _scaled(value, frac: float, sign: int, step: float | None):
+    """``value`` moved by ``frac`` (down for ``sign`` -1): to the nearest multiple of ``step``
+    (at least one) when the parameter takes only those (whole numbers, ticks of a cycle)."""
     new = value * (1.0 + sign * frac)
-    return max(1, round(new)) if is_int else new
+    return new if step is None else max(1, round(new / step)) * step
 
 
-def _ends(value, span, frac: float, is_int: bool) -> list | None:
+def _step(meta: dict, kind) -> float | int | None:
+    """The grid a parameter's values lie on: 1 for a whole number, a tick for a mesh latency
+    (:func:`~pyaccel.hw.fields._ticks`), ``None`` for a real number."""
+    if meta.get("per_cycle"):
+        return 1 / meta["per_cycle"]
+    return 1 if kind in (int, "int") else None
+
+
+def _ends(value, span, frac: float, step: float | None) -> list | None:
     """The two values an assumption is re-emulated at: its preset's range, else -/+ ``frac``;
     ``None`` for what cannot be varied (not a number, or 0 = "derive it" with no range)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -86,7 +97,7 @@ def _ends(value, span, frac: float, is_int: bool) -> list | None:
         return list(span)
     if value == 0:
         return None
-    return [_scaled(value, frac, sign, is_int) for sign in (-1, 1)]
+    return [_scaled(value, frac, sign, step) for sign in (-1, 1)]
 
 
 # parameters that set energy (power) or the time to first token (the prompt's chunks), never a
@@ -117,7 +128,7 @@ def assumption_sensitivity(
         base = run(model, system, units, workload, sets, etch, prefill=None)
     spec, n_units = base.system.spec, base.placement.n_units
     base_s = summary_step_time_s(base)  # of a speculative run, per token over its rounds
-    kinds = {f.name: f.type for f in fields(PARAMS_BY_KIND[spec.kind])}
+    steps_of = {f.name: _step(f.metadata, f.type) for f in fields(PARAMS_BY_KIND[spec.kind])}
     names = params if params is not None else list(spec.assumptions)
     out = []
     for i, name in enumerate(names):
@@ -127,7 +138,7 @@ def assumption_sensitivity(
         if name in NOT_STEP:  # the step time cannot depend on it
             continue
         span = spec.ranges.get(name)
-        values = _ends(value, span, frac, kinds[name] in (int, "int"))
+        values = _ends(value, span, frac, steps_of[name])
         if values is None:
             continue
         steps, error = [], ""

@@ -69,11 +69,20 @@ def test_rows_cover_numeric_assumptions_and_are_ranked():
 
 def test_small_integers_that_cannot_move_report_no_change():
     (row,) = assumption_sensitivity(
+        "tiny-llama", "wse3", 1, WORK, frac=0.4, params=["elementwise_task_messages"]
+    )
+    # 1 message x 0.6 rounds back to 1: the same run, change 0; x 1.4 rounds to 1 as well
+    assert row.low_value == row.high_value == 1
+    assert row.low_change == 0.0 and row.high_change == 0.0
+
+
+def test_a_mesh_latency_moves_by_quarter_cycle_ticks():
+    (row,) = assumption_sensitivity(
         "tiny-llama", "wse3", 1, WORK, frac=0.4, params=["hop_latency_cycles"]
     )
-    # 1 cycle x 0.6 rounds back to 1: the same run, change 0; x 1.4 rounds to 1 as well
-    assert row.low_value == row.high_value == 1.0
-    assert row.low_change == 0.0 and row.high_change == 0.0
+    # 1 cycle x 0.6 and x 1.4 land on the nearest quarter-cycle ticks: 0.5 and 1.5 cycles
+    assert (row.low_value, row.high_value) == (0.5, 1.5) and not row.error
+    assert row.low_change < 0.0 < row.high_change
 
 
 def test_bad_fraction_is_refused():

@@ -101,3 +101,40 @@ def test_a_port_count_is_no_what_if_knob_and_its_doc_says_what_it_is(kind, name)
     one, two = (Network(s.params, s.clock_hz) for s in (spec, wide.spec))
     assert two.global_bpc == pytest.approx(one.global_bpc / 2)
     assert two.hop_ports > one.hop_ports  # and more of them join two nodes
+
+
+# What-ifs a user cannot set by hand, and why: the engine rounds the value back
+NOT_SETTABLE = {
+    ("groq-tsp", "lpu_sxm"): "an SXM pass occupies at least one whole cycle (gains nothing)",
+}
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_every_what_if_is_a_system_the_user_can_set(preset):
+    """A what-if row's machine is the preset with its class's knobs scaled; ``--set`` of those
+    values gives the same parameters, so a user can re-run any row by hand (a mesh latency
+    halved to half a cycle included: it is kept in quarter-cycle ticks)."""
+    system = pa.load_system(preset, 1)
+    for resource, (names, _) in engine_module(system.kind).WHAT_IF.items():
+        scaled = what_if_system(system, resource).spec.params
+        sets = [f"{n}={getattr(scaled, n)!r}" for n in names]
+        if (preset, resource) in NOT_SETTABLE:
+            with pytest.raises(pa.ConfigError, match="whole number"):
+                pa.load_system(preset, 1, overrides=sets)
+            continue
+        by_hand = pa.load_system(preset, 1, overrides=sets).spec.params
+        assert [getattr(by_hand, n) for n in names] == [getattr(scaled, n) for n in names]
+
+
+def test_a_mesh_latency_by_hand_is_the_what_if_and_off_tick_values_are_refused():
+    model, work = pa.load_model("llama-3.2-1b"), pa.Workload(tokens=2)
+    system = pa.load_system("wse3", 1)
+    plc = pa.place(model, system, work)
+    base = pa.emulate(model, system, plc, work).step_time_s
+    rows = pa.what_if_gains(model, system, plc, work, base)
+    row = next(r for r in rows if r.resource == "mesh_hop")
+    halves = ["hop_latency_cycles=0.5", "ramp_latency_cycles=1", "stream_add_latency_cycles=0.5"]
+    by_hand = pa.load_system("wse3", 1, overrides=halves)
+    assert pa.emulate(model, by_hand, plc, work).step_time_s == row.step_time_s < base
+    with pytest.raises(pa.ConfigError, match=r"multiple of 1/4 cycle .* got 0\.3"):
+        pa.load_system("wse3", 1, overrides=["hop_latency_cycles=0.3"])

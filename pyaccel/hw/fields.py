@@ -11,6 +11,9 @@ from typing import Any
 # Whole-number parameters must stay exactly representable as floats (and far inside int64, so
 # cycle and byte arithmetic cannot overflow): 2**53.
 MAX_INTEGER = 2**53
+# How far from a whole number of ticks a tick-multiple parameter (:func:`_ticks`) may lie and
+# still count as one (float noise of a decimal like 0.25 read from TOML).
+TICK_SLACK = 1e-9
 
 
 def _f(doc: str, minimum: float = 0.0, strict: bool = True) -> Any:
@@ -26,6 +29,13 @@ def _i(doc: str, minimum: int = 0, strict: bool = True, informational: bool = Fa
     engine reads it, so ``--set`` refuses it rather than change nothing."""
     meta = {"doc": doc, "min": minimum, "strict": strict, "integer": True}
     return field(metadata={**meta, "informational": informational})
+
+
+def _ticks(doc: str, per_cycle: int, minimum: float = 0.0, strict: bool = True) -> Any:
+    """A cycle count an engine simulates in ``1/per_cycle``-cycle ticks (a mesh latency): a
+    multiple of ``1 / per_cycle`` (so a what-if's half of a 1-cycle hop can be set as it runs),
+    bounded like :func:`_f`."""
+    return field(metadata={"doc": doc, "min": minimum, "strict": strict, "per_cycle": per_cycle})
 
 
 def _s(doc: str, choices: tuple[str, ...] = (), moe_only: bool = False) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConfigError, PresetError, option
 from ..formats import get_format
 from ..units import as_int
-from .fields import MAX_INTEGER, time_ranges
+from .fields import MAX_INTEGER, TICK_SLACK, time_ranges
 from .kinds import kind_names
 from .spec import PARAMS_BY_KIND, HardwareSpec, System
 
@@ -40,6 +40,12 @@ def _coerce(kind: str, name: str, value: Any, meta: dict, where: str) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where}: parameter '{name}' must be a finite number, got {value!r}")
+    per_cycle = meta.get("per_cycle")
+    if per_cycle and abs(value * per_cycle - round(value * per_cycle)) > TICK_SLACK:
+        raise ConfigError(
+            f"{where}: parameter '{name}' must be a multiple of 1/{per_cycle} cycle (the engine "
+            f"simulates {per_cycle} ticks a cycle), got {value!r}"
+        )
     if meta.get("integer"):
         if value != int(value):
             raise ConfigError(f"{where}: parameter '{name}' must be a whole number, got {value!r}")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import _f, _i, _s, at_most, in_range
+from .fields import _f, _i, _s, _ticks, at_most, in_range
 
 STRATEGIES = ("auto", "layer_regions", "interleave", "layer_groups")
+# The finest tick the mesh simulation keeps a latency exact in (wafer.half_cycle_ticks): a
+# mesh latency is a multiple of 1/MESH_TICKS_PER_CYCLE cycle.
+MESH_TICKS_PER_CYCLE = 4
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,13 @@ class WaferParams:
     sram_read_bytes_per_cycle: int = _i("SRAM read bandwidth per PE (bytes/cycle)")
     sram_write_bytes_per_cycle: int = _i("SRAM write bandwidth per PE (bytes/cycle)")
     link_bytes_per_cycle: int = _i("fabric link width per direction (bytes/cycle)")
-    hop_latency_cycles: int = _i("cycles for a wavelet to cross one router hop")
-    ramp_latency_cycles: int = _i(
-        "cycles for a wavelet to cross a ramp between a PE and its router (each way)", strict=False
+    hop_latency_cycles: float = _ticks(
+        "cycles for a wavelet to cross one router hop", MESH_TICKS_PER_CYCLE
     )
+    ramp_latency_cycles: float = _ticks(
+        "cycles for a wavelet to cross a ramp between a PE and its router (each way)",
+        MESH_TICKS_PER_CYCLE, strict=False,
+    )  # fmt: skip
     message_overhead_cycles: int = _i("cycles to start a message / activate a task", strict=False)
     colours: int = _i("routable virtual channels (colours) per router")
     reserved_colours: int = _i(
@@ -45,10 +51,10 @@ class WaferParams:
     )
     fabric_queues: int = _i("fabric transfers a PE can have in flight (queues, microthreads)")
     reserved_queues: int = _i("fabric queues the SDK's runtime (memcpy) keeps", strict=False)
-    stream_add_latency_cycles: int = _i(
+    stream_add_latency_cycles: float = _ticks(
         "cycles a PE adds to a streaming reduction (receive, add own element, forward)",
-        strict=False,
-    )
+        MESH_TICKS_PER_CYCLE, strict=False,
+    )  # fmt: skip
     dsd_issue_cycles: int = _i(
         "cycles to issue one vector (DSD) instruction on a PE, before its elements flow",
         strict=False,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ...errors import ConfigError
+from ...hw.spec_wafer import MESH_TICKS_PER_CYCLE
 from ...model.ops import ACT_BYTES
 from ...place.kinds.wafer_tiles import PeTiles
 from ...units import ceil_div as _ceil
@@ -114,7 +115,7 @@ class Costs:
 # The mesh latencies kept exact in ticks (wafer.half_cycle_ticks), the ticks per cycle tried,
 # and the float slack under which a value counts as whole.
 MESH_LATENCIES = ("hop_latency_cycles", "ramp_latency_cycles", "stream_add_latency_cycles")
-TICKS_PER_CYCLE = (1, 2, 4)
+TICKS_PER_CYCLE = (1, 2, MESH_TICKS_PER_CYCLE)
 WHOLE_SLACK = 1e-9
 
 
