@@ -70,11 +70,8 @@ STRUCTURAL = {
     ("sim/lpu/program.py", 2): (6, "resource ids: install[P], mxm[P], then vxm, sxm, memio"),
     ("sim/lpu/program.py", 3): (1, "resource ids: the three shared slices (vxm, sxm, memio)"),
     ("sim/lpu/program.py", 1e-9): (1, "float slack when rounding a time up to cycles"),
-    ("sim/wafer/cost.py", 2): (
-        2,
-        "K and V halves of the cache; the embedding row at the middle of B "
-        "(wafer.embed_row_middle)",
-    ),
+    ("sim/wafer/cost.py", 2): (1, "the embedding row at the middle of B (wafer.embed_row_middle)"),
+    ("sim/wafer/attention.py", 2): (1, "K and V halves of the cache"),
     ("sim/wafer/cost.py", 1e-9): (1, "a guard against dividing by zero"),
     ("sim/wafer/mesh.py", 2): (
         7,

@@ -6,8 +6,9 @@ import pytest
 import pyaccel as pa
 from pyaccel.errors import ConfigError
 from pyaccel.model.graph import build_graph
-from pyaccel.sim.wafer.cost import Costs, RegionCoster
+from pyaccel.sim.wafer.cost import RegionCoster
 from pyaccel.sim.wafer.flows import line_flows, line_shift, shift_flows
+from pyaccel.sim.wafer.tasks import Costs
 
 
 def _shift_flows(h, seg, step, shifts):

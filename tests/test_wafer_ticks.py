@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 import pyaccel as pa
-from pyaccel.sim.wafer.cost import Costs, OpCost, multicast
+from pyaccel.sim.wafer.tasks import Costs, OpCost, multicast
 
 
 def _costs(**sets):

@@ -4,7 +4,7 @@ combine both pay. Units: cycles of the wafer clock; bytes."""
 from __future__ import annotations
 
 from ...units import cycles
-from .cost import OpCost, multicast
+from .tasks import OpCost, multicast
 
 
 def system_io_parts(c, p, out_hops: int, elems: int, n_bytes: int) -> list[tuple[str, int]]:

@@ -34,12 +34,13 @@ from ..contract import (
     StepShape,
     StepsTiming,
 )
-from .cost import OpCost, RegionCoster, multicast
+from .cost import RegionCoster
 from .crossing import system_io_parts
 from .entries import COMBINE, Entry, Region, add_entries, local_cycles
 from .events import HEATMAPS, heatmaps, pass_spans
 from .experts import ASSUMPTIONS as EXPERT_ASSUMPTIONS
 from .experts import combine_cost
+from .tasks import OpCost, multicast
 
 RESOURCES = (
     "pe_compute",

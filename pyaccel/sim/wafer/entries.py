@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...place.kinds.wafer import wafer_of
-from .cost import OpCost
+from .tasks import OpCost
 
 COMBINE = "expert_combine"  # the entry kind of a cross-wafer expert combine
 

@@ -12,8 +12,8 @@ from ...place.kinds.wafer import experts_held
 from ...units import ceil_div
 from ..contract import Exchange
 from ..experts import fewest_owners
-from .cost import OpCost, local, multicast
 from .crossing import system_io_parts
+from .tasks import OpCost, local, multicast
 
 ASSUMPTIONS = (
     "wafer.expert_combine: a MoE layer spread over several wafers replicates its other ops on "
