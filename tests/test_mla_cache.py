@@ -127,3 +127,24 @@ def test_every_kind_prefills_mla_in_its_form(system, opts, model):
     elif system != "groq-tsp":  # (the LPU's events carry no FLOPs; its plan is absorbed)
         per_layer = up * 64 + (320 if expanded else 576) * pairs
         assert flops == 4 * per_layer
+
+
+def test_absorbed_gemvs_by_hand():
+    # tiny-deepseek-v3: 4 heads, nope 16, v 16, latent 32. Per decode token W_UK takes each
+    # head's 16 query elements to the 32-wide latent (4 x 16 x 32 = 2,048 MACs), W_UV each
+    # head's latent output to 16 values (4 x 32 x 16 = 2,048 MACs); their 4,096 weights (the
+    # kv_b_proj's 4 x (16 + 16) rows of 32) are 8,192 B at bf16
+    graph = pa.build_graph(pa.load_model("tiny-deepseek-v3"),
+                           pa.Workload(context=10, tokens=1, weights="bf16"))  # fmt: skip
+    uk, uv = graph.attention.absorbed
+    assert (uk.name, uk.heads, uk.k, uk.n, uk.macs) == ("w_uk", 4, 16, 32, 2048)
+    assert (uv.name, uv.heads, uv.k, uv.n, uv.macs) == ("w_uv", 4, 32, 16, 2048)
+    op = next(o for o in graph.ops if o.kind == "attention")
+    assert op.params == 4096 and op.weight_bytes == 8192
+    # the graph's attention FLOPs: 11 pairs of 2 x 4 x (32 + 8) + 2 x 4 x 32, and the two GEMVs
+    assert op.flops == 11 * (320 + 256) + 2 * 4096
+    # DeepSeek-V3: 128 heads x 128 x 512 each, 8,388,608 MACs a token per GEMV; GQA has none
+    v3 = pa.build_graph(pa.load_model("deepseek-v3"), pa.Workload(context=10, tokens=1))
+    assert [g.macs for g in v3.attention.absorbed] == [128 * 128 * 512] * 2 == [8_388_608] * 2
+    llama = pa.build_graph(pa.load_model("tiny-llama"), pa.Workload(context=10, tokens=1))
+    assert llama.attention.absorbed == ()

@@ -8,9 +8,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..units import FLOPS_PER_MAC
 from ..workload import Workload
 from .config import ModelConfig
 from .ops import ACT_BYTES, SMALL_PARAM_BYTES, Op, matmul_op, vector_op
+
+
+@dataclass(frozen=True)
+class AbsorbedGemv:
+    """One of MLA's absorbed up-projections as a decode token runs it: ``heads`` independent
+    GEMVs, each of ``k`` inputs and ``n`` outputs (elements), one per query head."""
+
+    name: str
+    heads: int
+    k: int
+    n: int
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates a token (= the GEMV's weights, each read once a token)."""
+        return self.heads * self.k * self.n
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,17 @@ class AttentionShape:
         return 2 * self.n_kv_heads * self.head_dim
 
     @property
+    def absorbed(self) -> tuple[AbsorbedGemv, ...]:
+        """MLA's absorbed decode path (kv_b_proj split in two; empty for GQA): ``w_uk`` takes
+        each head's ``qk_nope`` query into the ``kv_lora_rank`` latent before the scores,
+        ``w_uv`` each head's latent output to its ``v_head`` values before ``o_proj``."""
+        if not self.latent:
+            return ()
+        h, lat = self.n_heads, self.kv_lora_rank
+        return (AbsorbedGemv("w_uk", h, self.qk_nope_dim, lat),
+                AbsorbedGemv("w_uv", h, lat, self.v_head_dim))  # fmt: skip
+
+    @property
     def q_width(self) -> int:
         """Elements of the attention output per token (the query heads' value widths)."""
         return self.n_heads * (self.v_head_dim if self.latent else self.head_dim)
@@ -121,7 +149,7 @@ def _mla_flops(att: AttentionShape, work: Workload, first, total):
     once (``W_UK``, ``W_UV``: ``n_heads x (qk_nope + v_head)`` outputs of ``kv_lora_rank``
     inputs), then each pair scores over ``qk_nope + qk_rope`` and sums ``v_head`` a head."""
     h, lat, q = att.n_heads, att.kv_lora_rank, work.step_tokens
-    up = 2 * h * (att.qk_nope_dim + att.v_head_dim) * lat  # one key's up-projection
+    up = FLOPS_PER_MAC * sum(g.macs for g in att.absorbed)  # one key's (query's) up-projection
     if expanded_mla(att, work):
         pair = 2 * h * (att.qk_nope_dim + att.qk_rope_dim + att.v_head_dim)
         return pair * total + up * (first - 1 + q)
@@ -180,7 +208,7 @@ def attention_op(att: AttentionShape, work: Workload, layer: int, context: int) 
         w = work.weights_format.tensor_bytes(
             att.n_heads * (att.qk_nope_dim + att.v_head_dim), lat, "attn"
         )
-        params = att.n_heads * (att.qk_nope_dim + att.v_head_dim) * lat
+        params = sum(g.macs for g in att.absorbed)
     else:
         w, params = 0, 0
     if att.sinks:
