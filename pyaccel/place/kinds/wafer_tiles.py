@@ -67,10 +67,32 @@ class PeTiles:
                 weights += ceil_div(op.k, h) * ceil_div(op.n, w) * 2
             elif op.kind == "attention":
                 kv += self.kv_pe_bytes(op, w, h)
-                weights += ceil_div(op.resident_weight_bytes, w * h)
+                weights += self.attention_weight_pe_bytes(op, w, h)
             elif op.resident_weight_bytes:
                 weights += ceil_div(op.resident_weight_bytes, la)
         return weights, kv
+
+    def absorbed_tiles(self, w: int, h: int) -> tuple[tuple[int, int], ...]:
+        """(inputs, outputs) a PE of a ``w x h`` region holds of each of MLA's absorbed GEMVs
+        (the graph's ``attention.absorbed``: ``w_uk`` then ``w_uv``; empty for GQA), laid out
+        as the latent cache is (tokens along A, latent features along B). ``w_uk``: its heads'
+        query inputs along A, its latent outputs along B; ``w_uv``: its latent inputs along B,
+        its heads' outputs along A. A PE keeps inputs x outputs weights of each."""
+        if not self.att.absorbed:
+            return ()
+        uk, uv = self.att.absorbed
+        return ((ceil_div(uk.heads * uk.k, w), ceil_div(uk.n, h)),
+                (ceil_div(uv.k, h), ceil_div(uv.heads * uv.n, w)))  # fmt: skip
+
+    def attention_weight_pe_bytes(self, op, w: int, h: int) -> int:
+        """Weight bytes of one attention op on its fullest PE: MLA's absorbed weights in their
+        tiles (:meth:`absorbed_tiles`, at the op's bytes per weight), else (GQA's per-head
+        sinks) the op's weights spread evenly over the region."""
+        absorbed = self.att.absorbed
+        if not absorbed:
+            return ceil_div(op.resident_weight_bytes, w * h)
+        per_pe = sum(k * n for k, n in self.absorbed_tiles(w, h))
+        return ceil_div(op.resident_weight_bytes * per_pe, sum(g.macs for g in absorbed))
 
     def kv_pe_bytes(self, op, w: int, h: int) -> int:
         """KV-cache bytes of one attention op on the fullest PE: tokens along A, features along

@@ -1,7 +1,9 @@
 """Attention's cost on a wafer region (mixed into :class:`~.cost.RegionCoster`): the latent or
 K/V cache spread over the region's PEs, tokens along A and features along B, its scores,
 softmax and weighted sum with their reductions; GQA's query shift inside each KV head's
-segment. Units: cycles, bytes, 16-bit elements.
+segment; MLA's absorbed up-projections (``w_uk`` before the scores, ``w_uv`` after the weighted
+sum) as MeshGEMVs over the tiles the placement keeps (``PeTiles.absorbed_tiles``). Units:
+cycles, bytes, 16-bit elements.
 """
 
 from __future__ import annotations
@@ -9,13 +11,13 @@ from __future__ import annotations
 from ...model.ops import ACT_BYTES
 from ...units import ceil_div as _ceil
 from .flows import line_shift, shift_flows
-from .tasks import ACC_BYTES, OpCost, allreduce, local
+from .tasks import ACC_BYTES, OpCost, allreduce, local, tile_gemv
 
 
 class AttentionCosts:
     """The attention costs of a :class:`~.cost.RegionCoster`, which supplies ``c`` (its
-    :class:`~.tasks.Costs`), ``att`` (the graph's attention shape), ``kv_bytes``
-    (:class:`~pyaccel.place.kinds.wafer_tiles.PeTiles`) and ``_memo``."""
+    :class:`~.tasks.Costs`), ``att`` (the graph's attention shape), ``kv_bytes`` and
+    ``absorbed_tiles`` (:class:`~pyaccel.place.kinds.wafer_tiles.PeTiles`) and ``_memo``."""
 
     def _gqa_shift(self, h: int, seg: int, group: int, nwav: int):
         """(cycles, bare cycles, 0, link busy, 1, messages, cycles without start costs or hop
@@ -53,8 +55,9 @@ class AttentionCosts:
         B with its group's query heads (q/k/v rows of the QKV output are ordered by KV group).
 
         Phases: (0) GQA: each PE gets the query slices of the other heads of its group (a shift
-        inside the segment); (1) partial scores, all-reduced along B per segment; (2) max and
-        (3) exp-sum all-reduced along A; (4) P.V partials all-reduced along A."""
+        inside the segment); MLA: the query is absorbed into the latent (``w_uk``); (1) partial
+        scores, all-reduced along B per segment; (2) max and (3) exp-sum all-reduced along A;
+        (4) P.V partials all-reduced along A; MLA: the latent output up-projected (``w_uv``)."""
         c, m, cfg = self.c, op.m, self.att
         w, h = lens
         mla = cfg.latent
@@ -69,6 +72,7 @@ class AttentionCosts:
             shift = self._gqa_shift(h, seg, group, c.wavelets(m * _ceil(op.n, h)))
             if shift is not None:
                 cost.add_comm(*shift)
+        self._absorbed(cost, op, lens, 0)
         kvb = self.kv_bytes
         fm = m * group * tok_pe * d_pe
         score = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
@@ -83,7 +87,24 @@ class AttentionCosts:
         pv = local(c, fmacs=fm, rd=round(fm * (kvb + ACC_BYTES)), wr=ACC_BYTES * fm,
                    issues=m * group * tok_pe)  # fmt: skip
         allreduce(cost, c, w, w, m * group * d_pe, pv, 0)
+        self._absorbed(cost, op, lens, 1)
         return cost
+
+    def _absorbed(self, cost: OpCost, op, lens, which: int) -> None:
+        """MLA's absorbed GEMV ``which`` of the graph's ``attention.absorbed`` (0: ``w_uk``,
+        1: ``w_uv``) as a MeshGEMV over its tiles on the region (wafer.mla_absorbed): each PE
+        multiplies its tile for every row, reading its share of the op's weight bytes, then
+        ``w_uk``'s partials (every head's slice of the PE's latent features) are all-reduced
+        along A, which leaves each token's PEs the absorbed query they score with, and
+        ``w_uv``'s (its heads' outputs) along B. Nothing for GQA."""
+        tiles = self.absorbed_tiles(*lens)
+        if not tiles:
+            return
+        g, (k_pe, n_pe) = self.att.absorbed[which], tiles[which]
+        weights = sum(x.macs for x in self.att.absorbed)
+        wbytes = _ceil(op.weight_bytes * k_pe * n_pe, max(1, weights))
+        axis, elems = (0, g.heads * n_pe) if which == 0 else (1, n_pe)
+        tile_gemv(cost, self.c, op.m, (k_pe, n_pe), wbytes, lens[axis], op.m * elems, axis)
 
 
 def _add_rounds(a: tuple, b: tuple) -> tuple:

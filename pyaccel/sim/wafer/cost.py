@@ -27,8 +27,8 @@ ARGMAX_PAIR_ELEMS = 2  # a (value, index) pair of 16-bit elements (arg-max reduc
 
 class RegionCoster(PeTiles, AttentionCosts):
     """Costs of graph ops on regions of one spec, memoised by (op shape, region shape, axis);
-    the per-PE tiles they cost are :class:`PeTiles`' (``pe_bytes``, ``expert_regions``),
-    attention's are :class:`AttentionCosts`'."""
+    the per-PE tiles they cost are :class:`PeTiles`' (``pe_bytes``, ``expert_regions``,
+    ``absorbed_tiles``), attention's are :class:`AttentionCosts`'."""
 
     def __init__(self, spec, graph, experts_here: int | None = None):
         self.c = Costs.of(spec.params)
@@ -45,7 +45,7 @@ class RegionCoster(PeTiles, AttentionCosts):
         """(cost, axis after the op) of ``op`` on a ``w x h`` region whose input lies along
         ``axis`` (0 = A/x, 1 = B/y)."""
         if op.kind == "attention":  # depends on the context only through tokens per PE
-            key = ("attention", op.m, op.n, _ceil(op.k, w), w, h, axis)
+            key = ("attention", op.m, op.n, _ceil(op.k, w), op.weight_bytes, w, h, axis)
         else:
             key = (op.kind, op.op_class, op.split, op.m, op.n, op.k, op.flops, op.weight_bytes,
                    op.act_bytes, op.hot_rows, w, h, axis)  # fmt: skip

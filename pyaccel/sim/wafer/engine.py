@@ -102,6 +102,13 @@ ASSUMPTIONS = (
     "(value, index) pairs of 16-bit elements (ARGMAX_PAIR_ELEMS = 2)",
     "wafer.gqa_layout: q/k/v rows are ordered by KV group so a group's heads share a segment "
     "of the B axis; query slices are shifted inside it before the scores",
+    "wafer.mla_absorbed: MLA decodes absorbed, its up-projections (the graph's "
+    "attention.absorbed) tiled on the attention's region as the latent cache is, latent "
+    "features along B: w_uk with its heads' query inputs along A, its partials (every head's "
+    "slice of a PE's features) all-reduced along A, which hands each token's PEs the absorbed "
+    "query; w_uv with its heads' outputs along A, reduced along B from the PE's share of the "
+    "weighted sum. Each is a MeshGEMV task and all-reduce; its weights are SRAM bytes of the "
+    "region's PEs (PeTiles.absorbed_tiles), so the placer holds them where they are timed",
     "wafer.embed_row_middle: the sampled token's embedding row sits, on average, at the middle "
     "of the embed region's B axis and is multicast from there",
     "wafer.moe_expert_regions: each routed expert owns a band of its layer's region; the step's "
