@@ -287,3 +287,25 @@ def test_a_gpu_reads_its_dense_weights_whole_under_expert_parallelism():
     assert width > 1 and not tp_plc.layout.ep
     tp_slot = next(s for s in tp_plc.layers if s.layer == qkv.layer)
     assert rates.own_seconds(qkv, tp_slot) == pytest.approx(qkv.weight_bytes / (width * hbm))
+
+
+# dies leaving ~1/3, 1/4 and 1/6 of a tiny layer's ROM: its experts over 3, 4 and 6 dies
+SPAN_MORE = {3: 9.6065e8, 4: 9.605e8, 6: 9.603e8}
+
+
+@pytest.mark.parametrize("dies", SPAN_MORE)
+@pytest.mark.parametrize("model, batch", [("tiny-mixtral", 16), ("tiny-deepseek-v3", 64)])
+def test_asic_combine_over_three_dies_or_more_stays_above_its_bound(dies, model, batch):
+    """The combine's link term is a floor however many dies a layer's experts span (each die
+    holding a token's expert sends its partial over its own link): step and every kind at or
+    above their bounds."""
+    cfg, work = pa.load_model(model), _work(batch, context=16)
+    sets = {**SPAN_DIES, "transistors": SPAN_MORE[dies]}
+    system = pa.load_system("taalas-hc1", "auto", etch=True, overrides=sets)
+    plc = pa.place(cfg, system, work)
+    assert {len(set(s.units)) for s in plc.layers if s.expert_units} == {dies}
+    tr = pa.emulate(cfg, system, plc, work)
+    assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+    rows = {r.kind: r for r in Report.from_trace(tr, what_if=False).by_kind}
+    assert rows["chip_link"].ratio is not None
+    assert all(r.ratio is None or r.ratio >= 1.0 for r in rows.values())
