@@ -35,6 +35,7 @@ def _ticks(doc: str, per_cycle: int, minimum: float = 0.0, strict: bool = True) 
     """A cycle count an engine simulates in ``1/per_cycle``-cycle ticks (a mesh latency): a
     multiple of ``1 / per_cycle`` (so a what-if's half of a 1-cycle hop can be set as it runs),
     bounded like :func:`_f`."""
+    doc = f"{doc}; a multiple of 1/{per_cycle} cycle"
     return field(metadata={"doc": doc, "min": minimum, "strict": strict, "per_cycle": per_cycle})
 
 
