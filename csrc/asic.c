@@ -18,6 +18,8 @@ void pyaccel_asic_pipeline(int64_t *finish, int64_t *starts, int64_t *unit_free,
     for (int64_t t = 0; t < n_steps; t++) {
         for (int64_t u = 0; u < n_users; u++) {
             int64_t tt = ready[u - u % group];
+            /* row j of a group is j positions on from its step's first (its context j longer) */
+            const int64_t *cols = occ_cols + (t + u % group) * n_cols;
             /* a group's rows but its last leave before the tail stages (its sampled row's) */
             int64_t stop = u % group == group - 1 ? n_stages : tail;
             if (record[t])
@@ -25,7 +27,7 @@ void pyaccel_asic_pipeline(int64_t *finish, int64_t *starts, int64_t *unit_free,
                     starts[(r * n_users + u) * n_stages + s] = -1;
             for (int64_t s = 0; s < stop; s++) {
                 int64_t layer = ex_layer[s], start = tt;
-                int64_t busy = occ_col_of[s] < 0 ? occ_base[s] : occ_cols[t * n_cols + occ_col_of[s]];
+                int64_t busy = occ_col_of[s] < 0 ? occ_base[s] : cols[occ_col_of[s]];
                 const int64_t *pick = picks; /* the row's picks in this stage's MoE layer */
                 if (layer >= 0)
                     pick = picks + ((t * n_users + u) * n_layers + layer) * top_k;

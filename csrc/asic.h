@@ -2,7 +2,8 @@
  * pyaccel/kernels/reference_asic.py, which states the semantics). Outputs first: finish
  * (n_steps x n_users), starts (recorded steps x n_users x n_stages); scratch unit_free (n_units)
  * and ready (n_users). Inputs row-major: a stage's busy cycles are occ_base[s], or for a stage
- * with occ_col_of[s] >= 0 that column of occ_cols (n_steps x n_cols); res n_stages x res_width
+ * with occ_col_of[s] >= 0 that column of occ_cols ((n_steps + group - 1) x n_cols: positions, a
+ * group's row j of step t at position t + j); res n_stages x res_width
  * (-1 padding); record n_steps; ex_layer n_stages (-1: not routed); picks n_steps x n_users x
  * n_layers x top_k; ex_unit n_stages x n_experts; stages from tail on are taken only by each
  * group's last row (starts -1 where a row skips them). */

@@ -5,15 +5,15 @@ A prompt of ``context`` tokens (at least one) is processed as the machine's runt
 assumption), each chunk a step of ``chunk`` token rows attending causally to the chunks before
 it and to each other (``Workload.step_tokens``), so every engine costs it with its own
 mechanism: compute-bound GEMMs on GPUs, the rows through the pipeline on wafers and LPUs, the
-rows one after another through the ASIC's blocks. A chunk's LM head and sampling run on its
-last row only (``Workload.prefill``: one sampled row a sequence); the first token comes from
-the last chunk's. On an engine whose chunks stream through its pipeline stages (its pass model's
-``PREFILL_STREAMS``: wafers, LPUs) the next chunk enters a stage as soon as the last one has
-left it, so ``ttft_s`` is the simulated schedule's end
-(:func:`pyaccel.sim.pipeline.stream_ends`); elsewhere (GPUs: vLLM schedules a sequence's
-next chunk after its step; the ASIC's rows already stream) the chunks run one after another
-and ``ttft_s`` is the sum of their steps. One sequence arriving at an idle machine: no
-queueing behind other requests, no decode steps interleaved.
+rows one after another through the ASIC's blocks (each row's attention at its own context). A
+chunk's LM head and sampling run on its last row only (``Workload.prefill``: one sampled row a
+sequence); the first token comes from the last chunk's. On an engine whose chunks stream
+through its pipeline stages (its pass model's ``PREFILL_STREAMS``: wafers, LPUs) the next chunk
+enters a stage as soon as the last one has left it, so ``ttft_s`` is the simulated schedule's
+end (:func:`pyaccel.sim.pipeline.stream_ends`); elsewhere (GPUs: vLLM schedules a sequence's
+next chunk after its step; the ASIC's rows already stream) the chunks run one after another and
+``ttft_s`` is the sum of their steps. One sequence arriving at an idle machine: no queueing
+behind other requests, no decode steps interleaved.
 
 Units: seconds; tokens.
 """

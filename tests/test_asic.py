@@ -86,14 +86,35 @@ def test_golden_rows_of_one_sequence_wait_for_its_last():
     # step 1: both rows wait for the sequence's last row (17), not their own (12 and 17):
     #   row 0: s0 [17,20) ->21; s1 [21,26) ->27; s2 [27,29) -> 29
     #   row 1: s0 [20,23) ->24; s1 [26,31) ->32; s2 [32,34) -> 34
-    occ = np.array([[3, 5, 2], [3, 5, 2]], dtype=np.int64)
+    # (occ has a row a position: 2 steps and the group's second row, the same at each here)
+    occ = np.array([[3, 5, 2], [3, 5, 2], [3, 5, 2]], dtype=np.int64)
     lat = np.array([1, 1, 0], dtype=np.int64)
     for backend in kernels.available_backends():
         fn = kernels.get("asic_pipeline", backend)
         finish, _ = fn(occ, lat, np.arange(3), 2, np.array([False, False]), 2)
         assert finish.tolist() == [[12, 17], [29, 34]]
+        with pytest.raises(ValueError, match="occ has 2 positions; expected 3"):
+            fn(occ[:2], lat, np.arange(3), 2, np.array([False, False]), 2)
     with pytest.raises(ValueError, match="group = 2"):
         reference_asic.asic_pipeline(occ, lat, np.arange(3), 3, np.array([False, False]), 2)
+
+
+def test_golden_each_row_of_a_group_is_busy_at_its_own_position():
+    # one sequence's 2 rows a step (group 2), 2 steps; stage 1 (attention) grows by 2 cycles a
+    # position (one cached token more): positions 0, 1, 2 busy 3, 5 / 7 / 9, then 2; latencies
+    # 1, 1, 0. Step t's row j is at position t + j:
+    # step 0, row 0 (pos 0): s0 [0,3) ->4; s1 [4,9) ->10; s2 [10,12) -> 12
+    # step 0, row 1 (pos 1): s0 [3,6) ->7; s1 waits for row 0: [9,16) ->17; s2 [17,19) -> 19
+    # step 1, row 0 (pos 1): ready 19: s0 [19,22) ->23; s1 [23,30) ->31; s2 [31,33) -> 33
+    # step 1, row 1 (pos 2): s0 [22,25) ->26; s1 waits: [30,39) ->40; s2 [40,42) -> 42
+    # (every row at its step's own position instead would give [[12, 17], [31, 38]])
+    occ = (np.array([3, 0, 2]), np.array([[5], [7], [9]]), np.array([1]))
+    lat = np.array([1, 1, 0], dtype=np.int64)
+    for backend in kernels.available_backends():
+        fn = kernels.get("asic_pipeline", backend)
+        finish, starts = fn(occ, lat, np.arange(3), 2, np.array([True, False]), 2)
+        assert finish.tolist() == [[12, 19], [33, 42]]
+        assert starts[0].tolist() == [[0, 4, 10], [3, 9, 17]]
 
 
 def test_golden_only_the_sampled_row_takes_the_tail_stages():
@@ -103,7 +124,7 @@ def test_golden_only_the_sampled_row_takes_the_tail_stages():
     #   s1 [4,6), s2 waits for row 0: [10,16) -> 16
     # tail = 2 (only the sampled, last row takes s2): row 0 leaves after s1 at 4; row 1
     #   s0 [2,4) s1 [4,6) s2 [6,12) -> 12; row 0's start at the stage it skips is -1
-    occ = np.array([[2, 2, 6]], dtype=np.int64)
+    occ = np.array([[2, 2, 6], [2, 2, 6]], dtype=np.int64)  # a row a position (2 rows)
     lat, rec = np.zeros(3, dtype=np.int64), np.array([True])
     for backend in kernels.available_backends():
         fn = kernels.get("asic_pipeline", backend)
@@ -142,13 +163,13 @@ def test_pipeline_twins_match_exactly():
     fasts = [kernels.get("asic_pipeline", b) for b in kernels.available_backends() if b != "numpy"]
     for _ in range(30):
         steps, stages, users = rng.integers(1, 6), rng.integers(1, 9), int(rng.integers(1, 5))
-        occ = rng.integers(0, 20, (steps, stages)).astype(np.int64)
+        group = int(rng.integers(1, 4))
+        occ = rng.integers(0, 20, (steps + group - 1, stages)).astype(np.int64)  # positions
         lat = rng.integers(0, 6, stages).astype(np.int64)
         record = rng.random(steps) < 0.5
         res = rng.integers(0, stages, stages).astype(np.int64)  # some stages share hardware
         if rng.random() < 0.5:  # stages taking several units at once (-1: none)
             res = np.column_stack([res, rng.integers(-1, stages, (stages, 2))])
-        group = int(rng.integers(1, 3))
         tail = int(rng.integers(0, stages + 1)) if rng.random() < 0.5 else None
         f1, s1 = reference_asic.asic_pipeline(occ, lat, res, users * group, record, group,
                                               None, tail)  # fmt: skip

@@ -169,25 +169,33 @@ def test_gpu_span_columns_are_the_per_span_spans(monkeypatch, units, model, work
     _same_as_reference(monkeypatch, (gpu_engine, "_spans", _gpu_spans_reference), model, sysm, work)
 
 
-def _asic_spans_reference(stages, starts):
+def _asic_spans_reference(stages, starts, per_row=None):
     # the per-span construction the columns replace: user by user, stage by stage, unit by unit
+    # (a stage of per_row, attention, with the row's own cycles, bytes, FLOPs and resource)
     out, n_users = [], len(starts)
+    own = {} if per_row is None else {int(s): a for a, s in enumerate(per_row.stages)}
     for u in range(n_users):
         tag = f"[u{u}]" if n_users > 1 else ""
         for s, st in enumerate(stages):
             t = int(starts[u][s])
+            occ, n_bytes, flops, resource = st.occ, st.n_bytes, st.flops, st.resource
+            if s in own:
+                a = own[s]
+                occ, n_bytes = int(per_row.occ[u, a]), int(per_row.n_bytes[u, a])
+                flops, resource = int(per_row.flops[u, a]), per_row.resource[u, a]
             for unit in st.units:
-                out.append(Span(st.layer, st.name + tag, st.kind, unit, st.resource, t, st.occ,
-                                st.n_bytes, st.flops))  # fmt: skip
+                out.append(Span(st.layer, st.name + tag, st.kind, unit, resource, t, occ,
+                                n_bytes, flops))  # fmt: skip
                 if st.lat:
                     out.append(Span(st.layer, f"{st.name}.latency{tag}", st.kind, unit,
-                                    "fixed_latency", t + st.occ, st.lat))  # fmt: skip
+                                    "fixed_latency", t + occ, st.lat))  # fmt: skip
     return out
 
 
 @pytest.mark.parametrize("model,work", [
     ("llama-3.1-8b", pa.Workload(tokens=3)),
     ("tiny-mixtral", pa.Workload(batch=3, tokens=2)),  # users told apart, routed experts
+    ("tiny-llama", pa.Workload(batch=2, step_tokens=3, tokens=2)),  # rows at their contexts
 ])  # fmt: skip
 def test_asic_span_columns_are_the_per_span_spans(monkeypatch, model, work):
     sysm = pa.load_system("taalas-hc1", units="auto", etch=True)

@@ -39,7 +39,6 @@ NOT_TIMING = {
     "KEPT_BUSIEST": "how many micro-batches' busiest chips a process keeps (a cache size)",
     "SCHEDULE_ROUNDS_PER_MICRO_BATCH": "rounds a simulated pipeline runs to settle (checked)",
     "SCHEDULE_EXTRA_ROUNDS": "rounds a simulated pipeline runs to settle (checked)",
-    "AFFINE_CHECK_STEPS": "steps at which a shortcut checks an affine law before using it",
     "_FRAGMENTS_MAX": "entries of a process-wide cache of compiled LPU op fragments",
     "_SCHEDULES_MAX": "entries of a process-wide cache of LPU transfer schedules",
     "_GEMV_BLOCKS_FIRST": "blocks of the first GEMV arrays an LPU fragment cache makes",

@@ -191,9 +191,9 @@ def mesh_run(task_pe, task_setup, task_stream, task_nwav, dep_ptr, dep_idx, path
 
 
 def occupancy_shape(occ) -> tuple[int, int]:
-    """``(steps, stages)`` of an ASIC pipeline's ``occ``: a steps x stages array, or its compact
-    form ``(base, cols, col_stage)`` (``base`` a row of stages; ``cols`` steps x columns, each
-    replacing the distinct stage ``col_stage[a]``)."""
+    """``(positions, stages)`` of an ASIC pipeline's ``occ``: a positions x stages array, or its
+    compact form ``(base, cols, col_stage)`` (``base`` a row of stages; ``cols`` positions x
+    columns, each replacing the distinct stage ``col_stage[a]``)."""
     if isinstance(occ, tuple):
         if len(occ) != 3:
             raise ValueError(f"occ has {len(occ)} parts; expected (base, cols, col_stage)")
@@ -213,26 +213,33 @@ def occupancy_shape(occ) -> tuple[int, int]:
 
 
 def asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None, tail=None) -> None:
-    """``occ`` steps x stages (or its compact form, :func:`occupancy_shape`); per-stage ``lat``
-    and unit ids ``res`` >= 0 (2-D: a row of ids per stage, -1 padding after the first);
-    per-step ``record``; ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``:
+    """``occ`` positions x stages, ``steps + group - 1`` positions (or its compact form,
+    :func:`occupancy_shape`); per-stage ``lat`` and unit ids ``res`` >= 0 (2-D: a row of ids
+    per stage, -1 padding after the first); per-step ``record`` (its length the steps);
+    ``n_users`` rows in whole groups of ``group`` >= 1; ``routes``:
     per-stage MoE layer indices (-1: not an expert stage) and ``picks`` steps x rows x layers x
     top_k expert ids >= 0; ``tail`` (None or 0 .. stages): the first stage only a group's last
     row takes."""
-    n_steps, n_stages = occupancy_shape(occ)
+    if int(n_users) < 0:
+        raise ValueError(f"n_users = {n_users} is out of range (must be >= 0)")
+    if int(group) < 1 or int(n_users) % int(group):
+        raise ValueError(f"group = {group} must be >= 1 and divide n_users = {n_users}")
+    positions, n_stages = occupancy_shape(occ)
+    n_steps = positions - (int(group) - 1)  # a group's later rows take the positions after
     if tail is not None and not 0 <= int(tail) <= n_stages:
         raise ValueError(f"tail = {tail} is out of range (must be 0 .. {n_stages} stages)")
     same_length(n_stages, lat=lat)
+    if int(group) > 1 and np.ndim(record) == 1 and len(record) != n_steps:
+        raise ValueError(
+            f"occ has {positions} positions; expected {len(record) + group - 1}: "
+            f"one a step of record, and {group - 1} more for a group's later rows"
+        )
     same_length(n_steps, record=record)
     if np.ndim(res) not in (1, 2) or len(res) != n_stages:
         raise ValueError(f"res has shape {np.shape(res)}; expected ({n_stages},) or "
                          f"({n_stages}, units)")  # fmt: skip
     ids_in("res", res if np.ndim(res) == 1 else np.asarray(res)[:, :1], 0, None)
     ids_in("res", res, -1, None)
-    if int(n_users) < 0:
-        raise ValueError(f"n_users = {n_users} is out of range (must be >= 0)")
-    if int(group) < 1 or int(n_users) % int(group):
-        raise ValueError(f"group = {group} must be >= 1 and divide n_users = {n_users}")
     if routes is not None:
         if len(routes) not in (2, 3):
             raise ValueError(f"routes has {len(routes)} parts; expected "

@@ -33,7 +33,7 @@ def _asic_pipeline(occ, lat, res, n_users, record, group=1, routes=None, tail=No
     picks = np.ascontiguousarray(
         picks if picks is not None else np.zeros((0, 0, 0, 0)), dtype=np.int64
     )
-    n_steps, n_stages = len(cols), len(base)
+    n_steps, n_stages = len(record), len(base)  # cols: a row a position (steps + group - 1)
     finish = np.zeros((n_steps, int(n_users)), dtype=np.int64)
     starts = np.zeros((int(record.sum()), int(n_users), n_stages), dtype=np.int64)
     scratch = np.zeros(max(1, n_units), dtype=np.int64), np.zeros(max(1, int(n_users)), np.int64)

@@ -12,7 +12,7 @@ from .reference_asic import compact_occupancy, expert_units
 @numba.njit(cache=True)
 def _asic_pipeline(base, cols, col_of, lat, res, n_users, record, finish, starts, group,
                    ex_layer, picks, ex_unit, n_units, tail):  # pragma: no cover  # fmt: skip
-    n_steps, n_stages = cols.shape[0], base.shape[0]
+    n_steps, n_stages = record.shape[0], base.shape[0]
     free = np.zeros(n_units, dtype=np.int64)
     ready = np.zeros(n_users, dtype=np.int64)
     r = 0
@@ -20,6 +20,7 @@ def _asic_pipeline(base, cols, col_of, lat, res, n_users, record, finish, starts
         rec = record[t]
         for u in range(n_users):
             tt = ready[u - u % group]
+            at = t + u % group  # row j of a group: j positions on (its context j longer)
             stop = n_stages if u % group == group - 1 else tail
             if rec:
                 for s in range(stop, n_stages):  # stages the row skips
@@ -27,7 +28,7 @@ def _asic_pipeline(base, cols, col_of, lat, res, n_users, record, finish, starts
             for s in range(stop):
                 i = ex_layer[s]
                 start = tt
-                busy = base[s] if col_of[s] < 0 else cols[t, col_of[s]]
+                busy = base[s] if col_of[s] < 0 else cols[at, col_of[s]]
                 if i < 0:
                     for j in range(res.shape[1]):  # every unit the stage takes (-1: none)
                         unit = res[s, j]
@@ -82,7 +83,7 @@ def asic_pipeline(
         picks if picks is not None else np.zeros((0, 0, 0, 0)), dtype=np.int64
     )
     base, cols, col_of = compact_occupancy(occ)
-    finish = np.zeros((len(cols), n_users), dtype=np.int64)
+    finish = np.zeros((len(record), n_users), dtype=np.int64)
     starts = np.zeros((int(record.sum()), n_users, len(base)), dtype=np.int64)
     res = np.ascontiguousarray(res[:, None] if res.ndim == 1 else res)  # a row of units a stage
     _asic_pipeline(base, cols, col_of, lat, res, int(n_users), record, finish, starts,

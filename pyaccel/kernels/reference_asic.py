@@ -9,38 +9,34 @@ import numpy as np
 from . import checks
 
 
-def asic_pipeline(
-    occ: np.ndarray,
-    lat: np.ndarray,
-    res: np.ndarray,
-    n_users: int,
-    record: np.ndarray,
-    group: int = 1,
-    routes=None,
-    tail: int | None = None,
-):
+def asic_pipeline(occ: np.ndarray, lat: np.ndarray, res: np.ndarray, n_users: int,
+                  record: np.ndarray, group: int = 1, routes=None,
+                  tail: int | None = None):  # fmt: skip
     """Tokens of ``n_users`` users flowing through a spatial pipeline of stages, step by step.
 
-    ``occ[t, s]``: cycles stage ``s`` is busy with one token at step ``t`` (or its compact form,
-    :func:`full_occupancy`); ``lat[s]``: cycles after that before the token can enter stage
-    ``s + 1`` (register, drain, link latency) while stage ``s`` already takes the next token.
-    ``res[s]`` is the stage's hardware unit (stages sharing one, e.g. a die's chip link, wait
-    for each other); a 2-D ``res[s, :]`` lists the units a stage takes all at once (e.g. the
-    links of every die of a gather), ``-1`` padding after the first. A user's token of step
-    ``t`` enters stage 0 when its token of step ``t - 1`` left the last stage (autoregressive
-    decode); every unit serves tokens in (step, user, stage) order without back-filling (first
-    come, first served for a unit only one stage uses). All first tokens are ready at cycle 0.
+    ``occ[i, s]``: cycles stage ``s`` is busy with a token at position ``i`` (or its compact
+    form, :func:`full_occupancy`): step ``t``'s row ``j`` of a group (below) is at ``t + j``,
+    its context ``j`` tokens longer, so ``occ`` has ``steps + group - 1`` rows, ``steps`` that
+    of ``record``; ``lat[s]``: cycles after that before the token can enter stage ``s + 1``
+    (register, drain, link latency) while stage ``s`` already takes the next token. ``res[s]``
+    is the stage's hardware unit (stages sharing one, e.g. a die's chip link, wait for each
+    other); a 2-D ``res[s, :]`` lists the units a stage takes all at once (e.g. the links of
+    every die of a gather), ``-1`` padding after the first. A user's token of step ``t`` enters
+    stage 0 when its token of step ``t - 1`` left the last stage (autoregressive decode); every
+    unit serves tokens in (step, user, stage) order without back-filling (first come, first
+    served for a unit only one stage uses). All first tokens are ready at cycle 0.
 
-    ``group`` consecutive rows are one sequence's tokens of a step (a speculative round): they
-    enter one after another, its next step waits for the last (``n_users`` rows, whole groups).
-    Stages from ``tail`` on (default: none) are taken only by each group's last row (a prompt
-    chunk's LM head and sampling, which only the row it samples needs); the group's other rows
-    leave after stage ``tail - 1``, and their starts at the stages they skip are -1.
+    ``group`` consecutive rows are one sequence's tokens of a step (a speculative round, a
+    prompt chunk): they enter one after another, each one position on from the last, and its
+    next step waits for the last (``n_users`` rows, whole groups). Stages from ``tail`` on
+    (default: none) are taken only by each group's last row (a prompt chunk's LM head and
+    sampling, which only the row it samples needs); the group's other rows leave after stage
+    ``tail - 1``, and their starts at the stages they skip are -1.
 
     ``routes = (ex_layer, picks[, ex_unit])`` makes stages routed: a stage with
     ``ex_layer[s] = i >= 0`` runs on the units of the experts ``picks[t, u, i, :]`` a row was
     routed to in MoE layer ``i``, starting when all of them are free and holding them all for
-    ``occ[t, s]`` (rows routed to different units overlap; rows sharing one queue). Expert
+    its busy cycles (rows routed to different units overlap; rows sharing one queue). Expert
     ``e``'s unit at stage ``s`` is ``ex_unit[s, e]`` (e.g. the chip link of the die holding
     it; experts sharing a unit take it once), by default ``res[s] + e`` (a block per expert).
 
@@ -49,7 +45,7 @@ def asic_pipeline(
     """
     checks.asic_pipeline(occ, lat, res, n_users, record, group, routes, tail)
     occ = full_occupancy(occ)
-    n_steps, n_stages = occ.shape
+    n_steps, n_stages = len(record), occ.shape[1]
     tail = n_stages if tail is None else int(tail)
     ex_layer, picks, ex_unit = expert_units(res, routes)
     free = [0] * checks.asic_units(res, ex_layer, picks, ex_unit)
@@ -62,7 +58,8 @@ def asic_pipeline(
             stop = n_stages if u % group == group - 1 else tail
             units_at = partial(_units, res, ex_layer, picks, ex_unit, t, u)
             out = starts[r, u] if record[t] else None
-            finish[t, u] = _row(occ[t], lat, stop, ready[u // group], free, units_at, out)
+            finish[t, u] = _row(occ[t + u % group], lat, stop, ready[u // group], free,
+                                units_at, out)  # fmt: skip
         for u in range(0, n_users, group):
             ready[u // group] = int(finish[t, u : u + group].max())
         if record[t]:

@@ -125,10 +125,11 @@ class DecodeGraph:
         ``workload`` (same formats; another batch or length)."""
         return attention_op(self.attention, workload or self.workload, layer, context)
 
-    def attention_counts(self, layer: int, contexts) -> tuple:
+    def attention_counts(self, layer: int, contexts, workload: Workload | None = None) -> tuple:
         """``layer``'s attention work at each of ``contexts`` (int64 arrays: attended tokens,
-        FLOPs, KV bytes read, KV bytes written), as :meth:`attention_op` counts it at each."""
-        return attention_counts(self.attention, self.workload, layer, contexts)
+        FLOPs, KV bytes read, KV bytes written), as :meth:`attention_op` counts it at each, for
+        this graph's workload or ``workload``."""
+        return attention_counts(self.attention, workload or self.workload, layer, contexts)
 
     def attention_group(self, layer: int) -> int:
         """A key shared by the layers whose attention costs the same at every context: its

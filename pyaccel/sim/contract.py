@@ -427,25 +427,32 @@ class PassModel(Protocol):
 
 
 class StageOccupancy(NamedTuple):
-    """Busy cycles of every stage at every step of a run (``SEQUENCES`` engines), kept as what
-    changes: stage ``s`` is busy ``base[s]`` cycles at every step, except stage
-    ``col_stage[a]``, busy ``cols[t, a]`` at step ``t`` (attention, which grows with the
-    context). The ``asic_pipeline`` kernel takes it as it is (a tuple of int64 arrays)."""
+    """Busy cycles of every stage at every position of a run (``SEQUENCES`` engines), kept as
+    what changes: stage ``s`` is busy ``base[s]`` cycles at every position, except stage
+    ``col_stage[a]``, busy ``cols[i, a]`` at position ``i`` (attention, which grows with the
+    context, one token a position). Step ``t``'s row is at position ``t``; with ``q`` rows a
+    sequence (a verify step, a prompt chunk) its ``j``-th row is at ``t + j``. The
+    ``asic_pipeline`` kernel takes it as it is (a tuple of int64 arrays)."""
 
     base: Any
     cols: Any
     col_stage: Any
 
-    def row(self, t: int):
-        """Every stage's busy cycles at step ``t`` (negative: from the end)."""
+    def row(self, i: int):
+        """Every stage's busy cycles at position ``i`` (negative: from the end)."""
         out = self.base.copy()
-        out[self.col_stage] = self.cols[t]
+        out[self.col_stage] = self.cols[i]
         return out
 
-    def totals(self):
-        """Every stage's busy cycles summed over the run's steps."""
-        out = self.base * len(self.cols)
-        out[self.col_stage] = self.cols.sum(axis=0)
+    def totals(self, rows: int = 1):
+        """Every stage's busy cycles summed over the run's steps and a sequence's ``rows`` rows
+        of each (its positions ``t .. t + rows - 1``)."""
+        import numpy as np
+
+        steps = len(self.cols) - rows + 1
+        taken = np.convolve(np.ones(steps, np.int64), np.ones(rows, np.int64))  # rows at each
+        out = self.base * steps * rows
+        out[self.col_stage] = taken @ self.cols
         return out
 
 
@@ -459,9 +466,9 @@ class SequenceModel(Protocol):
     def group_key(self, layer: int) -> Any:
         """As :meth:`PassModel.group_key`."""
 
-    def occupancy(self, first: StepShape, n_steps: int) -> StageOccupancy:
-        """Busy cycles of every stage at each of ``n_steps`` steps (the context grows by one a
-        step from ``first``'s)."""
+    def occupancy(self, first: StepShape, n_positions: int) -> StageOccupancy:
+        """Busy cycles of every stage at each of ``n_positions`` positions (the context grows
+        by one a position from ``first``'s: a run's steps and their rows)."""
 
     def latencies(self) -> Any:
         """Cycles after each stage's busy time before its output is ready (int64 array)."""

@@ -369,14 +369,15 @@ def _sequence_steps(engine, graph, system, placement, kept, progress=None) -> St
 
     work = graph.workload
     model = engine.pass_model(graph, system, placement)
-    occ = model.occupancy(StepShape(graph, work.context, model.group_key), work.tokens)
+    # a verify step's or prompt chunk's q tokens of one sequence are rows that enter one after
+    # another, each one token further on (its own context); the step ends when its last leaves
+    q = work.step_tokens
+    first = StepShape(graph, work.context, model.group_key)
+    occ = model.occupancy(first, work.tokens + q - 1)  # a position a step, and one a later row
     lat, hw = model.latencies(), model.hardware()
     order = sorted(t for t in kept if 0 <= t < work.tokens)
     record = np.zeros(work.tokens, dtype=np.bool_)
     record[order] = True
-    # a verify step's tokens of one sequence are rows that enter one after another; the
-    # sequence's step ends when its last row leaves
-    q = work.step_tokens
     if work.rows == 1:  # one row: nothing to wait for (one_row_pipeline), routes or not
         finish, starts = one_row_pipeline(occ, lat, record)
         fewest = _one_row_fewest(graph)

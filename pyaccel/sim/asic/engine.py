@@ -32,7 +32,7 @@ from ...trace import SpanColumns
 from ...units import BITS_PER_BYTE, FLOPS_PER_MAC, cycles, transfer_cycles
 from ..contract import SEQUENCES, PassTiming, StageOccupancy, StepShape
 from . import experts, lora
-from .spans import step_spans
+from .spans import RowStages, step_spans
 
 RESOURCES = ("rom_read", "mac_lanes", "kv_sram", "chip_link", "fixed_latency")
 WHAT_IF = {
@@ -62,6 +62,10 @@ ASSUMPTIONS = (
     "adder tree (one more level for twice the inputs or twice the cells per weight)",
     "asic.fused_vector_ops: norms, RoPE, SiLU*up, residual adds, softmax and argmax are applied "
     "as GEMV outputs stream out; they cost pipeline depth (+ a log2 reduction tree), not passes",
+    "asic.rows_own_context: a sequence's rows of one step (a prompt chunk, a verify step) "
+    "pass each attention block one after another, each reading the K/V of every token before "
+    "it (the cached ones and the step's earlier rows, written as those passed the block) and "
+    "writing its own: row j attends context + j + 1 tokens",
     "asic.kv_banks_per_layer: each die's KV SRAM banks are split evenly over its layers; a "
     "user's K/V of a layer is striped over all of that layer's banks",
     "asic.experts_parallel: routed experts are separate blocks; a token's top-k run in parallel "
@@ -119,7 +123,8 @@ class AsicCost:
         self.rows = int(self.p.rom_rows_per_bitline)
         self.reg = _c(self.p.stage_register_cycles)
         self.vec = _c(self.p.vector_latency_cycles)
-        # one token row of one user (a verify step's rows each stream their user's K/V)
+        # one token row of one user (a step's rows each stream their user's K/V, at their own
+        # context: asic.rows_own_context)
         self.one = replace(graph.workload, batch=1, step_tokens=1)
         self._macs: dict = {}
 
@@ -183,6 +188,20 @@ class AsicCost:
             kv // s,
             op.flops // s,
         )
+
+    def attention_over(self, layer: int, contexts, dies: tuple[int, ...], banks: int) -> tuple:
+        """One row's attention (as :meth:`attention`) at each of ``contexts`` cached tokens (an
+        int64 array: a run's positions, a step's rows), all at once: int64 arrays of its busy
+        cycles, K/V bytes and FLOPs per die, and whether its K/V reads (not its MACs) bound
+        it."""
+        s = len(dies)
+        _, flops, kv_read, kv_write = self.graph.attention_counts(layer, contexts, self.one)
+        kv = np.asarray(kv_read + kv_write, dtype=np.int64)
+        flops = np.asarray(flops, dtype=np.int64)
+        kv_c, mac_c = self.attention_cycles(kv, flops, layer, s, banks)
+        rom_c = self.rows if self.graph.attention_op(layer, 0, self.one).params else 0
+        occ = np.maximum(kv_c, mac_c).astype(np.int64) + rom_c
+        return occ, kv // s, flops // s, kv_c >= mac_c
 
     def attention_cycles(self, kv, flops, layer: int, s: int, banks: int):
         """(K/V read cycles, MAC cycles) of one user's attention: ``kv`` bytes and ``flops``
@@ -297,63 +316,28 @@ def build_stages(graph, spec, placement) -> tuple[list[Stage], list[tuple]]:
     return stages, attn
 
 
-def _attention_column(cost, first: StepShape, layer, dies, banks, n_steps: int) -> np.ndarray:
-    """Busy cycles of ``layer``'s attention block at each of ``n_steps`` steps from ``first``'s
-    context (the context grows by one a step)."""
-    col = _affine_attention(cost, layer, dies, banks, first.context, n_steps)
-    if col is None:  # e.g. a sliding window fills up during the run: cost every step
-        col = np.array(
-            [cost.attention(layer, first.context + t, dies, banks).occ for t in range(n_steps)],
-            dtype=np.int64,
-        )
-    return col
-
-
-AFFINE_CHECK_STEPS = 3  # an affine law is checked at a run's first, second and last step
-
-
-def _affine_attention(cost, layer, dies, banks, context: int, n_steps: int):
-    """Attention busy cycles for every step in one go when the op's K/V bytes and FLOPs grow by
-    the same amount per cached token over the whole run (checked at its first, second and last
-    step against the graph's op), else None. Same arithmetic as :meth:`AsicCost.attention`."""
-    if n_steps < AFFINE_CHECK_STEPS:
-        return None
-    ops = [cost.graph.attention_op(layer, context + t, cost.one) for t in (0, 1, n_steps - 1)]
-    kv = [o.kv_read_bytes + o.kv_write_bytes for o in ops]
-    fl = [o.flops for o in ops]
-    d_kv, d_fl = kv[1] - kv[0], fl[1] - fl[0]
-    if kv[2] != kv[0] + d_kv * (n_steps - 1) or fl[2] != fl[0] + d_fl * (n_steps - 1):
-        return None
-    steps = np.arange(n_steps, dtype=np.int64)
-    kv_c, mac_c = cost.attention_cycles(
-        kv[0] + d_kv * steps, fl[0] + d_fl * steps, layer, len(dies), banks
-    )
-    first = cost.attention(layer, context, dies, banks)
-    rom_c = cost.rows if ops[0].params else 0
-    col = np.maximum(kv_c, mac_c).astype(np.int64) + rom_c
-    return col if col[0] == first.occ else None
-
-
 def _arrays(graph, placement, stages, attn, occ, visits, last_step_cycles: int) -> dict:
     """Per-block and per-SRAM-bank detail (heatmap-style arrays, indexed like
     ``graph.layer_keys`` unless named per die): busy cycles of each block over the run, the KV
     banks of each layer (per die), the K/V bytes each of its banks serves per token and the
     banks' busy share in the last step; KV bytes and fill of each die's SRAM. ``visits``: the
-    rows of a step that take each stage."""
+    rows of a step that take each stage (``q`` a sequence, each at its own position of
+    ``occ``)."""
     keys = list(graph.layer_keys)
     pos = {str(k): i for i, k in enumerate(keys)}
+    q = graph.workload.step_tokens
     busy = np.zeros(len(keys), dtype=np.int64)
-    for st, c in zip(stages, occ.totals() * visits, strict=True):
+    for st, c in zip(stages, occ.totals(q) * visits // q, strict=True):
         busy[pos[str(st.layer)]] += int(c)
     banks = np.zeros(len(keys), dtype=np.int64)
     per_bank = np.zeros(len(keys), dtype=np.int64)
     bank_busy = np.zeros(len(keys), dtype=np.float64)
-    last = occ.row(-1)
+    last = occ._replace(cols=occ.cols[len(occ.cols) - q :]).totals(q)  # the last step's rows
     for idx, layer, _dies, n_banks in attn:
         i = pos[str(layer)]
         banks[i] = n_banks
         per_bank[i] = stages[idx].n_bytes // max(1, n_banks)
-        bank_busy[i] = last[idx] * visits[idx] / max(1, last_step_cycles)
+        bank_busy[i] = last[idx] * visits[idx] / q / max(1, last_step_cycles)
     kv = np.zeros(placement.n_units, dtype=np.int64)
     for slot in placement.layers:
         for unit, n in zip(slot.units, slot.kv_bytes, strict=True):
@@ -425,18 +409,20 @@ class AsicPipeline:
         _, dies, banks = self.attn_of[layer]
         return (len(dies), banks)
 
-    def occupancy(self, first: StepShape, n_steps: int) -> StageOccupancy:
-        """Busy cycles of every stage per token at each step: fixed blocks' every step, an
-        attention block's a column (re-costed once per group the driver gives)."""
+    def occupancy(self, first: StepShape, n_positions: int) -> StageOccupancy:
+        """Busy cycles of every stage per token at each position (a step's row, its context
+        one token longer than the position before): fixed blocks' every position, an attention
+        block's a column (costed once per group the driver gives)."""
         base = np.array([s.occ for s in self.stages], dtype=np.int64)
         cols, col_stage = [], []
+        positions = first.context + np.arange(n_positions, dtype=np.int64)
         for g in first.groups():
             _, dies, banks = self.attn_of[g.layers[0]]
-            col = _attention_column(self.cost, first, g.layers[0], dies, banks, n_steps)
+            col = self.cost.attention_over(g.layers[0], positions, dies, banks)[0]
             for layer in g.layers:
                 cols.append(col)
                 col_stage.append(self.attn_of[layer][0])
-        cols = np.column_stack(cols) if cols else np.zeros((n_steps, 0), dtype=np.int64)
+        cols = np.column_stack(cols) if cols else np.zeros((n_positions, 0), dtype=np.int64)
         return StageOccupancy(base, cols, np.array(col_stage, dtype=np.int64))
 
     def latencies(self) -> np.ndarray:
@@ -449,11 +435,20 @@ class AsicPipeline:
         return self._units[0]
 
     def spans(self, step: StepShape, starts) -> SpanColumns:
-        """Every user's spans at ``step``; ``starts[u, s]``: stage ``s``'s start for user ``u``."""
-        stages = list(self.stages)
-        for layer, (idx, dies, banks) in self.attn_of.items():  # this step's K/V and cycles
-            stages[idx] = self.cost.attention(layer, step.context, dies, banks)
-        return step_spans(stages, starts)
+        """Every row's spans at ``step``; ``starts[u, s]``: stage ``s``'s start for row ``u``,
+        whose attention blocks read the K/V of its own context (a sequence's ``j``-th row of
+        the step: ``step.context + j``)."""
+        q = self.graph.workload.step_tokens
+        contexts = step.context + np.arange(len(starts), dtype=np.int64) % q
+        idx, cols, memo = [], [], {}
+        for layer, (i, dies, banks) in self.attn_of.items():
+            key = (self.graph.attention_group(layer), len(dies), banks)
+            if key not in memo:  # layers alike cost alike
+                memo[key] = self.cost.attention_over(layer, contexts, dies, banks)
+            idx.append(i)
+            cols.append(memo[key])
+        per_row = RowStages.of(idx, cols)
+        return step_spans(self.stages, starts, per_row)
 
     def extras(self, occ, last_step_cycles: int, n_users: int) -> PassTiming:
         """The die design, the pipeline's shape and its per-block and per-bank arrays."""
