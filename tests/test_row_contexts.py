@@ -1,6 +1,7 @@
 """Steps with several rows of one sequence (a prompt chunk, a speculative verify step): each row
 attends causally to its own context (the ``j``-th to ``context + j + 1`` tokens). The ASIC's
-rows stream one after another through its attention blocks, each reading its own K/V."""
+rows stream one after another through its attention blocks, each reading its own K/V; the
+LPU installs a sequence's K/V blocks into the MXM once for all its rows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pyaccel as pa
 from pyaccel.results import prepare
 from pyaccel.sim.asic.engine import kv_banks_of
+from pyaccel.sim.lpu.plans import op_plan
 
 
 def _events(prepared, **work):
@@ -85,3 +87,43 @@ def test_asic_chunk_step_is_the_last_rows_pass_after_the_attention_queue_by_hand
         tokens=1, weights=p.workload.weights, kv="fp8", context=3063)).step_cycles[0]  # fmt: skip
     step = pa.emulate(p.model, p.system, p.placement, work).step_cycles[0]
     assert step == last + sum(att[:63])
+
+
+def _lpu_attention_plan(tp, **work):
+    graph = pa.build_graph(pa.load_model("llama-3.1-8b"), pa.Workload(tokens=1, **work))
+    op = next(o for o in graph.ops if o.kind == "attention")
+    return op_plan(op, graph, tp)
+
+
+def test_lpu_rows_of_a_sequence_install_its_kv_once_by_hand():
+    # llama-3.1-8b on a TP-8 LPU group: one KV head a chip, 128 K (and 128 V) elements a token,
+    # 4 query heads sharing it. A 2,048-row prompt chunk after 2,048 cached tokens attends
+    # 4,096 keys: the chip installs 4,096 x 128 = 524,288 K weights once (not 2,048 times:
+    # 1,073,741,824) and streams 2,048 rows x 4 query heads = 8,192 vectors through each block
+    plan = _lpu_attention_plan(8, context=2048, step_tokens=2048, prefill=True)
+    gemvs = [st for st in plan if st[0] == "gemv"]
+    assert gemvs == [("gemv", 524288, 8192)] * 2  # K (scores), then V (weighted sum)
+    # the scores, softmax and written K/V stay per row: 2,048 rows x 4 heads x 4,096 keys
+    assert ("reduce", 2048 * 4 * 4096) in plan
+    # different sequences keep caches of their own: 4 sequences decoding at 4,095 install
+    # 4 x 4,096 x 128 weights, each block fed its own sequence's 4 query heads; 2 sequences
+    # verifying 3 rows each at 4,093: 2 caches of 4,096 keys, 3 x 4 vectors a block
+    assert [st for st in _lpu_attention_plan(8, batch=4, context=4095) if st[0] == "gemv"] == [
+        ("gemv", 4 * 4096 * 128, 4)
+    ] * 2
+    verify = _lpu_attention_plan(8, batch=2, context=4093, step_tokens=3)
+    assert [st for st in verify if st[0] == "gemv"] == [("gemv", 2 * 4096 * 128, 12)] * 2
+
+
+def test_lpu_verify_step_installs_what_one_row_at_the_same_keys_does():
+    # llama-3.1-8b on groq-tsp (TP 8, bf16 operands: 160 x 160 = 25,600 weights a block):
+    # 3 rows after 1,024 tokens attend up to 1,027 keys, as one row after 1,026 does; chip 0
+    # installs ceil(1,027 x 128 / 25,600) = 6 K blocks and 6 V blocks of 51,200 B for either
+    # (614,400 B; once per row it would be ceil(3 x 131,456 / 25,600) = 16 each: 1,638,400 B)
+    p = prepare("llama-3.1-8b", "groq-tsp", "auto", pa.Workload(context=1032, tokens=1))
+    installed = []
+    for q, context in ((1, 1026), (3, 1024)):
+        df = _events(p, context=context, step_tokens=q)
+        mem = df[(df.op == "L0.attention") & (df.unit == 0) & (df.resource == "lpu_mem")]
+        installed.append(int(mem.bytes.max()))  # the installs (the other: the K/V written)
+    assert installed == [12 * 160 * 160 * 2] * 2 == [614400] * 2

@@ -19,6 +19,14 @@ ASSUMPTIONS = (
     "lpu.attention_kv_installed: attention installs the shard's K then V cache into the MXM as "
     "weights and streams the query group through it (the cheaper of the two weight-stationary "
     "orientations at decode)",
+    "lpu.attention_rows_share_kv: a sequence's rows of one step (a prompt chunk, a verify "
+    "step) share its K/V: each K and V block of the sequence's cache is read from MEM and "
+    "installed into the MXM once, and the query vectors of all its rows stream through it "
+    "(rows x the group's query heads), each row's later keys masked in the softmax, as a "
+    "prefill or verify kernel reads the cache once per sequence for all its query rows; "
+    "different sequences' caches are installed each on their own. A block sits on one plane: "
+    "with fewer blocks than planes the rows' vectors queue on those planes (no copies of a "
+    "block onto idle planes to split the rows)",
     "lpu.tp_in_node: a stage's chips are one tensor-parallel group (inside a node, or whole "
     "nodes: lpu.wide_tp); all-reduce "
     "after row-split projections (one-shot or reduce-scatter+all-gather, the faster), the "

@@ -198,7 +198,7 @@ class LpuSim:
         attn = {}
         for g in step.groups():
             tp = g.key[1]
-            plan = attention_plan(g.op, self.graph.attention, tp)
+            plan = attention_plan(g.op, self.graph.attention, tp, self.graph.workload.step_tokens)
             attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
         # split experts: a step's routed ops are the graph's memoised ops, so equal routings
         # are the same objects; expert parallel plans follow the picks, so they are the key

@@ -60,7 +60,7 @@ def op_plan(op, graph, tp: int) -> tuple:
             steps.append(("allreduce", ACT_BYTES * _rows(op, graph) * out))
         return tuple(steps)
     if op.op_class == "attention":
-        return attention_plan(op, graph.attention, tp)
+        return attention_plan(op, graph.attention, tp, graph.workload.step_tokens)
     if op.kind == "sampling":
         pairs = ARGMAX_PAIR_BYTES * m
         return (("reduce", largest_share(op.k, tp, True) * m), ("allgather", pairs))
@@ -115,9 +115,14 @@ def _rows(op, graph) -> int:
     return op.m // max(1, graph.top_k) if op.expert else op.m
 
 
-def attention_plan(op, att, tp: int) -> tuple:
+def attention_plan(op, att, tp: int, q: int = 1) -> tuple:
     """Write the new K/V, install K and stream the query group (scores), softmax (max reduce,
     exp, sum reduce, scale), install V and stream the probabilities (weighted sum).
+
+    A sequence's ``q`` rows of the step (a prompt chunk, a verify step: ``op.m`` rows are
+    ``op.m / q`` sequences) share its cache (lpu.attention_rows_share_kv): each K or V block
+    of a sequence is installed once and the query vectors of all its rows stream through it
+    (their ``op.k`` scores a row, the later keys of the earlier rows masked in the softmax).
 
     On a group wider than the KV heads (lpu.attention_sequence_split) each KV head's chips split
     its cached tokens: a chip holds ``1/tp`` of the cache (as the placer counts it) and streams
@@ -135,19 +140,20 @@ def attention_plan(op, att, tp: int) -> tuple:
     per_tok = att.kv_elems_per_token  # K+V elements of one token (all KV heads)
     kv_share = 1 if mla else max(1, min(tp, att.n_kv_heads)) * seq
     attended = -(-op.k // seq)
-    kv_elems = -(-b * op.k * per_tok // kv_share)
+    kv_elems = -(-(b // q) * op.k * per_tok // kv_share)  # each sequence's cache, once
+    vectors = group * q  # through each of a sequence's K/V blocks: its rows' query heads
     write = -(-op.kv_write_bytes // max(1, kv_share // seq))  # one chip of a head writes it
     scores = b * heads * attended
     steps = [("memio", write)]
     if op.weight_bytes:  # MLA absorbed up-projections
         steps.append(("gemv", largest_share(read_elems(op), tp, True), b * group))
     steps += [
-        ("gemv", -(-kv_elems // 2), group),
+        ("gemv", -(-kv_elems // 2), vectors),
         ("reduce", scores),
         ("vector", scores, "softmax_exp"),
         ("reduce", scores),
         ("vector", scores, "softmax_scale"),
-        ("gemv", -(-kv_elems // 2), group),
+        ("gemv", -(-kv_elems // 2), vectors),
     ]
     if seq > 1:  # partial outputs and (max, sum) pairs of the head's query heads
         out = b * heads * (att.head_dim * ACT_BYTES + SOFTMAX_STATS_BYTES)
@@ -224,7 +230,8 @@ def attention_plans_over(graph, chip: ChipModel, contexts: np.ndarray, layout) -
     for key, layers in layout:
         op = graph.attention_op(layers[0], int(contexts[0]))
         attended = graph.attention_counts(layers[0], contexts)[0]
-        plan = attention_plan(replace(op, k=attended), graph.attention, key[1])
+        plan = attention_plan(replace(op, k=attended), graph.attention, key[1],
+                              graph.workload.step_tokens)  # fmt: skip
         out[key] = tuple(canonical(chip, key[1], st) for st in plan)
     return out
 
