@@ -8,6 +8,7 @@ import pytest
 import pyaccel as pa
 from pyaccel.model.config import preset_names
 from pyaccel.place import wafer as wafer_placer
+from pyaccel.report import Report
 from pyaccel.sim import roofline
 from pyaccel.sim.wafer import bound as wafer_bound
 
@@ -72,6 +73,29 @@ def test_each_ops_floor_by_hand():
                                         "mesh_hop": 3 * hop}  # fmt: skip
     assert floor_cycles("act") == {"fixed_latency": issue, "mesh_message": message}
     assert floor_cycles("embed") == {"fixed_latency": issue}
+
+
+@pytest.mark.parametrize("hop, line_cycles", [(0.5, 1), (0.25, 0), (0.75, 2)])
+def test_a_fractional_hop_floors_the_lines_sum_not_each_hop(hop, line_cycles):
+    """A mesh latency of a fraction of a cycle (--set, the mesh_hop what-if) is exact in ticks
+    and the engine floors a line's sum: over tiny-llama's 3-hop lines 3 x 0.5 = 1.5 -> 1 cycle,
+    3 x 0.25 -> 0, 3 x 0.75 = 2.25 -> 2, where flooring each hop first gave 0; and the step
+    and every kind stay at or above their bounds."""
+    work = pa.Workload(context=64, tokens=2)
+    cfg = pa.load_model("tiny-llama")
+    sysm = pa.load_system("wse3", 1, overrides=[f"hop_latency_cycles={hop}"])
+    graph = pa.build_graph(cfg, work, native_format=sysm.spec.native_format)
+    plc = min((p for p in wafer_placer.layouts_units(graph, sysm, 1)
+               if p.layout.strategy == "interleave"), key=wafer_placer.position)  # fmt: skip
+    op = next(o for o in graph.ops if o.kind == "qkv_proj")
+    slot = next(s for s in plc.layers if s.layer == op.layer)
+    assert slot.region.rect[2:] == (4, 4)
+    floor = dict(wafer_bound.rates(sysm.spec, work).latency_floor(op, slot))
+    assert round(floor.get("mesh_hop", 0.0) * sysm.spec.clock_hz) == line_cycles
+    tr = pa.emulate(cfg, sysm, plc, work)
+    assert (tr.step_cycles >= tr.lower_bound_cycles).all()
+    kinds = Report.from_trace(tr, what_if=False).by_kind
+    assert all(r.ratio is None or r.ratio >= 1.0 for r in kinds)
 
 
 def test_the_bound_waits_for_each_wafer_crossing():

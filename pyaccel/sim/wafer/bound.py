@@ -80,9 +80,11 @@ def _latency_floor(p):
     ``w x h`` region is at least ``min(w, h)`` long, so such an op waits at least
     ``min(w, h) - 1`` hop latencies (``mesh_hop``); ops that reduce only inside heads or expert
     bands, multicast from the middle or reduce without a broadcast are given no hops (their
-    lines can be shorter). Costs are floored to whole cycles as the engine floors them."""
+    lines can be shorter). Costs are floored to whole cycles as the engine floors them; a line's
+    hops as a whole, since the engine keeps a fractional hop latency exact in ticks and floors
+    only the line's sum (wafer.half_cycle_ticks)."""
     clock = float(p.clock_hz)
-    hop_s = math.floor(float(p.hop_latency_cycles)) / clock
+    hop_cycles = float(p.hop_latency_cycles)
     issue_s = math.floor(float(p.dsd_issue_cycles)) / clock
     message_s = math.floor(float(p.message_overhead_cycles)) / clock
     activation_s = math.floor(float(p.elementwise_task_messages)) * message_s
@@ -97,7 +99,7 @@ def _latency_floor(p):
         rect = slot.region.rect if slot.region is not None else None
         full_line = op.op_class in _FULL_LINE_ALLREDUCE and not (op.expert or per_head_norm)
         if full_line and rect:
-            floor["mesh_hop"] = (min(rect[2], rect[3]) - 1) * hop_s
+            floor["mesh_hop"] = math.floor((min(rect[2], rect[3]) - 1) * hop_cycles) / clock
         return floor
 
     return latency_s
