@@ -152,11 +152,12 @@ def _event_columns(sch: Scheduled) -> tuple[np.ndarray, ...]:
     g_op, g_code, g_s = o_s[cut], c_s[cut], np.minimum.reduceat(start, cut)
     c2c = g_code == _EVENT_KINDS.index("c2c")
     g_e = np.where(c2c, np.maximum.reduceat(ready, cut), np.maximum.reduceat(end, cut))
+    # first the collectives' latency and transit, which move their link spans' ends
+    apart = _c2c_parts(sch, order, cut, c2c, g_op, g_s, g_e)
     spans = np.flatnonzero(g_code < len(_EVENT_KINDS))
-    parts = [_c2c_parts(sch, order, cut, c2c, g_op, g_s, g_e)]  # moves the link spans' ends
     nbytes = np.add.reduceat(np.asarray(prog.nbytes, dtype=np.int64)[order], cut)
-    parts.insert(0, (g_op[spans], g_code[spans], g_s[spans], (g_e - g_s)[spans], nbytes[spans],
-                     spans, np.full(len(spans), _SPAN)))  # fmt: skip
+    parts = [(g_op[spans], g_code[spans], g_s[spans], (g_e - g_s)[spans], nbytes[spans], spans,
+              np.full(len(spans), _SPAN)), apart]  # fmt: skip
     o, _, s, d = (np.concatenate(c) for c in list(zip(*parts, strict=True))[:4])
     ops = _firsts(o_s[1:] != o_s[:-1])
     parts.append(_uncovered_columns(o, s, s + d, o_s[ops], np.minimum.reduceat(start, ops),
