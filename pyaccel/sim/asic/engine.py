@@ -168,26 +168,14 @@ class AsicCost:
     def attention(self, layer: int, context: int, dies: tuple[int, ...], banks: int) -> Stage:
         """One user's attention at ``context`` cached tokens: its share of K/V (KV heads split
         over a spanning layer's dies) over ``banks`` SRAM ports per die, MACs sized to consume
-        them, absorbed MLA weights from ROM, softmax tree."""
-        s = len(dies)
+        them, absorbed MLA weights from ROM, softmax tree (:meth:`attention_over` at one
+        context)."""
+        occ, n_bytes, flops, kv_bound = self.attention_over(layer, np.array([context]), dies, banks)
         op = self.graph.attention_op(layer, context, self.one)
-        kv = op.kv_read_bytes + op.kv_write_bytes
-        kv_c, mac_c = self.attention_cycles(kv, op.flops, layer, s, banks)
-        kv_c, mac_c = int(kv_c), int(mac_c)
-        rom_c = self.rows if op.params else 0
-        res = "kv_sram" if kv_c >= mac_c else "mac_lanes"
         tree = tree_cycles(tree_depth(op), self.p)
-        return Stage(
-            op.name,
-            layer,
-            "attention",
-            dies,
-            res,
-            max(kv_c, mac_c) + rom_c,
-            self.vec + tree + self.reg,
-            kv // s,
-            op.flops // s,
-        )
+        res = "kv_sram" if kv_bound[0] else "mac_lanes"
+        return Stage(op.name, layer, "attention", dies, res, int(occ[0]),
+                     self.vec + tree + self.reg, int(n_bytes[0]), int(flops[0]))  # fmt: skip
 
     def attention_over(self, layer: int, contexts, dies: tuple[int, ...], banks: int) -> tuple:
         """One row's attention (as :meth:`attention`) at each of ``contexts`` cached tokens (an
