@@ -91,6 +91,48 @@ def test_fragment_schedule_twin(backend):
         assert len(want[1]) == int(np.diff(pool[7])[seq].sum())
 
 
+def test_c_fragment_memo_gives_the_schedule_it_skips():
+    # the C kernel memoises a fragment by the state it starts from relative to its input
+    # (csrc/lpu.c): programs alike but for one "hole" fragment, repeating a pattern, reach the
+    # same relative states again, so most fragments come from the memo; every cycle and
+    # marked start stays the plain schedule's. Fragments with an instruction that waits for
+    # nothing at all (a fixed delay from cycle 0) are never memoised, but programs hold them.
+    if "c" not in kernels.available_backends():
+        pytest.skip("the C kernels are not built")
+    rng = np.random.default_rng(13)
+    for n_res in (1, 3, 6):
+        pool = _random_pool(rng, 10, n_res)
+        res = pool[0].copy()
+        res[res < 0] = 0  # every instruction on a resource: all fragments can be memoised
+        pool = (res, *pool[1:]) if n_res != 3 else pool  # n_res 3: the pool as drawn
+        body = rng.integers(1, 10, 6)
+        progs = [np.r_[0, np.tile(body, 5)]]
+        for hole in range(1, 10):  # the pattern with a different fragment in its middle
+            progs.append(np.r_[0, np.tile(body, 2), hole, np.tile(body, 3)])
+        seq_ptr = np.r_[0, np.cumsum([len(p) for p in progs])].astype(np.int64)
+        seq = np.concatenate(progs).astype(np.int64)
+        stats: dict = {}
+        got = kernels.get("lpu_fragment_schedule", "c")(*pool, seq_ptr, seq, n_res, stats=stats)
+        want = reference_lpu.lpu_fragment_schedule(*pool, seq_ptr, seq, n_res)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        assert stats["memo_hits"] > len(seq) // 2, (n_res, stats)
+
+
+@pytest.mark.parametrize("backend", kernels.available_backends())
+def test_fixed_delay_fragment_is_not_moved_with_its_input(backend):
+    # fragment 0: i0 on r0 for 10 cycles; fragment 1: i1 a delay of latency 5 waiting for
+    # nothing (usable at 5 wherever it sits), marked. Program [0, 1]: i0 [0,10), i1 starts 0.
+    # Program [0, 0, 1]: i0 [0,10), i0 [10,20), i1 starts 0 again, although it meets r0 free
+    # at its input's cycle (20 - 20 = 0, as 10 - 10 in the first program): a memo of moved
+    # schedules (csrc/lpu.c) must not move it to 10.
+    pool = (i64(0, -1), i64(10, 0), i64(0, 5), i64(0, 0, 0), i64(), i64(0, 1, 2), i64(0, 0))
+    cycles, marked = kernels.get("lpu_fragment_schedule", backend)(
+        *pool, i64(0, 0, 1), i64(0), i64(0, 2, 5), i64(0, 1, 0, 0, 1), 1
+    )
+    assert cycles.tolist() == [10, 20]
+    assert marked.tolist() == [0, 0]
+
+
 def test_fragment_schedule_twin_is_the_joined_list_schedule():
     # the NumPy twin against a join written out here: fragments copied end to end, local
     # dependencies moved by the fragment's place, INPUT taken by the previous fragment's output

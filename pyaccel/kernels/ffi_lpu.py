@@ -59,18 +59,24 @@ def _link_schedule(
 
 
 def _fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
-                       mark_ptr, mark_idx, seq_ptr, seq, n_resources):  # fmt: skip
-    """C twin of :func:`pyaccel.kernels.reference_lpu.lpu_fragment_schedule`."""
+                       mark_ptr, mark_idx, seq_ptr, seq, n_resources, stats=None):  # fmt: skip
+    """C twin of :func:`pyaccel.kernels.reference_lpu.lpu_fragment_schedule`. It memoises
+    fragments by the relative state they start from (csrc/lpu.c); ``stats``, a dict, is given
+    ``memo_hits``: the fragments the memo gave."""
     ins = [_i64(a) for a in (resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
                              mark_ptr, mark_idx, seq_ptr, seq)]  # fmt: skip
     checks.lpu_fragment_schedule(*ins, n_resources)
     cycles, marked, longest = _fragment_sizes(ins[5], ins[7], ins[9], ins[10])
     ready = np.empty(max(longest, 1), dtype=np.int64)  # the kernel writes before it reads
     free = np.zeros(max(int(n_resources), 1), dtype=np.int64)
+    hits = np.zeros(1, dtype=np.int64)
     if len(cycles):
         lib.pyaccel_lpu_fragment_schedule(_ptr(cycles), _ptr(marked), _ptr(ready), _ptr(free),
-                                          *(_ptr(a) for a in ins), len(cycles),
+                                          _ptr(hits), *(_ptr(a) for a in ins),
+                                          len(ins[5]) - 1, len(cycles),
                                           int(n_resources))  # fmt: skip
+    if stats is not None:
+        stats["memo_hits"] = int(hits[0])
     return cycles, marked
 
 
