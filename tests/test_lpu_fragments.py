@@ -190,14 +190,19 @@ def test_pool_programs_are_the_joined_programs(tmp_path, backend):
         step = StepShape(graph, ctx or 100, sim.group_key)
         keys = sim._stage_keys(step)[1]()
         if ctx is None:  # attention plans one step shorter than the fixed program's holes
-            keys = [(k[0], tuple(plan[:-1] for plan in k[1]), k[2]) for k in keys]
+            keys = [
+                (k[0], tuple(sim.numbers.of(sim.numbers.plans[p][:-1]) for p in k[1]), k[2])
+                for k in keys
+            ]
         got = sim._pool.schedule([sim._program(*k) for k in keys], backend)
         for i, (key, (cycles, wins)) in enumerate(zip(keys, got, strict=True)):
             tp = len(sim.stages[i][0])
-            plans = filled(sim._fixed[i], sim._holes[i], key[1])
+            plans = filled(sim._fixed[i], sim._holes[i], [sim.numbers.plans[p] for p in key[1]])
             frags = [sim._frag(tp, p, j == 0) for j, p in enumerate(plans)]
             joined = Program.join(sim.chip, frags).schedule("numpy")
             assert (cycles, wins) == (joined.cycles, joined.link_windows()), (ctx, i)
+            # the key's numbers (what programs_compiled counts) are its plans'
+            assert sim._key_numbered(key) == (tp, sim.numbers.of_all(plans))
             windows += len(wins)
     assert windows  # collectives on the links: the windows were compared, not just empty
     assert len(sim.stages) > len(sim._shape_list) > 1  # alike stages share, the ends differ

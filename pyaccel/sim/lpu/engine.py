@@ -32,6 +32,7 @@ from .experts import EpRouting
 from .fragments import FragmentPool, compiled_fragment
 from .hops import StageHops
 from .net import Network
+from .numbers import PlanNumbers
 from .plans import (
     attention_plan,
     attention_plans_over,
@@ -91,6 +92,10 @@ class LpuSim:
         self._shapes: dict[tuple, int] = {}  # fixed step ids -> their place in _shape_list
         self._shape_list: list[tuple] = []  # (a stage of the shape, its ops' fixed step ids)
         self._step_memo: dict = {}  # (tp, plan, first) -> its steps' pool ids
+        self._one_step_ids: dict = {}  # (tp, step, first) -> its pool id
+        self.numbers = PlanNumbers()  # program keys hold plans' numbers, not plans
+        self._ids_of_plan: dict[tuple, tuple] = {}  # (number, tp, first) -> its steps' pool ids
+        self._fixed_numbers: dict[int, tuple] = {}  # shape -> its stage's fixed plans' numbers
         self._frags_by_plan: dict = {}  # (tp, id(plan), first) -> (plan, its fragment)
         self._hops = StageHops(graph, self.net, self.chip, self.stages, self.node_size)
         self.hops = self._hops.hops  # the transfer after each stage (spans.py reads them)
@@ -199,16 +204,16 @@ class LpuSim:
         for g in step.groups():
             tp = g.key[1]
             plan = attention_plan(g.op, self.graph.attention, tp, self.graph.workload.step_tokens)
-            attn[g.key] = tuple(canonical(self.chip, tp, st) for st in plan)
+            attn[g.key] = self.numbers.of(tuple(canonical(self.chip, tp, st) for st in plan))
         # split experts: a step's routed ops are the graph's memoised ops, so equal routings
         # are the same objects; expert parallel plans follow the picks, so they are the key
         same = not self.ep and step.routed
-        routed = None if same else [self._routed_plans(step, i) for i in range(len(self.stages))]
+        routed = None if same else [self._routed_ids(step, i) for i in range(len(self.stages))]
         key_all = (tuple(attn.values()), tuple(map(id, step.routed.values())) if same else
                    tuple(routed))  # fmt: skip
 
         def keys() -> list[tuple]:
-            per_stage = routed or [self._routed_plans(step, i) for i in range(len(self.stages))]
+            per_stage = routed or [self._routed_ids(step, i) for i in range(len(self.stages))]
             group_of = {layer: g.key for g in step.groups() for layer in g.layers}
             return self._program_keys(attn, group_of, per_stage)
 
@@ -219,11 +224,15 @@ class LpuSim:
         return [self._program_key(i, attn, group_of, routed[i]) for i in range(len(self.stages))]
 
     def _program_key(self, i: int, attn: dict, group_of: dict, routed: tuple) -> tuple:
-        """Stage ``i``'s program key: its fixed program (:meth:`_shape`), the attention plans
-        ``attn`` (by group key, ``group_of`` a layer's) at its attention ops and its
-        ``routed`` plans."""
+        """Stage ``i``'s program key: its fixed program (:meth:`_shape`), the numbers
+        (:class:`PlanNumbers`) of the attention plans ``attn`` (by group key, ``group_of`` a
+        layer's) at its attention ops and of its ``routed`` plans."""
         return (self._shape(i), tuple(attn[group_of[layer]] for _, layer in self._holes[i]),
                 routed)  # fmt: skip
+
+    def _routed_ids(self, step: StepShape, i: int) -> tuple:
+        """The numbers of stage ``i``'s routed plans at ``step`` (:meth:`_routed_plans`)."""
+        return tuple(map(self.numbers.of, self._routed_plans(step, i)))
 
     def _time_stages(self, key_lists: list) -> None:
         """Schedule every program of ``key_lists`` (lists of program keys) not yet in the
@@ -232,10 +241,7 @@ class LpuSim:
         missing = list(dict.fromkeys(k for keys in key_lists for k in keys
                                      if k not in self._stage_memo))  # fmt: skip
         if missing:
-            # a segment's attention plan sits in many programs' holes: its steps' ids are
-            # looked up once per plan object (alive while ``missing`` is), not hashed each time
-            seen: dict = {}
-            got = self._pool.schedule([self._program(*k, seen) for k in missing], self.backend)
+            got = self._pool.schedule([self._program(*k) for k in missing], self.backend)
             self._stage_memo.update(zip(missing, got, strict=True))
 
     def _shape(self, i: int) -> int:
@@ -265,28 +271,34 @@ class LpuSim:
         key = (tp, plan, first)
         hit = self._step_memo.get(key)
         if hit is None:
-            frags = (compiled_fragment(self.chip, self.net, tp, (st,), first and k == 0)
-                     for k, st in enumerate(plan))  # fmt: skip
-            hit = self._step_memo[key] = tuple(map(self._pool.id_of, frags))
+            hit = self._step_memo[key] = tuple(self._one_step_id(tp, st, first and k == 0)
+                                               for k, st in enumerate(plan))  # fmt: skip
         return hit
 
-    def _program(
-        self, shape: int, attn: tuple, routed: tuple, seen: dict | None = None
-    ) -> np.ndarray:
+    def _one_step_id(self, tp: int, st: tuple, first: bool) -> int:
+        """The pool id of one plan step compiled on its own (plans share many steps: an
+        attention plan's differ from the next segment's in a count or two)."""
+        key = (tp, st, first)
+        hit = self._one_step_ids.get(key)
+        if hit is None:
+            frag = compiled_fragment(self.chip, self.net, tp, (st,), first)
+            hit = self._one_step_ids[key] = self._pool.id_of(frag)
+        return hit
+
+    def _program(self, shape: int, attn: tuple, routed: tuple) -> np.ndarray:
         """A program as pool fragment ids: the fixed ops of stages of ``shape``, the attention
-        plans ``attn`` at their attention ops and the ``routed`` plans (if any) at their
-        routed-expert ops; the same program as joining ``filled`` plans. ``seen`` keeps the
-        step ids of plan objects already looked up (by identity: the caller keeps them
-        alive)."""
+        plans numbered ``attn`` at their attention ops and the ``routed`` plans (if any) at
+        their routed-expert ops; the same program as joining ``filled`` plans."""
         i, flat, at = self._shape_list[shape]
         tp = len(self.stages[i][0])
-        new, seen = {}, {} if seen is None else seen
+        new = {}
         for holes, plans in ((self._holes[i], attn), (self._expert_holes[i], routed)):
             for (j, _), plan in zip(holes, plans, strict=True) if plans else ():
-                key = (id(plan), tp, j == 0)
-                ids = seen.get(key)
+                key = (plan, tp, j == 0)
+                ids = self._ids_of_plan.get(key)
                 if ids is None:
-                    ids = seen[key] = self._step_ids(tp, plan, j == 0)
+                    ids = self._ids_of_plan[key] = self._step_ids(tp, self.numbers.plans[plan],
+                                                                  j == 0)  # fmt: skip
                 new[j] = ids
         if all(len(ids) == at[j + 1] - at[j] for j, ids in new.items()):
             out = flat.copy()  # each new plan in its op's place
@@ -296,15 +308,20 @@ class LpuSim:
         parts = [new.get(j, flat[at[j] : at[j + 1]]) for j in range(len(at) - 1)]
         return np.fromiter(chain.from_iterable(parts), dtype=np.int64)
 
-    def _plans_of_key(self, key: tuple) -> tuple:
-        """A program key of the per-step path as the event path's: (TP width, every op's
-        plan)."""
+    def _key_numbered(self, key: tuple) -> tuple:
+        """A program key as (TP width, the numbers of the plans it stands for): its stage's
+        fixed plans' numbers, with the key's own at its holes (attention, routed experts)."""
         shape, attn, routed = key
         i = self._shape_list[shape][0]
-        plans = filled(self._fixed[i], self._holes[i], attn)
-        if routed:
-            plans = filled(plans, self._expert_holes[i], routed)
-        return len(self.stages[i][0]), plans
+        tp = len(self.stages[i][0])
+        fixed = self._fixed_numbers.get(shape)
+        if fixed is None:
+            fixed = self._fixed_numbers[shape] = self.numbers.of_all(self._fixed[i])
+        full = list(fixed)
+        for holes, numbers in ((self._holes[i], attn), (self._expert_holes[i], routed)):
+            for (j, _), number in zip(holes, numbers, strict=True) if numbers else ():
+                full[j] = number
+        return tp, tuple(full)
 
     def stage_cycles_over(self, contexts: np.ndarray, layout,
                           routed: RoutedSteps | None = None) -> StepsTiming | None:  # fmt: skip
@@ -331,7 +348,8 @@ class LpuSim:
             attn_of = unique_rows(np.column_stack(attn_cols)[starts])[1]
         attn_at = np.zeros(attn_of.max() + 1, dtype=np.int64)
         attn_at[attn_of] = starts
-        attns = [{key: plan_at(plan, i) for key, plan in plans.items()} for i in attn_at]
+        attns = [{key: self.numbers.of(plan_at(plan, i)) for key, plan in plans.items()}
+                 for i in attn_at]  # fmt: skip
         routed_of, routed_plans = self._routed_over(routed, busiest, starts, contexts, layout)
         group_of = {layer: key for key, layers in layout for layer in layers}
         # each stage's program per distinct (attention, routing) pair of its segments
@@ -339,9 +357,10 @@ class LpuSim:
         for s, options in enumerate(routed_plans):
             pairs = attn_of * len(options) + routed_of[:, s]
             distinct, pair_of[:, s] = np.unique(pairs, return_inverse=True)
+            option_ids = [tuple(map(self.numbers.of, plans)) for plans in options]
             stage_keys.append(
                 [
-                    self._program_key(s, attns[a], group_of, options[r])
+                    self._program_key(s, attns[a], group_of, option_ids[r])
                     for a, r in (divmod(d, len(options)) for d in distinct.tolist())
                 ]
             )
@@ -457,7 +476,8 @@ class LpuSim:
     def notes(self) -> dict:
         """The layout and the program cache (distinct stage programs scheduled over the run,
         by either path)."""
-        programs = set(self._sched) | {self._plans_of_key(k) for k in self._stage_memo}
+        programs = {(tp, self.numbers.of_all(plans)) for tp, plans in self._sched}
+        programs |= {self._key_numbered(k) for k in self._stage_memo}
         return dict(tp=self.tp, stages=len(self.stages), programs_compiled=len(programs),
                     install_cycles_per_block=self.chip.install_cycles,
                     stream_transit_cycles=self.chip.transit, c2c_hop_cycles=self.net.latency,

@@ -24,7 +24,7 @@ schedule gives (:mod:`pyaccel.sim.lpu.net`), beside the stream and VXM work it d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -44,6 +44,9 @@ def _is_dep(d) -> bool:
 
 def _ceil(x: float) -> int:
     return int(math.ceil(x - 1e-9)) if x > 0 else 0
+
+
+_CHIPS: dict = {}  # each distinct ChipModel, by its fields (ChipModel.from_params)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class ChipModel:
         while span < elems:  # transposes of lanes x lanes blocks until one lane holds the sum
             span *= lanes
             rounds += 1
-        return cls(
+        made = cls(
             planes=planes,
             block_weights=side * side,
             install_cycles=max(1, install),
@@ -128,6 +131,17 @@ class ChipModel:
             block_install_vectors=side * side * op_bytes / vec,
             install_vectors_per_cycle=wi_chip,
         )
+        # one object per distinct chip in a process: the fragment and plan caches key on it,
+        # and a key found by identity is not compared field by field
+        return _CHIPS.setdefault(made, made)
+
+    def __hash__(self) -> int:
+        # kept: every cache lookup of a fragment or plan hashes its chip
+        hit = self.__dict__.get("_hash")
+        if hit is None:
+            hit = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", hit)
+        return hit
 
     @property
     def n_resources(self) -> int:
