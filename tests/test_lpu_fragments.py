@@ -300,3 +300,17 @@ def test_programs_compiled_counts_the_same_programs_by_either_path(tmp_path):
     every = pa.emulate(model, system, plc, work, trace_steps="all")
     assert np.array_equal(fast.step_cycles, every.step_cycles)
     assert fast.meta["programs_compiled"] == every.meta["programs_compiled"] > 3
+
+
+def test_chip_model_is_one_object_and_travels_without_its_hash():
+    # caches key on the chip model: one object per distinct chip (found by identity), its
+    # hash kept; a pickled chip (a Dask worker's) carries no hash salted by this process
+    import pickle
+
+    from pyaccel.sim.lpu.program import ChipModel
+
+    params = pa.load_system("groq-tsp", units=1).spec.params
+    chip = ChipModel.from_params(params)
+    assert ChipModel.from_params(params) is chip
+    hash(chip)
+    assert "_hash" in vars(chip) and "_hash" not in pickle.loads(pickle.dumps(chip)).__dict__

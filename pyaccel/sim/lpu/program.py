@@ -143,6 +143,10 @@ class ChipModel:
             object.__setattr__(self, "_hash", hit)
         return hit
 
+    def __getstate__(self) -> dict:
+        # the kept hash is this process's (str hashes are salted per process): never carried
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def n_resources(self) -> int:
         """install[0..P), mxm[0..P), vxm, sxm, memio."""
