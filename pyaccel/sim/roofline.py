@@ -342,13 +342,17 @@ class StepBounds:
         mem_res, comp_res = rates.mem_resource, rates.compute_resource
         chain = np.full(ctx.shape, self.one_fixed, dtype=np.float64)
         totals = _UnitTotals(self.fixed_totals, self.unit_sets.values(), ctx.shape)
+        counts: dict = {}  # a layer's counts follow its window and chunk alone
         for (_, units, floor, placed), layers in self.groups.items():
             rep, n = layers[0], self.n_units[layers[0]]
             # the compute rate depends only on the op's class: ask it of one attention op
             rate = rates.compute(self.graph.attention_op(rep, int(ctx[0])))
             for work, is_full in ((self.graph.workload, True), (self.one.workload, False)):
                 w = attention_op(att, work, rep, int(ctx[0])).weight_bytes
-                _, flops, kv_read, kv_write = attention_counts(att, work, rep, ctx)
+                key = (is_full, att.window(rep), att.chunk(rep))
+                if key not in counts:
+                    counts[key] = attention_counts(att, work, rep, ctx)
+                _, flops, kv_read, kv_write = counts[key]
                 times = {mem_res: (w + kv_read + kv_write) / (n * rates.mem_bytes_per_s)}
                 if rate:
                     times[comp_res] = flops / ((n if rates.compute_splits else 1) * rate)
@@ -390,8 +394,9 @@ class _UnitTotals:
                         for us in sets}  # fmt: skip
         self.shape = (len(rows), *shape)
         self.by_res: dict = {}
-        for (unit, res), t in fixed.items():
-            self._of(res)[row[unit]] = t
+        for (_, own_totals), r in rows.items():  # a row's units all have these fixed totals
+            for res, t in own_totals:
+                self._of(res)[r] = t
 
     def _of(self, res: str) -> np.ndarray:
         if res not in self.by_res:
