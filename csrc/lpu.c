@@ -64,8 +64,9 @@ void pyaccel_lpu_link_schedule(int64_t *start, int64_t *end, int64_t *arrive,
 
 /* A fragment's schedule depends only on the state it starts from: every resource's free cycle
  * and the previous fragment's output cycle x. When every instruction of the fragment waits for
- * a dependency or a resource, each cycle it computes is a max of state values plus constants,
- * so the same state moved by c cycles gives every cycle moved by c. A program's fragments are
+ * a dependency or a resource, each cycle it computes is a max of state values plus constants
+ * (durations and latencies are never negative, checks.py, so the max's floor of cycle 0 never
+ * decides), so the same state moved by c cycles gives every cycle moved by c. A program's fragments are
  * therefore memoised by (fragment, each resource's free cycle - x): a hit gives
  * the fragment's output, latest result, marked starts and resources' free cycles, all relative
  * to x, without scheduling its instructions. Stage programs that differ only in an attention

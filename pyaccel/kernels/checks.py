@@ -77,11 +77,21 @@ def interval_union(starts: np.ndarray, ends: np.ndarray) -> None:
 
 
 def lpu_list_schedule(resource, duration, latency, dep_ptr, dep_idx, n_resources) -> None:
-    """Resource ids in ``[-1, n_resources)`` (-1: none), earlier dependencies, one length."""
+    """Resource ids in ``[-1, n_resources)`` (-1: none), durations and latencies of 0 cycles or
+    more, earlier dependencies, one length."""
     n = len(resource)
     same_length(n, resource=resource, duration=duration, latency=latency)
     ids_in("resource", resource, -1, int(n_resources))
+    _cycles(duration=duration, latency=latency)
     earlier_deps(dep_ptr, dep_idx, n)
+
+
+def _cycles(**arrays) -> None:
+    """Every entry is 0 cycles or more: no instruction ends before it starts or is usable
+    before it ends (the C fragment scheduler's memo moves schedules whose every cycle is
+    then a max of cycles, never of the schedule's start, csrc/lpu.c)."""
+    for name, arr in arrays.items():
+        ids_in(name, arr, 0, None)
 
 
 def _in_fragment(name: str, local, length) -> None:
@@ -96,12 +106,14 @@ def _in_fragment(name: str, local, length) -> None:
 
 def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
                           mark_ptr, mark_idx, seq_ptr, seq, n_resources) -> None:  # fmt: skip
-    """A pool of fragments (resource ids in ``[-1, n_resources)``, each dependency an earlier
+    """A pool of fragments (resource ids in ``[-1, n_resources)``, durations and latencies of 0
+    cycles or more, each dependency an earlier
     instruction of its own fragment or -2, each output and mark one of its fragment's
     instructions), and programs of pool fragments whose first fragment takes no input."""
     n = len(resource)
     same_length(n, resource=resource, duration=duration, latency=latency)
     ids_in("resource", resource, -1, int(n_resources))
+    _cycles(duration=duration, latency=latency)
     csr("dep_ptr", dep_ptr, n, "dep_idx", dep_idx)
     n_frags = len(frag_ptr) - 1
     csr("frag_ptr", frag_ptr, n_frags, "resource", resource)
