@@ -107,9 +107,9 @@ def _in_fragment(name: str, local, length) -> None:
 def lpu_fragment_schedule(resource, duration, latency, dep_ptr, dep_idx, frag_ptr, frag_out,
                           mark_ptr, mark_idx, seq_ptr, seq, n_resources) -> None:  # fmt: skip
     """A pool of fragments (resource ids in ``[-1, n_resources)``, durations and latencies of 0
-    cycles or more, each dependency an earlier
-    instruction of its own fragment or -2, each output and mark one of its fragment's
-    instructions), and programs of pool fragments whose first fragment takes no input."""
+    cycles or more, each dependency an earlier instruction of its own fragment or -2, each
+    output and mark one of its fragment's instructions), and programs of pool fragments whose
+    first fragment takes no input."""
     n = len(resource)
     same_length(n, resource=resource, duration=duration, latency=latency)
     ids_in("resource", resource, -1, int(n_resources))
