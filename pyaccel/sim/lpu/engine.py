@@ -86,6 +86,7 @@ class LpuSim:
         self.n_link_slots = self.node_size - 1 + int(p.global_links)
         self._sched: dict = {}
         self.c2c_bytes_of: dict = {}  # id(scheduled program) -> its C2C bytes (spans.py)
+        self.coll_bytes_of: dict = {}  # (id(collective), ranks) -> its bytes as arrays
         self.hop_spans_of: dict = {}  # stage -> its outgoing hop's spans and bytes (spans.py)
         self._pool = FragmentPool(self.chip)  # the per-step path's programs (_program)
         self._shape_of: dict[int, int] = {}  # stage -> its fixed program's place in _shapes

@@ -45,12 +45,24 @@ def _c2c_bytes(sim, sch, k: int) -> tuple[np.ndarray, np.ndarray]:
         for coll in sch.program.collectives.values():
             colls[id(coll)] = (coll, colls.get(id(coll), (None, 0))[1] + 1)
         for coll, times in colls.values():
-            sends = np.asarray(coll.send_bytes[:k], dtype=np.int64)
+            sends, slots = _coll_arrays(sim, coll, k)
             by_rank[: len(sends)] += times * sends
-            if coll.slot_bytes:
-                rank, slot, nb = np.array(coll.slot_bytes, dtype=np.int64).T
+            if slots is not None:
+                rank, slot, nb = slots
                 np.add.at(by_slot, (rank, slot), times * nb)
         hit = sim.c2c_bytes_of[id(sch)] = (sch, by_rank, by_slot)
+    return hit[1], hit[2]
+
+
+def _coll_arrays(sim, coll, k: int) -> tuple:
+    """A collective's bytes sent by each of ``k`` ranks, and its (rank, slot, bytes) columns
+    (None when it uses no link slot), made once per collective object: the network hands
+    out one object per collective, which every step's programs share."""
+    hit = sim.coll_bytes_of.get((id(coll), k))
+    if hit is None or hit[0] is not coll:
+        sends = np.asarray(coll.send_bytes[:k], dtype=np.int64)
+        slots = np.array(coll.slot_bytes, dtype=np.int64).T if coll.slot_bytes else None
+        hit = sim.coll_bytes_of[id(coll), k] = (coll, sends, slots)
     return hit[1], hit[2]
 
 
